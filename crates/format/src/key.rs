@@ -1,0 +1,124 @@
+//! Keys every language derives identically (spec/FORMAT.md §5): safe keys for memcached's rules, namespaces, and
+//! HTTP request keys with sorted query parameters and tracking parameters dropped.
+
+use sha2::{Digest, Sha256};
+
+/// memcached's key length limit.
+pub const MAX_KEY_LEN: usize = 250;
+/// Longest readable prefix kept in a hashed key.
+const HASHED_PREFIX_LEN: usize = 180;
+
+/// Query parameters dropped from HTTP keys unless configured otherwise.
+pub const DEFAULT_DROP_PARAMS: &[&str] = &["utm_*", "gclid", "fbclid", "msclkid"];
+
+/// `key` unchanged if memcached accepts it, else its readable prefix, `#`, and the SHA-256 of the whole key.
+pub fn safe_key(key: &str) -> String {
+    let bytes = key.as_bytes();
+    if bytes.len() <= MAX_KEY_LEN && !bytes.iter().any(|b| *b <= 0x20 || *b == 0x7f) {
+        return key.to_owned();
+    }
+    let prefix_len = bytes.iter().take(HASHED_PREFIX_LEN).take_while(|b| (0x21..=0x7e).contains(*b)).count();
+    let mut out = String::with_capacity(prefix_len + 1 + 64);
+    // The prefix is printable ASCII, so it ends on a character boundary.
+    out.push_str(&key[..prefix_len]);
+    out.push('#');
+    out.push_str(&hex::encode(Sha256::digest(bytes)));
+    out
+}
+
+/// `namespace:key` (or `key` when the namespace is empty), made safe.
+pub fn namespaced_key(namespace: &str, key: &str) -> String {
+    if namespace.is_empty() {
+        return safe_key(key);
+    }
+    let mut full = String::with_capacity(namespace.len() + 1 + key.len());
+    full.push_str(namespace);
+    full.push(':');
+    full.push_str(key);
+    safe_key(&full)
+}
+
+/// How HTTP request keys are derived.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyOptions {
+    /// Prefix for every key (empty = none).
+    pub namespace: String,
+    /// Query parameter names to drop; a trailing `*` makes a prefix pattern.
+    pub drop_params: Vec<String>,
+}
+
+impl Default for KeyOptions {
+    fn default() -> Self {
+        KeyOptions {
+            namespace: String::new(),
+            drop_params: DEFAULT_DROP_PARAMS.iter().map(|s| (*s).to_owned()).collect(),
+        }
+    }
+}
+
+impl KeyOptions {
+    fn drops(&self, name: &[u8]) -> bool {
+        self.drop_params.iter().any(|pattern| match pattern.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix.as_bytes()),
+            None => name == pattern.as_bytes(),
+        })
+    }
+}
+
+/// The key of a request, from its parts as a server sees them (spec/FORMAT.md §5.3).
+pub fn http_key(method: &str, scheme: &str, authority: &str, path_and_query: &str, options: &KeyOptions) -> String {
+    let mut base = String::with_capacity(method.len() + scheme.len() + authority.len() + path_and_query.len() + 8);
+    base.push_str(&method.to_ascii_uppercase());
+    base.push(':');
+    let scheme = scheme.to_ascii_lowercase();
+    base.push_str(&scheme);
+    base.push_str("://");
+    base.push_str(&normalize_authority(&scheme, authority));
+
+    let without_fragment = path_and_query.split('#').next().unwrap_or_default();
+    let (path, query) = match without_fragment.split_once('?') {
+        Some((path, query)) => (path, query),
+        None => (without_fragment, ""),
+    };
+    base.push_str(if path.is_empty() { "/" } else { path });
+
+    let mut parts: Vec<&str> = query
+        .split('&')
+        .filter(|part| !part.is_empty())
+        .filter(|part| !options.drops(param_name(part).as_bytes()))
+        .collect();
+    parts.sort_by(|a, b| param_name(a).as_bytes().cmp(param_name(b).as_bytes()));
+    if !parts.is_empty() {
+        base.push('?');
+        base.push_str(&parts.join("&"));
+    }
+    namespaced_key(&options.namespace, &base)
+}
+
+/// The key of a request given as a URL text (`scheme://authority/path?query`).
+pub fn url_key(method: &str, url: &str, options: &KeyOptions) -> Result<String, String> {
+    let (scheme, rest) = url.split_once("://").ok_or_else(|| format!("not an absolute URL (no \"://\"): {url:?}"))?;
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, path_and_query) = rest.split_at(authority_end);
+    Ok(http_key(method, scheme, authority, path_and_query, options))
+}
+
+fn param_name(part: &str) -> &str {
+    part.split('=').next().unwrap_or(part)
+}
+
+fn normalize_authority(scheme: &str, authority: &str) -> String {
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, host)| host).to_ascii_lowercase();
+    if let Some(host) = host_port.strip_suffix(':') {
+        return host.to_owned();
+    }
+    let default_port = match scheme {
+        "http" => ":80",
+        "https" => ":443",
+        _ => return host_port,
+    };
+    match host_port.strip_suffix(default_port) {
+        Some(host) => host.to_owned(),
+        None => host_port,
+    }
+}
