@@ -21,7 +21,7 @@ mod error;
 mod header;
 pub mod json;
 pub mod key;
-mod msgpack_walk;
+pub mod msgpack_walk;
 mod response;
 mod serialize;
 

@@ -5,7 +5,7 @@
 use rmp::Marker;
 
 /// The length in bytes of the MessagePack object at the start of `bytes`, or why it is not a whole object.
-pub(crate) fn object_len(bytes: &[u8]) -> Result<usize, String> {
+pub fn object_len(bytes: &[u8]) -> Result<usize, String> {
     let mut pos = 0usize;
     let mut pending: u64 = 1;
     let be = |pos: &mut usize, width: usize| -> Result<u64, String> {

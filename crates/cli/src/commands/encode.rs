@@ -1,0 +1,162 @@
+//! `larder encode`: a JSON document on stdin to entry bytes on stdout (spec/CLI.md).
+
+use std::io::Write;
+
+use base64::Engine;
+use bytes::Bytes;
+use clap::{Args, ValueEnum};
+use larder_format::json::msgpack_from_json;
+use larder_format::{
+    encode_response, encode_serialized, now_ms, Compressor, ContentEncoding, EncodeOptions, EntryMeta, HttpResponse,
+    Kind, Serializer,
+};
+use serde_json::Value;
+
+use crate::commands::read_stdin;
+use crate::Failure;
+
+/// Encode the JSON document on stdin as a larder entry, written to stdout.
+///
+/// With --serializer text or raw the document must be a JSON string (raw also takes {"$base64": "..."});
+/// with --kind response it is {"status": 200, "headers": [["name", "value"], ...], "body": "...",
+/// "content_encoding": "identity"}.
+#[derive(Args)]
+pub struct EncodeArgs {
+    /// How the value is serialized.
+    #[arg(long, default_value = "msgpack", value_parser = parse_serializer)]
+    serializer: Serializer,
+    /// Compressor to try; kept only if the payload is at least --threshold bytes and it shrinks.
+    #[arg(long, default_value = "lz4", value_parser = parse_compressor)]
+    compressor: Compressor,
+    /// Seconds until the entry expires (0 = never).
+    #[arg(long, default_value_t = 0, value_name = "SECS")]
+    ttl: u64,
+    /// Seconds past expiry during which the entry may be served stale while it is recomputed.
+    #[arg(long, default_value_t = 0, value_name = "SECS")]
+    stale: u64,
+    /// Creation time in ms since the Unix epoch (default: now).
+    #[arg(long, value_name = "MS")]
+    created_at: Option<u64>,
+    /// Version string (a reader asking for another version treats the entry as a miss).
+    #[arg(long = "version", value_name = "V")]
+    entry_version: Option<String>,
+    /// Tag for purge by tag; repeatable.
+    #[arg(long = "tag", value_name = "T")]
+    tags: Vec<String>,
+    /// Compress only payloads of at least this many bytes.
+    #[arg(long, default_value_t = larder_format::DEFAULT_COMPRESS_THRESHOLD, value_name = "BYTES")]
+    threshold: usize,
+    /// Compression level (zstd 1-22, brotli 0-11, gzip 0-9; ignored by lz4 and snappy).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    level: Option<i32>,
+    /// What the document describes.
+    #[arg(long, value_enum, default_value_t = KindArg::Value)]
+    kind: KindArg,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum KindArg {
+    Value,
+    Response,
+}
+
+fn parse_serializer(s: &str) -> Result<Serializer, String> {
+    s.parse()
+}
+
+fn parse_compressor(s: &str) -> Result<Compressor, String> {
+    s.parse()
+}
+
+pub fn run(args: EncodeArgs) -> Result<(), Failure> {
+    let input = read_stdin()?;
+    let document: Value =
+        serde_json::from_slice(&input).map_err(|e| Failure::input(format!("stdin is not a JSON document: {e}")))?;
+    let created_at = args.created_at.unwrap_or_else(now_ms);
+    let mut meta = EntryMeta::with_ttl(created_at, args.ttl.saturating_mul(1000));
+    meta.stale_ms = args.stale.saturating_mul(1000);
+    meta.version = args.entry_version;
+    meta.tags = args.tags;
+    let options = EncodeOptions {
+        serializer: args.serializer,
+        compressor: args.compressor,
+        compress_threshold: args.threshold,
+        level: args.level,
+    };
+    let entry = match args.kind {
+        KindArg::Response => {
+            if args.serializer != Serializer::MsgPack {
+                return Err(Failure::input("--kind response needs --serializer msgpack"));
+            }
+            encode_response(&response_from_json(&document)?, &meta, &options)?
+        }
+        KindArg::Value => {
+            let payload = serialized_payload(&document, args.serializer)?;
+            encode_serialized(Kind::Value, args.serializer, &payload, &meta, &options)?
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(&entry).and_then(|()| stdout.flush()).map_err(|e| Failure::input(format!("stdout: {e}")))?;
+    Ok(())
+}
+
+fn serialized_payload(document: &Value, serializer: Serializer) -> Result<Vec<u8>, Failure> {
+    Ok(match serializer {
+        Serializer::MsgPack => {
+            let mut out = Vec::new();
+            msgpack_from_json(document, &mut out)?;
+            out
+        }
+        Serializer::Json => serde_json::to_vec(document)?,
+        Serializer::Text => match document {
+            Value::String(text) => text.clone().into_bytes(),
+            _ => return Err(Failure::input("--serializer text needs a JSON string on stdin")),
+        },
+        Serializer::Raw => bytes_from_json(document, "--serializer raw needs a JSON string or {\"$base64\": ...}")?,
+    })
+}
+
+/// A JSON string's UTF-8 bytes, or the bytes of `{"$base64": "..."}`.
+fn bytes_from_json(value: &Value, what: &str) -> Result<Vec<u8>, Failure> {
+    match value {
+        Value::String(text) => Ok(text.clone().into_bytes()),
+        Value::Object(map) if map.len() == 1 => match map.get("$base64") {
+            Some(Value::String(b64)) => base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .map_err(|e| Failure::input(format!("bad base64: {e}"))),
+            _ => Err(Failure::input(what)),
+        },
+        _ => Err(Failure::input(what)),
+    }
+}
+
+fn response_from_json(document: &Value) -> Result<HttpResponse, Failure> {
+    let status = document
+        .get("status")
+        .and_then(Value::as_u64)
+        .and_then(|s| u16::try_from(s).ok())
+        .ok_or_else(|| Failure::input("a response document needs an integer \"status\""))?;
+    let mut headers = Vec::new();
+    if let Some(list) = document.get("headers") {
+        let pairs = list.as_array().ok_or_else(|| Failure::input("\"headers\" must be a list of [name, value]"))?;
+        for pair in pairs {
+            match pair.as_array().map(Vec::as_slice) {
+                Some([name, value]) => headers.push((
+                    Bytes::from(bytes_from_json(name, "a header name must be a string")?),
+                    Bytes::from(bytes_from_json(value, "a header value must be a string")?),
+                )),
+                _ => return Err(Failure::input("each header must be a [name, value] pair")),
+            }
+        }
+    }
+    let body = match document.get("body") {
+        Some(body) => bytes_from_json(body, "\"body\" must be a string or {\"$base64\": ...}")?,
+        None => Vec::new(),
+    };
+    let content_encoding = match document.get("content_encoding") {
+        Some(Value::String(name)) => name.parse::<ContentEncoding>().map_err(Failure::input)?,
+        Some(_) => return Err(Failure::input("\"content_encoding\" must be a string")),
+        None => ContentEncoding::Identity,
+    };
+    Ok(HttpResponse { status, headers, body: Bytes::from(body), content_encoding })
+}

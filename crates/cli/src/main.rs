@@ -1,0 +1,62 @@
+//! `larder`: the caching reverse proxy, its benchmarks, and tools to encode, inspect and key entries.
+
+mod commands;
+mod display;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// larder: a fast, shared, polyglot cache for web applications.
+///
+/// One entry format (spec/FORMAT.md) spoken by a caching reverse proxy and by client libraries in several
+/// languages, over one shared store.
+#[derive(Parser)]
+#[command(name = "larder", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    Encode(commands::encode::EncodeArgs),
+    Inspect(commands::inspect::InspectArgs),
+    Key(commands::key::KeyArgs),
+}
+
+/// A failure with the exit status spec/CLI.md gives it.
+#[derive(Debug)]
+pub struct Failure {
+    pub status: u8,
+    pub message: String,
+}
+
+impl Failure {
+    /// Bad input or usage: exit status 2.
+    pub fn input(message: impl Into<String>) -> Self {
+        Failure { status: 2, message: message.into() }
+    }
+}
+
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for Failure {
+    fn from(error: E) -> Self {
+        Failure::input(format!("{:#}", anyhow::Error::from(error)))
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Encode(args) => commands::encode::run(args),
+        Command::Inspect(args) => commands::inspect::run(args),
+        Command::Key(args) => commands::key::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            eprintln!("larder: {}", failure.message);
+            ExitCode::from(failure.status)
+        }
+    }
+}
