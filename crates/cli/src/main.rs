@@ -2,6 +2,7 @@
 
 mod commands;
 mod display;
+mod output;
 
 use std::process::ExitCode;
 
@@ -20,6 +21,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    Bench(commands::bench::BenchArgs),
     Encode(commands::encode::EncodeArgs),
     Inspect(commands::inspect::InspectArgs),
     Key(commands::key::KeyArgs),
@@ -48,6 +50,7 @@ impl<E: std::error::Error + Send + Sync + 'static> From<E> for Failure {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Bench(args) => commands::bench::run(args),
         Command::Encode(args) => commands::encode::run(args),
         Command::Inspect(args) => commands::inspect::run(args),
         Command::Key(args) => commands::key::run(args),

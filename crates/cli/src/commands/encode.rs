@@ -1,7 +1,5 @@
 //! `larder encode`: a JSON document on stdin to entry bytes on stdout (spec/CLI.md).
 
-use std::io::Write;
-
 use base64::Engine;
 use bytes::Bytes;
 use clap::{Args, ValueEnum};
@@ -95,9 +93,7 @@ pub fn run(args: EncodeArgs) -> Result<(), Failure> {
             encode_serialized(Kind::Value, args.serializer, &payload, &meta, &options)?
         }
     };
-    let mut stdout = std::io::stdout().lock();
-    stdout.write_all(&entry).and_then(|()| stdout.flush()).map_err(|e| Failure::input(format!("stdout: {e}")))?;
-    Ok(())
+    crate::output::write_stdout(&entry)
 }
 
 fn serialized_payload(document: &Value, serializer: Serializer) -> Result<Vec<u8>, Failure> {

@@ -38,8 +38,7 @@ pub fn run(args: InspectArgs) -> Result<(), Failure> {
     let limits = DecodeLimits { max_size: args.max_size };
     let report = Report::build(Bytes::from(bytes), &limits)
         .map_err(|e| Failure { status: 1, message: format!("invalid entry: {}: {}", e.kind(), e.detail()) })?;
-    println!("{}", if args.json { report.json() } else { report.human() });
-    Ok(())
+    crate::output::print_line(&if args.json { report.json() } else { report.human() })
 }
 
 /// What `inspect` prints, decoded once and rendered in either form.

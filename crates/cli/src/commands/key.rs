@@ -34,6 +34,5 @@ pub fn run(args: KeyArgs) -> Result<(), Failure> {
     }
     options.drop_params.extend(args.drop_params);
     let key = url_key(&args.method, &args.url, &options).map_err(Failure::input)?;
-    println!("{key}");
-    Ok(())
+    crate::output::print_line(&key)
 }

@@ -1,5 +1,6 @@
 //! One module per `larder` subcommand.
 
+pub mod bench;
 pub mod encode;
 pub mod inspect;
 pub mod key;

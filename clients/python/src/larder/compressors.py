@@ -1,0 +1,214 @@
+"""The compressors of spec/FORMAT.md §3, in the wire forms every language can read, each decoder bounded.
+
+A decoder never produces more than `max_size` bytes and never allocates according to a size field it has not
+checked: the LZ4 prefix and the Snappy preamble are checked against `max_size` (and LZ4's largest possible ratio)
+before anything is allocated, zstd must record its content size, and brotli and gzip are decoded incrementally with
+an output limit. Every failure is an `InvalidEntry` of kind `too_large` or `corrupt_payload`.
+
+Compressor objects are expensive to set up next to a small value, so the zstd contexts are reused, one per thread.
+"""
+
+from __future__ import annotations
+
+import gzip
+import struct
+import threading
+import zlib
+from typing import Final
+
+import brotli
+import cramjam
+import lz4.block
+import zstandard
+
+from .errors import CORRUPT_PAYLOAD, TOO_LARGE, InvalidEntry
+
+#: Default maximum decompressed size: 64 MiB.
+DEFAULT_MAX_SIZE: Final = 64 * 1024 * 1024
+
+#: Levels used when none is given (spec/FORMAT.md §3); the other codecs have no level.
+DEFAULT_LEVELS: Final = {"zstd": 3, "brotli": 4, "gzip": 6}
+
+#: The most an LZ4 block can expand: each extra length byte adds at most 255 bytes of output.
+LZ4_MAX_RATIO: Final = 255
+
+_ZSTD_MAX_LEVEL: Final = 22
+_U32_MAX: Final = 0xFFFF_FFFF
+_LZ4_PREFIX = struct.Struct("<I")
+
+
+class _Contexts(threading.local):
+    """zstd contexts, kept per thread (they are not safe to share between threads)."""
+
+    def __init__(self) -> None:
+        self.compressors: dict[int, zstandard.ZstdCompressor] = {}
+        self.decompressor: zstandard.ZstdDecompressor | None = None
+
+
+_contexts = _Contexts()
+
+
+def compress(name: str, data: bytes, level: int | None = None) -> bytes:
+    """`data` compressed with the compressor called `name`, at `level` (None = the codec's default)."""
+    if level is None:
+        level = DEFAULT_LEVELS.get(name)
+    if name == "none":
+        return bytes(data)
+    if name == "lz4":
+        if len(data) > _U32_MAX:
+            raise ValueError(f"lz4 input of {len(data)} bytes exceeds 4 GiB")
+        # store_size=True writes exactly the format's 4-byte little-endian uncompressed-size prefix.
+        return lz4.block.compress(data, store_size=True)
+    if name == "snappy":
+        return bytes(cramjam.snappy.compress_raw(data))
+    if name == "zstd":
+        zstd_level = min(level if level is not None else 3, _ZSTD_MAX_LEVEL)
+        compressor = _contexts.compressors.get(zstd_level)
+        if compressor is None:
+            compressor = zstandard.ZstdCompressor(level=zstd_level, write_content_size=True)
+            _contexts.compressors[zstd_level] = compressor
+        return compressor.compress(data)
+    if name == "brotli":
+        quality = _clamp(level if level is not None else 4, 0, 11)
+        return brotli.compress(data, quality=quality, lgwin=22)
+    if name == "gzip":
+        return gzip.compress(data, compresslevel=_clamp(level if level is not None else 6, 0, 9), mtime=0)
+    raise ValueError(f"unknown compressor {name!r}")
+
+
+def decompress(name: str, data: bytes, max_size: int = DEFAULT_MAX_SIZE) -> bytes:
+    """Decompresses `data`, refusing to produce more than `max_size` bytes. Raises only `InvalidEntry`."""
+    if name == "none":
+        _check_size(len(data), max_size)
+        return bytes(data)
+    if name == "lz4":
+        return _lz4_decompress(data, max_size)
+    if name == "snappy":
+        return _snappy_decompress(data, max_size)
+    if name == "zstd":
+        return _zstd_decompress(data, max_size)
+    if name == "brotli":
+        return _brotli_decompress(data, max_size)
+    if name == "gzip":
+        return _gzip_decompress(data, max_size)
+    raise ValueError(f"unknown compressor {name!r}")
+
+
+def _lz4_decompress(data: bytes, max_size: int) -> bytes:
+    if len(data) < 4:
+        raise _corrupt(f"lz4 payload of {len(data)} bytes has no 4-byte size prefix")
+    (declared,) = _LZ4_PREFIX.unpack_from(data)
+    _check_size(declared, max_size)
+    block = data[4:]
+    if declared > LZ4_MAX_RATIO * len(block) + 16:
+        raise _corrupt(
+            f"lz4 size prefix claims {declared} bytes from a {len(block)}-byte block, more than LZ4 can expand"
+        )
+    try:
+        out = lz4.block.decompress(block, uncompressed_size=declared)
+    except (lz4.block.LZ4BlockError, ValueError, OverflowError) as e:
+        raise _corrupt(f"lz4: {e}") from None
+    if len(out) != declared:
+        raise _corrupt(f"lz4 block decoded to {len(out)} bytes, prefix declared {declared}")
+    return out
+
+
+def _snappy_decompress(data: bytes, max_size: int) -> bytes:
+    declared = _snappy_preamble(data)
+    _check_size(declared, max_size)
+    if declared > _U32_MAX:
+        raise _corrupt(f"snappy preamble claims {declared} bytes, more than a raw snappy block can hold")
+    try:
+        out = bytes(cramjam.snappy.decompress_raw(data))
+    except (cramjam.DecompressionError, ValueError) as e:
+        raise _corrupt(f"snappy: {e}") from None
+    if len(out) != declared:
+        raise _corrupt(f"snappy block decoded to {len(out)} bytes, preamble declared {declared}")
+    return out
+
+
+def _snappy_preamble(data: bytes) -> int:
+    """The uncompressed length a raw Snappy block starts with: a little-endian base-128 varint of at most 5 bytes."""
+    value = 0
+    for i, byte in enumerate(data[:5]):
+        value |= (byte & 0x7F) << (7 * i)
+        if byte < 0x80:
+            return value
+    raise _corrupt("snappy: no valid length preamble (a varint of at most 5 bytes)")
+
+
+def _zstd_decompress(data: bytes, max_size: int) -> bytes:
+    try:
+        declared = zstandard.frame_content_size(data)
+    except zstandard.ZstdError as e:
+        raise _corrupt(f"not a zstd frame: {e}") from None
+    if declared in (zstandard.CONTENTSIZE_UNKNOWN, zstandard.CONTENTSIZE_ERROR) or declared < 0:
+        raise _corrupt("zstd frame does not record its content size")
+    _check_size(declared, max_size)
+    decompressor = _contexts.decompressor
+    if decompressor is None:
+        decompressor = _contexts.decompressor = zstandard.ZstdDecompressor()
+    try:
+        out = decompressor.decompress(data, max_output_size=declared, allow_extra_data=False)
+    except zstandard.ZstdError as e:
+        raise _corrupt(f"zstd: {e}") from None
+    if len(out) != declared:
+        raise _corrupt(f"zstd frame decoded to {len(out)} bytes, header declared {declared}")
+    return out
+
+
+def _brotli_decompress(data: bytes, max_size: int) -> bytes:
+    decoder = brotli.Decompressor()
+    chunks: list[bytes] = []
+    total = 0
+    try:
+        chunk = decoder.process(data, output_buffer_limit=max_size + 1)
+        while True:
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > max_size:
+                raise _too_large("brotli", max_size)
+            if decoder.is_finished():
+                break
+            if decoder.can_accept_more_data():
+                # The decoder wants more input and there is none: the stream is cut short.
+                raise _corrupt("brotli stream is truncated")
+            chunk = decoder.process(b"", output_buffer_limit=max_size + 1 - total)
+            if not chunk and not decoder.is_finished() and not decoder.can_accept_more_data():
+                raise _corrupt("brotli decoder made no progress")
+    except brotli.error as e:
+        raise _corrupt(f"brotli: {e}") from None
+    return b"".join(chunks)
+
+
+def _gzip_decompress(data: bytes, max_size: int) -> bytes:
+    decoder = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        # zlib stops at max_length bytes of output, at the end of the member, or when the input runs out.
+        out = decoder.decompress(data, max_size + 1)
+    except zlib.error as e:
+        raise _corrupt(f"gzip: {e}") from None
+    if len(out) > max_size:
+        raise _too_large("gzip", max_size)
+    if not decoder.eof:
+        raise _corrupt("gzip member is truncated")
+    if decoder.unused_data:
+        raise _corrupt(f"{len(decoder.unused_data)} bytes after the gzip member")
+    return out
+
+
+def _check_size(size: int, max_size: int) -> None:
+    if size > max_size:
+        raise InvalidEntry(TOO_LARGE, f"payload of {size} bytes exceeds the {max_size}-byte limit")
+
+
+def _too_large(codec: str, max_size: int) -> InvalidEntry:
+    return InvalidEntry(TOO_LARGE, f"{codec} payload decompresses to more than the {max_size}-byte limit")
+
+
+def _corrupt(detail: str) -> InvalidEntry:
+    return InvalidEntry(CORRUPT_PAYLOAD, detail)
+
+
+def _clamp(value: int, low: int, high: int) -> int:
+    return max(low, min(high, value))

@@ -1,0 +1,116 @@
+"""What `inspect` prints (spec/CLI.md): an entry's header and value, as labelled lines or as one JSON object.
+
+The text is specified to the byte so that every implementation's `inspect` can be compared with every other's; the
+value is decoded for display here (pairs kept, exact ext bytes, see msgpack_reader) rather than through `decode`.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from typing import Final
+
+from .compressors import DEFAULT_MAX_SIZE
+from .display import bytes_json, bytes_text, display_json, quote
+from .entry import decode_payload
+from .header import Header
+from .msgpack_reader import MapPairs, read_whole_tree
+from .response import HttpResponse
+from .serializers import decode_text, loads_json
+
+#: The last millisecond of year 9999: later times print without their date.
+LAST_MS_OF_9999: Final = 253_402_300_799_999
+_EPOCH: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+@dataclass(frozen=True)
+class Report:
+    """An entry decoded for display: its header, its sizes, and its value in display JSON (or its response)."""
+
+    header: Header
+    stored_bytes: int
+    payload_bytes: int
+    value: str | HttpResponse
+
+    @classmethod
+    def of(cls, data: bytes, max_size: int = DEFAULT_MAX_SIZE) -> Report:
+        """Decodes `data` fully. Raises `InvalidEntry` exactly when `decode` would."""
+        header, payload = decode_payload(data, max_size=max_size)
+        value: str | HttpResponse
+        if header.kind == "response":
+            value = HttpResponse.from_payload(payload)
+        else:
+            value = value_display(header.serializer, payload)
+        return cls(header, len(data), len(payload), value)
+
+    def human(self) -> str:
+        """The labelled-lines form, each line `printf "%-12s %s\\n"`, ending with a newline."""
+        h = self.header
+        lines = [
+            ("format", "1"),
+            ("kind", h.kind),
+            ("serializer", h.serializer),
+            ("compressor", h.compressor),
+            ("created_at", time_text(h.created_at)),
+            ("expires_at", "never" if h.expires_at == 0 else time_text(h.expires_at)),
+            ("stale_ms", str(h.stale_ms)),
+            ("version", "(none)" if h.version is None else h.version),
+            ("tags", ", ".join(h.tags) if h.tags else "(none)"),
+            ("size", f"{self.stored_bytes} bytes stored, {self.payload_bytes} bytes payload"),
+        ]
+        if isinstance(self.value, HttpResponse):
+            response = self.value
+            lines.append(("status", str(response.status)))
+            lines.append(("encoding", response.content_encoding))
+            lines.extend(("header", f"{bytes_text(name)}: {bytes_text(value)}") for name, value in response.headers)
+            lines.append(("body", f"{len(response.body)} bytes"))
+        else:
+            lines.append(("value", self.value))
+        return "".join(f"{label + ':':<12} {text}\n" for label, text in lines)
+
+    def json(self) -> str:
+        """The one-line JSON form, ending with a newline."""
+        h = self.header
+        version = "null" if h.version is None else quote(h.version)
+        tags = ",".join(quote(tag) for tag in h.tags)
+        if isinstance(self.value, HttpResponse):
+            response = self.value
+            headers = ",".join(f"[{bytes_json(name)},{bytes_json(value)}]" for name, value in response.headers)
+            value = (
+                f'{{"status":{response.status},"headers":[{headers}],'
+                f'"content_encoding":{quote(response.content_encoding)},"body":{bytes_json(response.body)}}}'
+            )
+        else:
+            value = self.value
+        return (
+            f'{{"format":1,"kind":{quote(h.kind)},"serializer":{quote(h.serializer)},'
+            f'"compressor":{quote(h.compressor)},"created_at":{h.created_at},"expires_at":{h.expires_at},'
+            f'"stale_ms":{h.stale_ms},"version":{version},"tags":[{tags}],"stored_bytes":{self.stored_bytes},'
+            f'"payload_bytes":{self.payload_bytes},"value":{value}}}\n'
+        )
+
+
+def value_display(serializer: str, payload: bytes) -> str:
+    """The display JSON of a value payload. Raises `InvalidEntry` (bad_value) if it does not deserialize."""
+    if serializer == "msgpack":
+        return display_json(read_whole_tree(payload))
+    if serializer == "json":
+        return display_json(loads_json(payload, object_pairs_hook=MapPairs))
+    if serializer == "text":
+        return quote(decode_text(payload))
+    return bytes_json(bytes(payload))
+
+
+def time_text(ms: int) -> str:
+    """`ms (YYYY-MM-DDTHH:MM:SS.mmmZ)`, or just `ms` past the year 9999."""
+    if ms > LAST_MS_OF_9999:
+        return str(ms)
+    moment = _EPOCH + datetime.timedelta(milliseconds=ms)
+    date = f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
+    return f"{ms} ({date}T{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}.{ms % 1000:03d}Z)"
+
+
+def inspect_text(data: bytes, *, as_json: bool = False, max_size: int | None = None) -> str:
+    """What `inspect` prints for `data`. Raises `InvalidEntry` for an invalid entry."""
+    report = Report.of(data, DEFAULT_MAX_SIZE if max_size is None else max_size)
+    return report.json() if as_json else report.human()

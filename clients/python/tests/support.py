@@ -1,0 +1,208 @@
+"""Shared by the tests: the spec's vectors, value comparison, hypothesis strategies, and the two CLIs as runners."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import math
+import os
+import struct
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import strategies as st
+
+import larder
+from larder import cli
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+VECTORS = REPO_ROOT / "spec" / "vectors"
+DEFAULT_LARDER_BIN = "target/debug/larder"
+
+
+def load_vectors(name: str) -> dict[str, Any]:
+    """A vector file of spec/vectors, checked to be the schema these tests understand."""
+    data: dict[str, Any] = json.loads((VECTORS / name).read_text(encoding="utf-8"))
+    assert data["schema"] == 1, f"{name}: unknown schema {data['schema']}"
+    return data
+
+
+def same_json(actual: Any, expected: Any) -> bool:
+    """Whether two JSON-like values are equal, telling apart what JSON equality would blur.
+
+    bool vs int vs float are different; floats compare bit for bit (so -0.0 != 0.0); maps must have the same keys in
+    the same order.
+    """
+    if isinstance(expected, bool) or expected is None:
+        return actual is expected
+    if isinstance(expected, int):
+        return type(actual) is int and actual == expected
+    if isinstance(expected, float):
+        if not isinstance(actual, float):
+            return False
+        if math.isnan(expected):
+            return math.isnan(actual)
+        return struct.pack("<d", actual) == struct.pack("<d", expected)
+    if isinstance(expected, str):
+        return isinstance(actual, str) and actual == expected
+    if isinstance(expected, (bytes, bytearray)):
+        return isinstance(actual, bytes) and actual == expected
+    if isinstance(expected, (list, tuple)):
+        return (
+            isinstance(actual, (list, tuple))
+            and len(actual) == len(expected)
+            and all(same_json(a, e) for a, e in zip(actual, expected))
+        )
+    if isinstance(expected, dict):
+        return (
+            isinstance(actual, dict)
+            and list(actual) == list(expected)
+            and all(same_json(actual[k], expected[k]) for k in expected)
+        )
+    raise TypeError(f"not a JSON-like value: {expected!r}")
+
+
+def vector_bytes(item: Any) -> bytes:
+    """A vector's byte string: a str (its UTF-8) or {"$base64": "…"}."""
+    if isinstance(item, str):
+        return item.encode("utf-8")
+    return base64.b64decode(item["$base64"])
+
+
+def vector_response(case: dict[str, Any]) -> larder.HttpResponse:
+    spec = case["response"]
+    return larder.HttpResponse(
+        spec["status"],
+        [(vector_bytes(name), vector_bytes(value)) for name, value in spec["headers"]],
+        base64.b64decode(spec["body_base64"]),
+        spec["content_encoding"],
+    )
+
+
+def vector_value(case: dict[str, Any]) -> Any:
+    """The value a value-kind case holds, as the Python type its serializer decodes to."""
+    serializer = case["options"]["serializer"]
+    if serializer == "raw":
+        return base64.b64decode(case["value_base64"])
+    if serializer == "text":
+        return case["value_text"]
+    return case["value"]
+
+
+# --- hypothesis strategies ---------------------------------------------------------------------------------------
+
+INT64_MIN = -(2**63)
+UINT64_MAX = 2**64 - 1
+
+json_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=INT64_MIN, max_value=UINT64_MAX),
+    st.integers(min_value=-300, max_value=300),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=40),
+)
+
+#: Values a JSON document can express: maps with string keys (order matters), arrays, and the scalars.
+json_values = st.recursive(
+    json_scalars,
+    lambda children: st.one_of(
+        st.lists(children, max_size=6),
+        st.dictionaries(st.text(max_size=12), children, max_size=6),
+    ),
+    max_leaves=25,
+)
+
+
+@st.composite
+def sized_json_values(draw: st.DrawFn) -> Any:
+    """JSON values, sometimes repeated into a list long enough (over 1 KiB) that compression is kept."""
+    value = draw(json_values)
+    if draw(st.booleans()):
+        return [value] * draw(st.integers(min_value=40, max_value=120))
+    return value
+
+
+header_texts = st.text(max_size=20)
+
+http_responses = st.builds(
+    larder.HttpResponse,
+    status=st.integers(min_value=100, max_value=999),
+    headers=st.lists(st.tuples(st.binary(max_size=20), st.binary(max_size=40)), max_size=6),
+    body=st.one_of(st.binary(max_size=200), st.binary(min_size=1, max_size=8).map(lambda b: b * 300)),
+    content_encoding=st.sampled_from(larder.CONTENT_ENCODINGS),
+)
+
+
+@st.composite
+def entry_options(draw: st.DrawFn) -> dict[str, Any]:
+    """Keyword arguments for `larder.encode`/`encode_response`: every header field, any compressor."""
+    return {
+        "compressor": draw(st.sampled_from(larder.COMPRESSORS)),
+        "threshold": draw(st.sampled_from([0, 16, 1024])),
+        "created_at": draw(st.integers(min_value=0, max_value=UINT64_MAX)),
+        "expires_at": draw(st.one_of(st.just(0), st.integers(min_value=0, max_value=UINT64_MAX))),
+        "stale_ms": draw(st.one_of(st.just(0), st.integers(min_value=0, max_value=UINT64_MAX))),
+        "version": draw(st.one_of(st.none(), header_texts)),
+        "tags": draw(st.lists(header_texts, max_size=4)),
+    }
+
+
+# --- the two CLIs --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Run:
+    """What a command did: exit status, stdout bytes, stderr text."""
+
+    status: int
+    stdout: bytes
+    stderr: str
+
+    @property
+    def error_kind(self) -> str:
+        """The error kind of an `inspect` failure line, `larder: invalid entry: <kind>: <detail>`."""
+        prefix = "larder: invalid entry: "
+        assert self.stderr.startswith(prefix), f"unexpected stderr: {self.stderr!r}"
+        return self.stderr[len(prefix) :].split(":", 1)[0]
+
+
+def run_python(args: list[str], stdin: bytes = b"") -> Run:
+    """`python -m larder ARGS`, run in this process (larder.cli.main) for speed."""
+    out, err = io.BytesIO(), io.BytesIO()
+    status = cli.main(args, stdin=io.BytesIO(stdin), stdout=out, stderr=err)
+    return Run(status, out.getvalue(), err.getvalue().decode("utf-8"))
+
+
+def run_python_process(args: list[str], stdin: bytes = b"") -> Run:
+    """`python -m larder ARGS` as a separate process, exactly as a user runs it."""
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "larder", *args], input=stdin, capture_output=True, timeout=60, check=False
+    )
+    return Run(done.returncode, done.stdout, done.stderr.decode("utf-8", errors="replace"))
+
+
+def larder_bin() -> Path:
+    """The Rust `larder` binary: $LARDER_BIN (relative paths from the repo root), else target/debug/larder."""
+    path = Path(os.environ.get("LARDER_BIN", DEFAULT_LARDER_BIN))
+    if not path.is_absolute():
+        path = REPO_ROOT / path
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        pytest.fail(
+            f"the Rust larder binary is missing at {path}: build it with `cd {REPO_ROOT} && cargo build -p larder-cli`"
+            " (or point LARDER_BIN at it); the cross-language tests cannot run without it",
+            pytrace=False,
+        )
+    return path
+
+
+def run_rust(binary: Path, args: list[str], stdin: bytes = b"") -> Run:
+    """The Rust `larder ARGS`."""
+    done = subprocess.run([str(binary), *args], input=stdin, capture_output=True, timeout=60, check=False)
+    return Run(done.returncode, done.stdout, done.stderr.decode("utf-8", errors="replace"))

@@ -1,0 +1,7 @@
+//! Benchmarks behind `larder bench …`: each measures real larder code paths on deterministic data and returns rows
+//! that the CLI prints as a table or as JSON lines.
+
+pub mod codecs;
+pub mod data;
+pub mod measure;
+pub mod progress;
