@@ -93,6 +93,11 @@ def vector_value(case: dict[str, Any]) -> Any:
     return case["value"]
 
 
+def examples(count: int) -> int:
+    """A hypothesis example count, multiplied by $LARDER_TEST_SCALE (default 1) for a longer hunt for differences."""
+    return max(1, round(count * float(os.environ.get("LARDER_TEST_SCALE", "1"))))
+
+
 # --- hypothesis strategies ---------------------------------------------------------------------------------------
 
 INT64_MIN = -(2**63)

@@ -3,17 +3,48 @@ any bytes at all (random, or valid entries bit-flipped, truncated, spliced) rais
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, NamedTuple
 
+import msgpack
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import entry_options, http_responses, load_vectors, same_json, sized_json_values
 
 import larder
+from larder.display import display_json
+from larder.msgpack_reader import read_display_tree, read_whole_tree
 from larder.report import Report
+from support import entry_options, examples, http_responses, json_values, load_vectors, same_json, sized_json_values
 
 COMPRESSORS = larder.COMPRESSORS
+
+
+class _PairsMap(list):  # type: ignore[type-arg]
+    """A MessagePack map to generate: any keys (maps, arrays, bytes…), duplicates allowed."""
+
+
+class _Ext(NamedTuple):
+    """An ext object of any type code (msgpack.ExtType packs only 0..127)."""
+
+    code: int
+    data: bytes
+
+
+_PACKER = msgpack.Packer(use_bin_type=True)
+_FIXEXT = {1: 0xD4, 2: 0xD5, 4: 0xD6, 8: 0xD7, 16: 0xD8}
+
+
+def _pack(obj: Any) -> bytes:
+    """MessagePack of `obj`, where a `_PairsMap` is written as a map of its pairs."""
+    if isinstance(obj, _PairsMap):
+        return _PACKER.pack_map_header(len(obj)) + b"".join(_pack(k) + _pack(v) for k, v in obj)
+    if isinstance(obj, _Ext):
+        size = len(obj.data)
+        head = bytes([_FIXEXT[size]]) if size in _FIXEXT else bytes([0xC7, size])
+        return head + obj.code.to_bytes(1, "big", signed=True) + obj.data
+    if isinstance(obj, list):
+        return _PACKER.pack_array_header(len(obj)) + b"".join(_pack(item) for item in obj)
+    return msgpack.packb(obj, use_bin_type=True)
 
 
 def _values_for(serializer: str) -> st.SearchStrategy[Any]:
@@ -26,7 +57,7 @@ def _values_for(serializer: str) -> st.SearchStrategy[Any]:
 
 @pytest.mark.parametrize("compressor", COMPRESSORS)
 @pytest.mark.parametrize("serializer", larder.SERIALIZERS)
-@settings(max_examples=25)
+@settings(max_examples=examples(25))
 @given(data=st.data())
 def test_values_round_trip(serializer: str, compressor: str, data: st.DataObject) -> None:
     value = data.draw(_values_for(serializer), label="value")
@@ -45,7 +76,7 @@ def test_values_round_trip(serializer: str, compressor: str, data: st.DataObject
         assert len(plain) - larder.read_header(plain).size >= threshold
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(response=http_responses, options=entry_options())
 def test_responses_and_header_fields_round_trip(response: larder.HttpResponse, options: dict[str, Any]) -> None:
     entry = larder.decode(larder.encode_response(response, **options))
@@ -79,20 +110,23 @@ VALID = _valid_entries()
 def _decode_only_invalid_entry(data: bytes, max_size: int = larder.DEFAULT_MAX_SIZE) -> None:
     """Decodes `data` both ways (decode and inspect's display decoding): each may fail only with InvalidEntry, and
     inspect accepts whatever decode accepts."""
-    try:
-        larder.decode(data, max_size=max_size)
-        decoded = True
-    except larder.InvalidEntry as e:
-        assert e.kind in larder.ERROR_KINDS
-        decoded = False
-    try:
-        Report.of(data, max_size)
-    except larder.InvalidEntry as e:
-        assert e.kind in larder.ERROR_KINDS
-        assert not decoded, f"decode accepted what inspect refused: {e}"
+    decode_error = _invalid_entry_kind(lambda: larder.decode(data, max_size=max_size))
+    inspect_error = _invalid_entry_kind(lambda: Report.of(data, max_size))
+    assert decode_error in (None, *larder.ERROR_KINDS)
+    assert inspect_error in (None, *larder.ERROR_KINDS)
+    assert decode_error is not None or inspect_error is None, "decode accepted what inspect refused"
 
 
-@settings(max_examples=300)
+def _invalid_entry_kind(attempt: Callable[[], object]) -> str | None:
+    """None if `attempt` succeeds, the error kind if it raises InvalidEntry; any other exception propagates."""
+    try:
+        attempt()
+    except larder.InvalidEntry as e:
+        return e.kind
+    return None
+
+
+@settings(max_examples=examples(300))
 @given(data=st.one_of(st.binary(max_size=64), st.binary(max_size=64).map(lambda b: b"\xc1\x4c\x01" + b)))
 def test_random_bytes_raise_only_invalid_entry(data: bytes) -> None:
     _decode_only_invalid_entry(data)
@@ -116,7 +150,7 @@ def _header_then_random_payload(draw: st.DrawFn) -> bytes:
     return header + draw(st.binary(max_size=80))
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(data=_header_then_random_payload(), max_size=st.sampled_from([0, 100, larder.DEFAULT_MAX_SIZE]))
 def test_random_payloads_raise_only_invalid_entry(data: bytes, max_size: int) -> None:
     _decode_only_invalid_entry(data, max_size)
@@ -138,11 +172,52 @@ def _mutated_entries(draw: st.DrawFn) -> bytes:
             del data[at:]
         else:
             end = draw(st.integers(min_value=at, max_value=len(data)))
-            data[at:end] = draw(st.one_of(st.binary(max_size=12), st.sampled_from(VALID).map(lambda v: v[at:end])))
+            data[at:end] = draw(
+                st.one_of(st.binary(max_size=12), st.sampled_from(VALID).map(lambda v, a=at, e=end: v[a:e]))
+            )
     return bytes(data)
 
 
-@settings(max_examples=600)
+@settings(max_examples=examples(600))
 @given(data=_mutated_entries(), max_size=st.sampled_from([64, larder.DEFAULT_MAX_SIZE]))
 def test_mutated_entries_raise_only_invalid_entry(data: bytes, max_size: int) -> None:
     _decode_only_invalid_entry(data, max_size)
+
+
+# --- inspect's two MessagePack readers agree ------------------------------------------------------------------------
+
+_msgpack_scalars = st.one_of(
+    json_values,
+    st.binary(max_size=8),
+    st.builds(_Ext, st.integers(min_value=-128, max_value=127), st.binary(max_size=20)),
+    st.builds(
+        msgpack.Timestamp,
+        st.integers(min_value=-(2**40), max_value=2**40),
+        st.integers(min_value=0, max_value=10**9 - 1),
+    ),
+)
+_msgpack_objects = st.recursive(
+    _msgpack_scalars,
+    lambda children: st.one_of(
+        st.lists(children, max_size=4),
+        st.lists(st.tuples(children, children), max_size=4).map(_PairsMap),
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=examples(300))
+@given(
+    obj=_msgpack_objects, cut=st.one_of(st.none(), st.integers(min_value=0, max_value=200)), junk=st.binary(max_size=3)
+)
+def test_fast_and_exact_msgpack_readers_display_alike(obj: Any, cut: int | None, junk: bytes) -> None:
+    payload = _pack(obj)
+    if cut is not None:
+        payload = payload[:cut] + junk  # truncated or with trailing bytes: both must refuse, or agree
+    shown = []
+    for read in (read_whole_tree, read_display_tree):
+        try:
+            shown.append(display_json(read(payload)))
+        except larder.InvalidEntry as e:
+            shown.append(e.kind)
+    assert shown[0] == shown[1]

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from support import load_vectors, same_json, vector_response, vector_value
 
 import larder
 from larder.report import inspect_text
+from support import load_vectors, same_json, vector_response, vector_value
 
 ENTRIES = load_vectors("entries.json")["cases"]
 INVALID = load_vectors("invalid.json")["cases"]

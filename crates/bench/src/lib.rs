@@ -5,3 +5,4 @@ pub mod codecs;
 pub mod data;
 pub mod measure;
 pub mod progress;
+pub mod trace;

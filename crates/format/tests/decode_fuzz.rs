@@ -125,10 +125,7 @@ fn decoding_arbitrary_bytes_returns_an_error_within_bounds() {
 
     let cases: u32 = std::env::var("LARDER_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
     let mut runner = TestRunner::new(Config { cases, failure_persistence: None, ..Config::default() });
-    let strategy = prop_oneof![
-        prop::collection::vec(any::<u8>(), 0..300),
-        mutated(vector_entries()),
-        header_then_noise(),
-    ];
+    let strategy =
+        prop_oneof![prop::collection::vec(any::<u8>(), 0..300), mutated(vector_entries()), header_then_noise(),];
     runner.run(&strategy, |input| decode_checked(&input)).expect("every input decodes or fails cleanly");
 }

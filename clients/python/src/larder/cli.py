@@ -44,6 +44,23 @@ class _Parser(argparse.ArgumentParser):
         raise Failure(2, message)
 
 
+class _Once(argparse.Action):
+    """Stores an option's value, refusing the option a second time (as the Rust CLI does)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        seen = f"_given_{self.dest}"
+        if getattr(namespace, seen, False):
+            raise argparse.ArgumentError(self, "cannot be used multiple times")
+        setattr(namespace, seen, True)
+        setattr(namespace, self.dest, True if self.nargs == 0 else values)
+
+
 def main(
     argv: Sequence[str] | None = None,
     *,
@@ -87,18 +104,35 @@ def _parser() -> _Parser:
         'response it is {"status": 200, "headers": [["name", "value"], ...], "body": "...", '
         '"content_encoding": "identity"}.',
     )
-    encode_cmd.add_argument("--serializer", choices=SERIALIZERS, default="msgpack", help="how the value is serialized")
-    encode_cmd.add_argument("--compressor", choices=COMPRESSORS, default="lz4", help="compressor to try")
-    encode_cmd.add_argument("--ttl", type=_u64, default=0, metavar="SECS", help="seconds until expiry (0 = never)")
-    encode_cmd.add_argument("--stale", type=_u64, default=0, metavar="SECS", help="stale window in seconds")
-    encode_cmd.add_argument("--created-at", type=_u64, metavar="MS", help="creation time in ms (default: now)")
-    encode_cmd.add_argument("--version", dest="entry_version", metavar="V", help="version string")
+    encode_cmd.add_argument(
+        "--serializer", action=_Once, choices=SERIALIZERS, default="msgpack", help="how the value is serialized"
+    )
+    encode_cmd.add_argument("--compressor", action=_Once, choices=COMPRESSORS, default="lz4", help="compressor to try")
+    encode_cmd.add_argument(
+        "--ttl", action=_Once, type=_u64, default=0, metavar="SECS", help="seconds until expiry (0 = never)"
+    )
+    encode_cmd.add_argument(
+        "--stale", action=_Once, type=_u64, default=0, metavar="SECS", help="stale window in seconds"
+    )
+    encode_cmd.add_argument(
+        "--created-at", action=_Once, type=_u64, metavar="MS", help="creation time in ms (default: now)"
+    )
+    encode_cmd.add_argument("--version", action=_Once, dest="entry_version", metavar="V", help="version string")
     encode_cmd.add_argument("--tag", dest="tags", action="append", default=[], metavar="T", help="a tag; repeatable")
     encode_cmd.add_argument(
-        "--threshold", type=_u64, default=DEFAULT_THRESHOLD, metavar="BYTES", help="compress only payloads this long"
+        "--threshold",
+        action=_Once,
+        type=_u64,
+        default=DEFAULT_THRESHOLD,
+        metavar="BYTES",
+        help="compress only payloads this long",
     )
-    encode_cmd.add_argument("--level", type=_i32, metavar="N", help="compression level (codec's default if absent)")
-    encode_cmd.add_argument("--kind", choices=("value", "response"), default="value", help="what the document is")
+    encode_cmd.add_argument(
+        "--level", action=_Once, type=_i32, metavar="N", help="compression level (codec's default if absent)"
+    )
+    encode_cmd.add_argument(
+        "--kind", action=_Once, choices=("value", "response"), default="value", help="what the document is"
+    )
     encode_cmd.set_defaults(run=_encode)
 
     inspect_cmd = commands.add_parser(
@@ -107,9 +141,16 @@ def _parser() -> _Parser:
         description="Print an entry's header and decoded value. Exits 1, naming the error kind, for an invalid entry.",
     )
     inspect_cmd.add_argument("file", nargs="?", default="-", metavar="FILE", help="the entry file; - for stdin")
-    inspect_cmd.add_argument("--json", action="store_true", help="print one JSON object instead of labelled lines")
     inspect_cmd.add_argument(
-        "--max-size", type=_u64, default=DEFAULT_MAX_SIZE, metavar="BYTES", help="largest payload to decompress"
+        "--json", action=_Once, nargs=0, default=False, help="print one JSON object instead of labelled lines"
+    )
+    inspect_cmd.add_argument(
+        "--max-size",
+        action=_Once,
+        type=_u64,
+        default=DEFAULT_MAX_SIZE,
+        metavar="BYTES",
+        help="largest payload to decompress",
     )
     inspect_cmd.set_defaults(run=_inspect)
 
@@ -119,10 +160,12 @@ def _parser() -> _Parser:
         description="Print the cache key of a request URL (spec/FORMAT.md §5.3).",
     )
     key_cmd.add_argument("url", metavar="URL", help="the request URL, e.g. https://shop.example/p/42?b=2&a=1")
-    key_cmd.add_argument("--method", default="GET", help="the request method (default GET)")
-    key_cmd.add_argument("--namespace", default="", help="prefix keys with NAMESPACE and a colon")
+    key_cmd.add_argument("--method", action=_Once, default="GET", help="the request method (default GET)")
+    key_cmd.add_argument("--namespace", action=_Once, default="", help="prefix keys with NAMESPACE and a colon")
     key_cmd.add_argument("--drop", dest="drops", action="append", default=[], metavar="PARAM", help="also drop PARAM")
-    key_cmd.add_argument("--no-default-drops", action="store_true", help="do not drop utm_*, gclid, fbclid, msclkid")
+    key_cmd.add_argument(
+        "--no-default-drops", action=_Once, nargs=0, default=False, help="do not drop utm_*, gclid, fbclid, msclkid"
+    )
     key_cmd.set_defaults(run=_key)
     return parser
 

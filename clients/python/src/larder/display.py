@@ -9,79 +9,120 @@ as a string. Writing is iterative, so no nesting depth can exhaust Python's stac
 from __future__ import annotations
 
 import base64
+import io
 import json
+import json.encoder
 import math
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final
 
 from .msgpack_reader import Ext, MapPairs
 
 
-class _Emit:
-    __slots__ = ("text",)
+class _Marker:
+    """Where a map key that must be displayed before it is quoted starts or ends."""
 
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-
-class _KeyStart:
     __slots__ = ()
 
 
-class _KeyEnd:
-    __slots__ = ()
+_KEY_START: Final = _Marker()
+_KEY_END: Final = _Marker()
+_DONE: Final = object()
+#: Scalars written in one piece, at most, before the length limit is checked again.
+_BATCH: Final = 512
 
 
-_KEY_START: Final = _KeyStart()
-_KEY_END: Final = _KeyEnd()
-_COMMA: Final = _Emit(",")
-_COLON: Final = _Emit(":")
+class DisplayTooLarge(ValueError):
+    """The display JSON of a value would exceed the length it was allowed."""
 
 
-def display_json(value: Any) -> str:
+def display_json(value: Any, limit: int | None = None) -> str:
     """The display JSON of a decoded value.
 
     Accepts None, bool, int, float, str, bytes (shown as text when UTF-8), `Ext`, lists and tuples, dicts, and
-    `MapPairs` (maps as ordered pairs).
+    `MapPairs` (maps as ordered pairs). With `limit`, raises `DisplayTooLarge` rather than build a longer text: a
+    map key that is itself a map is written as an escaped string, so each level of keys within keys doubles the
+    backslashes, and a few hundred bytes of MessagePack could otherwise ask for gigabytes.
     """
-    out: list[str] = []
-    key_starts: list[int] = []
-    work: list[Any] = [value]
-    while work:
-        item = work.pop()
-        if isinstance(item, _Emit):
-            out.append(item.text)
-        elif isinstance(item, _KeyStart):
-            key_starts.append(len(out))
-        elif isinstance(item, _KeyEnd):
-            start = key_starts.pop()
-            text = "".join(out[start:])
-            del out[start:]
-            out.append(quote(text))
+    # One generator per open array or map (so memory follows depth, not width), one writer per open map key. The
+    # generators yield text already written (a str) or an object still to write (an array, a map, a key marker).
+    writers = [io.StringIO()]
+    size = 0
+    stack: list[Iterator[Any]] = [_array_parts((value,), close="")]
+    while stack:
+        item = next(stack[-1], _DONE)
+        if type(item) is str:
+            text = item
+        elif item is _DONE:
+            stack.pop()
+            continue
+        elif item is _KEY_START:
+            writers.append(io.StringIO())
+            continue
+        elif item is _KEY_END:
+            key = writers.pop().getvalue()
+            size -= len(key)
+            text = quote(key)
         elif isinstance(item, (MapPairs, dict)):
-            pairs = list(item.items()) if isinstance(item, dict) else item
-            out.append("{")
-            work.append(_Emit("}"))
-            for i in range(len(pairs) - 1, -1, -1):
-                key, val = pairs[i]
-                work.append(val)
-                work.append(_COLON)
-                key_text = _string_key(key)
-                if key_text is None:
-                    work.extend((_KEY_END, key, _KEY_START))
-                else:
-                    work.append(_Emit(key_text))
-                if i:
-                    work.append(_COMMA)
+            text = "{"
+            stack.append(_map_parts(item.items() if isinstance(item, dict) else item))
         elif isinstance(item, (list, tuple)) and not isinstance(item, Ext):
-            out.append("[")
-            work.append(_Emit("]"))
-            for i in range(len(item) - 1, -1, -1):
-                work.append(item[i])
-                if i:
-                    work.append(_COMMA)
+            text = "["
+            stack.append(_array_parts(item))
         else:
-            out.append(scalar_json(item))
-    return "".join(out)
+            text = scalar_json(item)
+        writers[-1].write(text)
+        size += len(text)
+        if limit is not None and size > limit:
+            raise DisplayTooLarge(f"the value's display JSON would exceed {limit} characters")
+    return writers[0].getvalue()
+
+
+def _array_parts(items: Iterable[Any], close: str = "]") -> Iterator[Any]:
+    parts: list[str] = []
+    for i, item in enumerate(items):
+        if i:
+            parts.append(",")
+        write = _SCALAR_WRITERS.get(type(item))
+        if write is not None:
+            parts.append(write(item))
+            if len(parts) < _BATCH:
+                continue
+        if parts:
+            yield "".join(parts)
+            parts = []
+        if write is None:
+            yield item
+    parts.append(close)
+    yield "".join(parts)
+
+
+def _map_parts(pairs: Iterable[tuple[Any, Any]]) -> Iterator[Any]:
+    parts: list[str] = []
+    for i, (key, item) in enumerate(pairs):
+        if i:
+            parts.append(",")
+        key_text = _string_key(key)
+        if key_text is None:
+            if parts:
+                yield "".join(parts)
+                parts = []
+            yield from (_KEY_START, key, _KEY_END)
+        else:
+            parts.append(key_text)
+        parts.append(":")
+        write = _SCALAR_WRITERS.get(type(item))
+        if write is not None:
+            parts.append(write(item))
+            if len(parts) < _BATCH:
+                continue
+        if parts:
+            yield "".join(parts)
+            parts = []
+        if write is None:
+            yield item
+    parts.append("}")
+    yield "".join(parts)
 
 
 def scalar_json(value: Any) -> str:
@@ -115,8 +156,11 @@ def float_text(value: float) -> str:
 
 
 def quote(text: str) -> str:
-    """`text` as a JSON string: `"` and `\\` escaped, short forms for \\b \\f \\n \\r \\t, other controls \\u00xx."""
-    return json.dumps(text, ensure_ascii=False)
+    """`text` as a JSON string: `"` and `\\` escaped, short forms for \\b \\f \\n \\r \\t, other controls \\u00xx.
+
+    This is exactly `json.dumps(text, ensure_ascii=False)`, through the encoder's string function for speed.
+    """
+    return _encode_basestring(text)
 
 
 def bytes_json(data: bytes) -> str:
@@ -149,3 +193,19 @@ def _string_key(key: str | bytes | Any) -> str | None:
 
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
+
+
+# The json module's own string writer (what json.dumps(s, ensure_ascii=False) calls), in C where available.
+_encode_basestring: Callable[[str], str] = getattr(
+    json.encoder, "encode_basestring", lambda text: json.dumps(text, ensure_ascii=False)
+)
+
+#: Writers for the scalar types decoding produces, by exact type (subclasses go through `scalar_json`).
+_SCALAR_WRITERS: Final[dict[type, Callable[[Any], str]]] = {
+    type(None): lambda _: "null",
+    bool: lambda flag: "true" if flag else "false",
+    int: int.__repr__,
+    float: float_text,
+    str: quote,
+    bytes: bytes_json,
+}

@@ -11,15 +11,20 @@ from dataclasses import dataclass
 from typing import Final
 
 from .compressors import DEFAULT_MAX_SIZE
-from .display import bytes_json, bytes_text, display_json, quote
+from .display import DisplayTooLarge, bytes_json, bytes_text, display_json, quote
 from .entry import decode_payload
+from .errors import TOO_LARGE, InvalidEntry
 from .header import Header
-from .msgpack_reader import MapPairs, read_whole_tree
+from .msgpack_reader import MapPairs, read_display_tree
 from .response import HttpResponse
 from .serializers import decode_text, loads_json
 
 #: The last millisecond of year 9999: later times print without their date.
 LAST_MS_OF_9999: Final = 253_402_300_799_999
+#: `inspect` refuses (too_large) to write a value's display JSON longer than this many characters per payload byte,
+#: plus the allowance: see `display_limit`.
+DISPLAY_EXPANSION: Final = 16
+DISPLAY_ALLOWANCE: Final = 1 << 20
 _EPOCH: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 
@@ -91,14 +96,28 @@ class Report:
 
 
 def value_display(serializer: str, payload: bytes) -> str:
-    """The display JSON of a value payload. Raises `InvalidEntry` (bad_value) if it does not deserialize."""
+    """The display JSON of a value payload. Raises `InvalidEntry`: bad_value if it does not deserialize, too_large
+    if its display would exceed `display_limit(payload)` characters."""
     if serializer == "msgpack":
-        return display_json(read_whole_tree(payload))
+        tree = read_display_tree(payload)
+        limit = display_limit(payload)
+        try:
+            return display_json(tree, limit)
+        except DisplayTooLarge:
+            raise InvalidEntry(
+                TOO_LARGE, f"displaying this {len(payload)}-byte payload would take more than {limit} characters"
+            ) from None
     if serializer == "json":
         return display_json(loads_json(payload, object_pairs_hook=MapPairs))
     if serializer == "text":
         return quote(decode_text(payload))
     return bytes_json(bytes(payload))
+
+
+def display_limit(payload: bytes) -> int:
+    """The longest display JSON `inspect` writes for a payload: far more than any value needs (escaping grows text
+    at most sixfold) unless it nests map keys within map keys, whose escaping doubles at each level."""
+    return DISPLAY_EXPANSION * len(payload) + DISPLAY_ALLOWANCE
 
 
 def time_text(ms: int) -> str:

@@ -1,0 +1,42 @@
+//! What can go wrong in a store, saying which backend (and, for remote stores, which server) failed.
+
+/// A store operation that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The value is larger than the store accepts; nothing was stored.
+    #[error("{backend}: value of {size} bytes for key {key:?} exceeds the {limit}-byte entry limit")]
+    TooLarge { backend: &'static str, key: String, size: usize, limit: usize },
+    /// The key is longer than the store accepts; nothing was stored.
+    #[error("{backend}: key of {len} bytes exceeds the {limit}-byte key limit")]
+    KeyTooLong { backend: &'static str, len: usize, limit: usize },
+    /// A server could not be reached or answered with an error.
+    #[error("{backend} server {server}: {message}")]
+    Server { backend: &'static str, server: String, message: String },
+    /// A server did not answer in time.
+    #[error("{backend} server {server}: no answer within {timeout_ms} ms")]
+    Timeout { backend: &'static str, server: String, timeout_ms: u64 },
+    /// The backend cannot do this operation (e.g. purge by tag on memcached).
+    #[error("{backend}: {operation} is not supported")]
+    Unsupported { backend: &'static str, operation: &'static str },
+}
+
+impl StoreError {
+    /// The backend that failed ("memory", "memcached", "redis", …).
+    pub fn backend(&self) -> &'static str {
+        match self {
+            StoreError::TooLarge { backend, .. }
+            | StoreError::KeyTooLong { backend, .. }
+            | StoreError::Server { backend, .. }
+            | StoreError::Timeout { backend, .. }
+            | StoreError::Unsupported { backend, .. } => backend,
+        }
+    }
+
+    /// The server that failed, for remote backends.
+    pub fn server(&self) -> Option<&str> {
+        match self {
+            StoreError::Server { server, .. } | StoreError::Timeout { server, .. } => Some(server),
+            _ => None,
+        }
+    }
+}

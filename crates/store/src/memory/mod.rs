@@ -1,0 +1,396 @@
+//! The embedded memory store: larder's default store, the proxy's L1 and a program's in-process cache.
+//!
+//! Concurrent (sharded; reads take a shard's lock shared and write nothing but a frequency counter), bounded by
+//! bytes (key, value and bookkeeping) and optionally by entry count, with per-entry expiry and S3-FIFO eviction.
+//! Expired entries are never returned; they are reclaimed when read, when the eviction hand meets them, and by an
+//! incremental crawler that a background thread (or the caller, via [`MemoryStore::run_maintenance`]) drives, so
+//! no request ever scans the store.
+
+pub(crate) mod entry;
+mod ghost;
+mod queue;
+mod s3fifo;
+mod shard;
+
+use std::hash::BuildHasher;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use larder_format::{Entry, FIXED_HEADER_LEN, MAGIC};
+
+use self::entry::{EntryRef, MAX_KEY_LEN, MAX_VALUE_LEN};
+use self::shard::{Shard, WriteMode};
+use crate::clock::{Clock, SystemClock};
+use crate::error::StoreError;
+use crate::store::{Store, StoreStats};
+use crate::value::Value;
+
+pub use self::shard::ENTRY_OVERHEAD;
+
+const BACKEND: &str = "memory";
+
+/// How a memory store is bounded and run. Build one with [`MemoryStore::builder`].
+#[derive(Clone)]
+pub struct MemoryStoreBuilder {
+    capacity_bytes: usize,
+    max_entries: Option<usize>,
+    max_entry_fraction: f64,
+    shards: Option<usize>,
+    clock: Arc<dyn Clock>,
+    maintenance_interval: Option<Duration>,
+}
+
+/// Why a configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("capacity must be at least 4096 bytes, got {0}")]
+    CapacityTooSmall(usize),
+    #[error("max_entries must be at least 1")]
+    NoEntries,
+    #[error("max entry fraction must be in (0, 1], got {0}")]
+    BadFraction(f64),
+}
+
+impl Default for MemoryStoreBuilder {
+    fn default() -> Self {
+        MemoryStoreBuilder {
+            capacity_bytes: 256 << 20,
+            max_entries: None,
+            max_entry_fraction: 1.0 / 16.0,
+            shards: None,
+            clock: Arc::new(SystemClock),
+            maintenance_interval: Some(Duration::from_millis(100)),
+        }
+    }
+}
+
+impl MemoryStoreBuilder {
+    /// The byte bound (default 256 MiB): entries weigh their key, value and bookkeeping.
+    pub fn capacity_bytes(mut self, bytes: usize) -> Self {
+        self.capacity_bytes = bytes;
+        self
+    }
+
+    /// An entry-count bound on top of the byte bound.
+    pub fn max_entries(mut self, entries: usize) -> Self {
+        self.max_entries = Some(entries);
+        self
+    }
+
+    /// Entries weighing more than this fraction of the capacity are refused (default 1/16).
+    pub fn max_entry_fraction(mut self, fraction: f64) -> Self {
+        self.max_entry_fraction = fraction;
+        self
+    }
+
+    /// Number of shards (rounded down to a power of two); by default it follows the core count and capacity.
+    pub fn shards(mut self, shards: usize) -> Self {
+        self.shards = Some(shards.max(1));
+        self
+    }
+
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// How often a background thread crawls for expired entries; `None` leaves it to
+    /// [`MemoryStore::run_maintenance`].
+    pub fn maintenance_interval(mut self, interval: Option<Duration>) -> Self {
+        self.maintenance_interval = interval;
+        self
+    }
+
+    pub fn build(self) -> Result<MemoryStore, ConfigError> {
+        if self.capacity_bytes < 4096 {
+            return Err(ConfigError::CapacityTooSmall(self.capacity_bytes));
+        }
+        if self.max_entries == Some(0) {
+            return Err(ConfigError::NoEntries);
+        }
+        if !(self.max_entry_fraction > 0.0 && self.max_entry_fraction <= 1.0) {
+            return Err(ConfigError::BadFraction(self.max_entry_fraction));
+        }
+        let shard_count = self.shard_count();
+        let per_shard_bytes = self.capacity_bytes / shard_count;
+        let per_shard_entries = self.max_entries.map_or(usize::MAX, |n| n.div_ceil(shard_count));
+        let max_entry_weight = ((self.capacity_bytes as f64 * self.max_entry_fraction) as usize).min(per_shard_bytes);
+        let shards = (0..shard_count).map(|_| Shard::new(per_shard_bytes, per_shard_entries)).collect();
+        let inner = Arc::new(Inner {
+            shards,
+            shard_mask: shard_count as u64 - 1,
+            hasher: foldhash::quality::RandomState::default(),
+            clock: self.clock,
+            max_entry_weight,
+            capacity_bytes: self.capacity_bytes,
+            crawl_budget: 4096,
+        });
+        if let Some(interval) = self.maintenance_interval {
+            spawn_maintenance(Arc::downgrade(&inner), interval);
+        }
+        Ok(MemoryStore { inner })
+    }
+
+    /// Enough shards for the cores, but few enough that each holds a useful share of the capacity (a policy
+    /// split over too-small shards loses hit ratio) and that the largest allowed entry fits in one.
+    fn shard_count(&self) -> usize {
+        if let Some(n) = self.shards {
+            return prev_power_of_two(n);
+        }
+        let cores = std::thread::available_parallelism().map_or(4, |n| n.get());
+        let by_cores = 4 * cores;
+        let by_fraction = (1.0 / self.max_entry_fraction) as usize;
+        let by_bytes = self.capacity_bytes / (4 << 20);
+        let by_entries = self.max_entries.map_or(usize::MAX, |n| n / 4096);
+        prev_power_of_two(by_cores.min(by_fraction).min(by_bytes).min(by_entries).clamp(1, 64))
+    }
+}
+
+fn prev_power_of_two(n: usize) -> usize {
+    if n.is_power_of_two() {
+        n
+    } else {
+        n.next_power_of_two() / 2
+    }
+}
+
+/// The embedded memory store. Cloning shares the same store.
+#[derive(Clone)]
+pub struct MemoryStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    shards: Box<[Shard]>,
+    shard_mask: u64,
+    hasher: foldhash::quality::RandomState,
+    clock: Arc<dyn Clock>,
+    max_entry_weight: usize,
+    capacity_bytes: usize,
+    crawl_budget: usize,
+}
+
+impl Inner {
+    fn hash(&self, key: &[u8]) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    fn shard(&self, hash: u64) -> &Shard {
+        // Bits 40..: the table uses the low bits and the top seven, the ghost the low bits and the top sixteen.
+        &self.shards[((hash >> 40) & self.shard_mask) as usize]
+    }
+
+    fn run_maintenance(&self) -> usize {
+        let now = self.clock.now_ms();
+        let hasher = |k: &[u8]| self.hash(k);
+        self.shards.iter().map(|s| s.crawl(now, self.crawl_budget, &hasher)).sum()
+    }
+}
+
+fn spawn_maintenance(inner: Weak<Inner>, interval: Duration) {
+    let spawned = std::thread::Builder::new().name("larder-memory-maintenance".into()).spawn(move || loop {
+        std::thread::sleep(interval);
+        match inner.upgrade() {
+            Some(inner) => {
+                inner.run_maintenance();
+            }
+            None => return,
+        }
+    });
+    // Without the thread, expired entries are still never returned and are reclaimed by reads and eviction.
+    drop(spawned);
+}
+
+impl MemoryStore {
+    pub fn builder() -> MemoryStoreBuilder {
+        MemoryStoreBuilder::default()
+    }
+
+    /// The live value for `key`.
+    pub fn get_now(&self, key: &str) -> Option<Value> {
+        let inner = &*self.inner;
+        let hash = inner.hash(key.as_bytes());
+        let hasher = |k: &[u8]| inner.hash(k);
+        inner.shard(hash).get(hash, key.as_bytes(), inner.clock.now_ms(), &hasher).map(Value::from_entry)
+    }
+
+    /// Whether a live value exists for `key` (not counted as a hit or miss).
+    pub fn contains(&self, key: &str) -> bool {
+        let inner = &*self.inner;
+        let hash = inner.hash(key.as_bytes());
+        inner.shard(hash).contains(hash, key.as_bytes(), inner.clock.now_ms())
+    }
+
+    /// Stores `value` under `key`; readable as soon as this returns.
+    pub fn set_now(&self, key: &str, value: &[u8], ttl: Option<Duration>) -> Result<(), StoreError> {
+        self.write(key, value, ttl, WriteMode::Set).map(|_| ())
+    }
+
+    /// Stores only if no live value exists; true if it stored.
+    pub fn add_now(&self, key: &str, value: &[u8], ttl: Option<Duration>) -> Result<bool, StoreError> {
+        self.write(key, value, ttl, WriteMode::Add)
+    }
+
+    pub fn delete_now(&self, key: &str) -> bool {
+        let inner = &*self.inner;
+        let hash = inner.hash(key.as_bytes());
+        let hasher = |k: &[u8]| inner.hash(k);
+        inner.shard(hash).remove(hash, key.as_bytes(), inner.clock.now_ms(), &hasher)
+    }
+
+    /// Removes entries whose key starts with `prefix`.
+    pub fn purge_prefix_now(&self, prefix: &str) -> usize {
+        let prefix = prefix.as_bytes();
+        self.purge(|entry| entry.key().starts_with(prefix))
+    }
+
+    /// Removes entries whose header carries `tag` (values that are not entries have no tags).
+    pub fn purge_tag_now(&self, tag: &str) -> usize {
+        self.purge(|entry| {
+            let value = entry.value();
+            // Only entries with the tags flag (FORMAT.md §1) are parsed.
+            value.len() >= FIXED_HEADER_LEN
+                && value[..2] == MAGIC
+                && value[6] & 0x04 != 0
+                && Entry::parse(value).is_ok_and(|e| e.header.tags.contains(&tag))
+        })
+    }
+
+    pub fn clear_now(&self) {
+        for shard in self.inner.shards.iter() {
+            shard.clear();
+        }
+    }
+
+    pub fn stats_now(&self) -> StoreStats {
+        let mut stats = StoreStats { capacity_bytes: self.inner.capacity_bytes as u64, ..StoreStats::default() };
+        for shard in self.inner.shards.iter() {
+            let c = &shard.counters;
+            let load = |n: &std::sync::atomic::AtomicU64| n.load(std::sync::atomic::Ordering::Relaxed);
+            stats.hits += load(&c.hits);
+            stats.misses += load(&c.misses);
+            stats.inserts += load(&c.inserts);
+            stats.evictions += load(&c.evictions);
+            stats.expirations += load(&c.expirations);
+            stats.rejections += load(&c.rejections);
+            let (entries, bytes, _) = shard.usage();
+            stats.entries += entries as u64;
+            stats.bytes += bytes as u64;
+        }
+        stats
+    }
+
+    /// Crawls every shard for expired entries once (what the background thread does each interval); returns how
+    /// many it reclaimed.
+    pub fn run_maintenance(&self) -> usize {
+        self.inner.run_maintenance()
+    }
+
+    /// Number of shards.
+    pub fn shard_count(&self) -> usize {
+        self.inner.shards.len()
+    }
+
+    /// The heaviest entry accepted, in weight (key + value + bookkeeping).
+    pub fn max_entry_weight(&self) -> usize {
+        self.inner.max_entry_weight
+    }
+
+    fn purge(&self, matches: impl Fn(&EntryRef) -> bool) -> usize {
+        let inner = &*self.inner;
+        let hasher = |k: &[u8]| inner.hash(k);
+        inner.shards.iter().map(|s| s.purge(&matches, &hasher)).sum()
+    }
+
+    fn write(&self, key: &str, value: &[u8], ttl: Option<Duration>, mode: WriteMode) -> Result<bool, StoreError> {
+        let inner = &*self.inner;
+        let hash = inner.hash(key.as_bytes());
+        let shard = inner.shard(hash);
+        let reject = |error: StoreError| {
+            shard::Counters::add(&shard.counters.rejections, 1);
+            Err(error)
+        };
+        if key.len() > MAX_KEY_LEN {
+            return reject(StoreError::KeyTooLong { backend: BACKEND, len: key.len(), limit: MAX_KEY_LEN });
+        }
+        if shard::weight_for(key.len(), value.len()) > inner.max_entry_weight || value.len() > MAX_VALUE_LEN {
+            return reject(StoreError::TooLarge {
+                backend: BACKEND,
+                key: key.to_owned(),
+                size: value.len(),
+                limit: inner.max_entry_weight.saturating_sub(shard::weight_for(key.len(), 0)),
+            });
+        }
+        let now = inner.clock.now_ms();
+        let expires_at = effective_expiry(value, ttl, now);
+        if expires_at != 0 && expires_at <= now {
+            // Already past its hard expiry: storing it could only ever produce misses.
+            if mode == WriteMode::Set {
+                self.delete_now(key);
+            }
+            return Ok(mode == WriteMode::Set);
+        }
+        let entry = EntryRef::new(key.as_bytes(), value, expires_at);
+        let hasher = |k: &[u8]| inner.hash(k);
+        Ok(shard.insert(hash, entry, mode, now, &hasher))
+    }
+}
+
+/// The earliest of the store-side TTL and the entry's own hard expiry (if the value is an entry); 0 = never.
+fn effective_expiry(value: &[u8], ttl: Option<Duration>, now_ms: u64) -> u64 {
+    let from_ttl = ttl.map(|t| now_ms.saturating_add(t.as_millis().min(u128::from(u64::MAX)) as u64).max(1));
+    let from_header =
+        larder_format::Header::parse(value).ok().and_then(|(header, _)| header.hard_expiry()).map(|e| e.max(1));
+    match (from_ttl, from_header) {
+        (Some(a), Some(b)) => a.min(b),
+        (Some(a), None) | (None, Some(a)) => a,
+        (None, None) => 0,
+    }
+}
+
+impl Store for MemoryStore {
+    fn backend(&self) -> &'static str {
+        BACKEND
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Value>, StoreError> {
+        Ok(self.get_now(key))
+    }
+
+    async fn get_many(&self, keys: &[&str]) -> Result<Vec<Option<Value>>, StoreError> {
+        Ok(keys.iter().map(|k| self.get_now(k)).collect())
+    }
+
+    async fn set(&self, key: &str, value: &[u8], ttl: Option<Duration>) -> Result<(), StoreError> {
+        self.set_now(key, value, ttl)
+    }
+
+    async fn add(&self, key: &str, value: &[u8], ttl: Option<Duration>) -> Result<bool, StoreError> {
+        self.add_now(key, value, ttl)
+    }
+
+    async fn delete(&self, key: &str) -> Result<bool, StoreError> {
+        Ok(self.delete_now(key))
+    }
+
+    async fn delete_many(&self, keys: &[&str]) -> Result<usize, StoreError> {
+        Ok(keys.iter().filter(|k| self.delete_now(k)).count())
+    }
+
+    async fn clear(&self) -> Result<(), StoreError> {
+        self.clear_now();
+        Ok(())
+    }
+
+    async fn purge_prefix(&self, prefix: &str) -> Result<usize, StoreError> {
+        Ok(self.purge_prefix_now(prefix))
+    }
+
+    async fn purge_tag(&self, tag: &str) -> Result<usize, StoreError> {
+        Ok(self.purge_tag_now(tag))
+    }
+
+    async fn stats(&self) -> Result<StoreStats, StoreError> {
+        Ok(self.stats_now())
+    }
+}

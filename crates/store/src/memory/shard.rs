@@ -1,0 +1,217 @@
+//! One shard of the memory store: a hash table of entries and the eviction policy for them, behind a read-write
+//! lock. Reads take the lock shared (many readers at once; the policy needs only an atomic bump in the entry);
+//! writes take it exclusively and evict before they return, so the shard's bound holds at every moment.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use hashbrown::HashTable;
+use parking_lot::RwLock;
+
+use super::entry::{EntryRef, REMOVED};
+use super::s3fifo::{Exit, S3Fifo};
+
+/// Memory an entry costs beyond its own allocation, charged against the bound: its table slot and queue slot at
+/// typical occupancy, the allocator's header and rounding, and its share of the ghost. Measured by
+/// `larder bench memory`.
+pub const ENTRY_OVERHEAD: usize = 40;
+
+/// The weight an entry is charged: everything it makes the process hold.
+pub fn weight(entry: &EntryRef) -> usize {
+    weight_for(entry.key().len(), entry.value().len())
+}
+
+/// The weight an entry with these lengths will be charged.
+pub fn weight_for(key_len: usize, value_len: usize) -> usize {
+    super::entry::HEADER_LEN + key_len + value_len + ENTRY_OVERHEAD
+}
+
+/// Event counters, padded to their own cache lines so shards do not contend on them.
+#[derive(Default)]
+#[repr(align(128))]
+pub struct Counters {
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+    pub inserts: AtomicU64,
+    pub evictions: AtomicU64,
+    pub expirations: AtomicU64,
+    pub rejections: AtomicU64,
+}
+
+impl Counters {
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+pub struct Shard {
+    inner: RwLock<Inner>,
+    pub counters: Counters,
+}
+
+struct Inner {
+    table: HashTable<EntryRef>,
+    policy: S3Fifo,
+    /// Where the expiry crawler resumes.
+    crawl_cursor: usize,
+}
+
+/// How a write treats an existing live entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteMode {
+    /// Replace it.
+    Set,
+    /// Keep it and report that nothing was stored.
+    Add,
+}
+
+impl Shard {
+    pub fn new(capacity_weight: usize, capacity_entries: usize) -> Shard {
+        Shard {
+            inner: RwLock::new(Inner {
+                table: HashTable::new(),
+                policy: S3Fifo::new(capacity_weight, capacity_entries),
+                crawl_cursor: 0,
+            }),
+            counters: Counters::default(),
+        }
+    }
+
+    /// A live entry for `key`, or `None`. Expired entries are never returned (and are removed on the spot).
+    pub fn get(&self, hash: u64, key: &[u8], now_ms: u64, hasher: &impl Fn(&[u8]) -> u64) -> Option<EntryRef> {
+        let found = {
+            let inner = self.inner.read();
+            inner.table.find(hash, |e| e.key() == key).cloned()
+        };
+        match found {
+            Some(entry) if !entry.is_expired(now_ms) => {
+                entry.touch();
+                Counters::add(&self.counters.hits, 1);
+                Some(entry)
+            }
+            Some(entry) => {
+                let mut inner = self.inner.write();
+                if inner.remove_exact(&entry, hasher) {
+                    Counters::add(&self.counters.expirations, 1);
+                }
+                Counters::add(&self.counters.misses, 1);
+                None
+            }
+            None => {
+                Counters::add(&self.counters.misses, 1);
+                None
+            }
+        }
+    }
+
+    /// Whether a live entry exists, without counting a hit or touching the policy.
+    pub fn contains(&self, hash: u64, key: &[u8], now_ms: u64) -> bool {
+        let inner = self.inner.read();
+        inner.table.find(hash, |e| e.key() == key).is_some_and(|e| !e.is_expired(now_ms))
+    }
+
+    /// Stores an entry, evicting as needed. Returns false when `mode` is `Add` and a live entry exists.
+    pub fn insert(
+        &self,
+        hash: u64,
+        entry: EntryRef,
+        mode: WriteMode,
+        now_ms: u64,
+        hasher: &impl Fn(&[u8]) -> u64,
+    ) -> bool {
+        let mut inner = self.inner.write();
+        let existing = inner.table.find(hash, |e| e.key() == entry.key()).cloned();
+        if let Some(old) = existing {
+            if mode == WriteMode::Add && !old.is_expired(now_ms) {
+                return false;
+            }
+            inner.remove_exact(&old, hasher);
+        }
+        let w = weight(&entry);
+        inner.table.insert_unique(hash, entry.clone(), |e| hasher(e.key()));
+        inner.policy.admit(entry, hash, w);
+        Counters::add(&self.counters.inserts, 1);
+        let (evicted, expired) = inner.shrink_to_bound(now_ms, hasher);
+        Counters::add(&self.counters.evictions, evicted);
+        Counters::add(&self.counters.expirations, expired);
+        true
+    }
+
+    /// Removes `key`; true if a live entry was there.
+    pub fn remove(&self, hash: u64, key: &[u8], now_ms: u64, hasher: &impl Fn(&[u8]) -> u64) -> bool {
+        let mut inner = self.inner.write();
+        let Some(entry) = inner.table.find(hash, |e| e.key() == key).cloned() else { return false };
+        inner.remove_exact(&entry, hasher);
+        !entry.is_expired(now_ms)
+    }
+
+    /// Removes every entry for which `matches` holds; returns how many.
+    pub fn purge(&self, matches: impl Fn(&EntryRef) -> bool, hasher: &impl Fn(&[u8]) -> u64) -> usize {
+        let mut inner = self.inner.write();
+        let doomed: Vec<EntryRef> = inner.policy.iter().filter(|e| matches(e)).cloned().collect();
+        for entry in &doomed {
+            inner.remove_exact(entry, hasher);
+        }
+        doomed.len()
+    }
+
+    /// Examines up to `budget` entries from where the last call stopped and removes the expired ones.
+    pub fn crawl(&self, now_ms: u64, budget: usize, hasher: &impl Fn(&[u8]) -> u64) -> usize {
+        let mut inner = self.inner.write();
+        let (window, next) = inner.policy.crawl(inner.crawl_cursor, budget);
+        inner.crawl_cursor = next;
+        let mut expired = 0;
+        for entry in window.iter().filter(|e| e.is_expired(now_ms)) {
+            if inner.remove_exact(entry, hasher) {
+                expired += 1;
+            }
+        }
+        Counters::add(&self.counters.expirations, expired as u64);
+        expired
+    }
+
+    pub fn clear(&self) {
+        let mut inner = self.inner.write();
+        for entry in inner.table.iter() {
+            entry.set_flags(entry.flags() | REMOVED);
+        }
+        inner.table.clear();
+        inner.policy.clear();
+        inner.crawl_cursor = 0;
+    }
+
+    /// (entries, weight, weight bound)
+    pub fn usage(&self) -> (usize, usize, usize) {
+        let inner = self.inner.read();
+        (inner.policy.len(), inner.policy.weight(), inner.policy.capacity_weight())
+    }
+}
+
+impl Inner {
+    /// Takes `entry` out of the table and its queue, if it is still the one stored. True if it was.
+    fn remove_exact(&mut self, entry: &EntryRef, hasher: &impl Fn(&[u8]) -> u64) -> bool {
+        let hash = hasher(entry.key());
+        let Ok(slot) = self.table.find_entry(hash, |e| e.same(entry)) else { return false };
+        slot.remove();
+        entry.set_flags(entry.flags() | REMOVED);
+        self.policy.remove(entry, weight(entry));
+        true
+    }
+
+    /// Evicts until the bound holds; returns (evicted, expired).
+    fn shrink_to_bound(&mut self, now_ms: u64, hasher: &impl Fn(&[u8]) -> u64) -> (u64, u64) {
+        let (mut evicted, mut expired) = (0, 0);
+        while self.policy.over_capacity() {
+            let Some((victim, exit)) = self.policy.evict(now_ms, hasher, weight) else { break };
+            let hash = hasher(victim.key());
+            if let Ok(slot) = self.table.find_entry(hash, |e| e.same(&victim)) {
+                slot.remove();
+            }
+            victim.set_flags(victim.flags() | REMOVED);
+            match exit {
+                Exit::Evicted => evicted += 1,
+                Exit::Expired => expired += 1,
+            }
+        }
+        (evicted, expired)
+    }
+}

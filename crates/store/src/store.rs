@@ -1,0 +1,180 @@
+//! The `Store` interface every backend implements: async operations over entry bytes, designed for remote backends
+//! (a memcached pool, Redis, SQL, files) as much as for the embedded memory store. A store never deserializes a
+//! value; it may read the entry header (spec/FORMAT.md) for expiry and tags.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::StoreError;
+use crate::value::Value;
+
+/// Counters a store keeps. Remote backends report what their servers report, or zeros where they cannot know.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    pub hits: u64,
+    pub misses: u64,
+    pub inserts: u64,
+    pub evictions: u64,
+    pub expirations: u64,
+    /// Writes refused (value too large, key too long).
+    pub rejections: u64,
+    pub entries: u64,
+    /// Bytes the entries weigh (keys, values and bookkeeping).
+    pub bytes: u64,
+    /// The byte bound, if any (0 = none).
+    pub capacity_bytes: u64,
+}
+
+/// Async operations on keys and entry bytes.
+///
+/// `ttl` is a store-side expiry on top of the entry's own (`None` = only the entry's). A backend that reads entry
+/// headers never returns an entry past its hard expiry (`expires_at + stale window`).
+pub trait Store: Send + Sync + 'static {
+    /// The backend's name, as errors and metrics name it ("memory", "memcached", …).
+    fn backend(&self) -> &'static str;
+
+    fn get(&self, key: &str) -> impl Future<Output = Result<Option<Value>, StoreError>> + Send;
+
+    /// One result per key, in order.
+    fn get_many(&self, keys: &[&str]) -> impl Future<Output = Result<Vec<Option<Value>>, StoreError>> + Send;
+
+    fn set(
+        &self,
+        key: &str,
+        value: &[u8],
+        ttl: Option<Duration>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Stores only if the key is absent (or expired); `true` if it stored. The building block for locks.
+    fn add(
+        &self,
+        key: &str,
+        value: &[u8],
+        ttl: Option<Duration>,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// `true` if the key was present.
+    fn delete(&self, key: &str) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// How many of the keys were present.
+    fn delete_many(&self, keys: &[&str]) -> impl Future<Output = Result<usize, StoreError>> + Send;
+
+    fn clear(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Removes every entry whose key starts with `prefix`; returns how many.
+    fn purge_prefix(&self, prefix: &str) -> impl Future<Output = Result<usize, StoreError>> + Send;
+
+    /// Removes every entry whose header carries `tag`; returns how many.
+    fn purge_tag(&self, tag: &str) -> impl Future<Output = Result<usize, StoreError>> + Send;
+
+    fn stats(&self) -> impl Future<Output = Result<StoreStats, StoreError>> + Send;
+}
+
+/// A boxed future, for stores chosen at run time.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The object-safe twin of [`Store`]: every `Store` is a `DynStore`, and `Arc<dyn DynStore>` is a `Store` again,
+/// so a configuration can pick a backend at run time at the price of one allocation per call.
+pub trait DynStore: Send + Sync + 'static {
+    fn backend(&self) -> &'static str;
+    fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Value>, StoreError>>;
+    fn get_many<'a>(&'a self, keys: &'a [&'a str]) -> BoxFuture<'a, Result<Vec<Option<Value>>, StoreError>>;
+    fn set<'a>(&'a self, key: &'a str, value: &'a [u8], ttl: Option<Duration>)
+        -> BoxFuture<'a, Result<(), StoreError>>;
+    fn add<'a>(
+        &'a self,
+        key: &'a str,
+        value: &'a [u8],
+        ttl: Option<Duration>,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+    fn delete<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<bool, StoreError>>;
+    fn delete_many<'a>(&'a self, keys: &'a [&'a str]) -> BoxFuture<'a, Result<usize, StoreError>>;
+    fn clear(&self) -> BoxFuture<'_, Result<(), StoreError>>;
+    fn purge_prefix<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<usize, StoreError>>;
+    fn purge_tag<'a>(&'a self, tag: &'a str) -> BoxFuture<'a, Result<usize, StoreError>>;
+    fn stats(&self) -> BoxFuture<'_, Result<StoreStats, StoreError>>;
+}
+
+impl<S: Store> DynStore for S {
+    fn backend(&self) -> &'static str {
+        Store::backend(self)
+    }
+    fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Value>, StoreError>> {
+        Box::pin(Store::get(self, key))
+    }
+    fn get_many<'a>(&'a self, keys: &'a [&'a str]) -> BoxFuture<'a, Result<Vec<Option<Value>>, StoreError>> {
+        Box::pin(Store::get_many(self, keys))
+    }
+    fn set<'a>(
+        &'a self,
+        key: &'a str,
+        value: &'a [u8],
+        ttl: Option<Duration>,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(Store::set(self, key, value, ttl))
+    }
+    fn add<'a>(
+        &'a self,
+        key: &'a str,
+        value: &'a [u8],
+        ttl: Option<Duration>,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(Store::add(self, key, value, ttl))
+    }
+    fn delete<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(Store::delete(self, key))
+    }
+    fn delete_many<'a>(&'a self, keys: &'a [&'a str]) -> BoxFuture<'a, Result<usize, StoreError>> {
+        Box::pin(Store::delete_many(self, keys))
+    }
+    fn clear(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(Store::clear(self))
+    }
+    fn purge_prefix<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<usize, StoreError>> {
+        Box::pin(Store::purge_prefix(self, prefix))
+    }
+    fn purge_tag<'a>(&'a self, tag: &'a str) -> BoxFuture<'a, Result<usize, StoreError>> {
+        Box::pin(Store::purge_tag(self, tag))
+    }
+    fn stats(&self) -> BoxFuture<'_, Result<StoreStats, StoreError>> {
+        Box::pin(Store::stats(self))
+    }
+}
+
+impl Store for Arc<dyn DynStore> {
+    fn backend(&self) -> &'static str {
+        DynStore::backend(&**self)
+    }
+    async fn get(&self, key: &str) -> Result<Option<Value>, StoreError> {
+        DynStore::get(&**self, key).await
+    }
+    async fn get_many(&self, keys: &[&str]) -> Result<Vec<Option<Value>>, StoreError> {
+        DynStore::get_many(&**self, keys).await
+    }
+    async fn set(&self, key: &str, value: &[u8], ttl: Option<Duration>) -> Result<(), StoreError> {
+        DynStore::set(&**self, key, value, ttl).await
+    }
+    async fn add(&self, key: &str, value: &[u8], ttl: Option<Duration>) -> Result<bool, StoreError> {
+        DynStore::add(&**self, key, value, ttl).await
+    }
+    async fn delete(&self, key: &str) -> Result<bool, StoreError> {
+        DynStore::delete(&**self, key).await
+    }
+    async fn delete_many(&self, keys: &[&str]) -> Result<usize, StoreError> {
+        DynStore::delete_many(&**self, keys).await
+    }
+    async fn clear(&self) -> Result<(), StoreError> {
+        DynStore::clear(&**self).await
+    }
+    async fn purge_prefix(&self, prefix: &str) -> Result<usize, StoreError> {
+        DynStore::purge_prefix(&**self, prefix).await
+    }
+    async fn purge_tag(&self, tag: &str) -> Result<usize, StoreError> {
+        DynStore::purge_tag(&**self, tag).await
+    }
+    async fn stats(&self) -> Result<StoreStats, StoreError> {
+        DynStore::stats(&**self).await
+    }
+}
