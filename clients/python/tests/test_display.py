@@ -12,6 +12,7 @@ import larder
 from larder.display import DisplayTooLarge, display_json, float_text
 from larder.msgpack_reader import Ext, MapPairs, read_whole_tree
 from larder.report import inspect_text, time_text
+from support import bare_header
 
 
 @pytest.mark.parametrize(
@@ -77,10 +78,8 @@ def test_keys_within_keys_cannot_blow_up_the_display() -> None:
     deep = b"\x81" * 60 + b"\x01" + b"\x02" * 60  # 121 bytes that would display as 2^60 backslashes
     with pytest.raises(DisplayTooLarge):
         display_json(read_whole_tree(deep), limit=10_000)
-    fields = {"created_at": 0, "expires_at": 0, "stale_ms": 0, "version": None, "tags": ()}
-    header = larder.header.pack_header(kind="value", serializer="msgpack", compressor="none", **fields)
     with pytest.raises(larder.InvalidEntry) as error:
-        inspect_text(bytes(header) + deep)
+        inspect_text(bare_header() + deep)
     assert error.value.kind == "too_large"
 
 
@@ -154,6 +153,4 @@ def test_human_report_of_a_response() -> None:
     ],
 )
 def test_value_display_per_serializer(serializer: str, payload: bytes, shown: str) -> None:
-    fields = {"created_at": 0, "expires_at": 0, "stale_ms": 0, "version": None, "tags": ()}
-    header = larder.header.pack_header(kind="value", serializer=serializer, compressor="none", **fields)
-    assert inspect_text(bytes(header) + payload).endswith(f"value:       {shown}\n")
+    assert inspect_text(bare_header(serializer=serializer) + payload).endswith(f"value:       {shown}\n")

@@ -9,6 +9,7 @@ import pytest
 
 import larder
 from larder.header import FIXED_HEADER_LEN
+from support import bare_header
 
 EXAMPLE = bytes.fromhex(
     "c14c01000100060068e5cf8b0100006052e6cf8b0100000200763101000600757365723a3782a2696407a46e616d65a3416461"
@@ -152,13 +153,6 @@ def test_invalid_entry_carries_its_kind() -> None:
         larder.InvalidEntry("oops", "detail")
 
 
-def _response_entry(payload: bytes) -> bytes:
-    fields = {"created_at": 0, "expires_at": 0, "stale_ms": 0, "version": None, "tags": ()}
-    return (
-        bytes(larder.header.pack_header(kind="response", serializer="msgpack", compressor="none", **fields)) + payload
-    )
-
-
 @pytest.mark.parametrize(
     ("payload", "why"),
     [
@@ -176,12 +170,19 @@ def _response_entry(payload: bytes) -> bytes:
 )
 def test_response_payloads_that_do_not_fit_are_bad_values(payload: object, why: str) -> None:
     with pytest.raises(larder.InvalidEntry) as error:
-        larder.decode(_response_entry(msgpack.packb(payload, use_bin_type=True)))
+        larder.decode(bare_header("response") + msgpack.packb(payload, use_bin_type=True))
     assert error.value.kind == "bad_value", why
 
 
 def test_response_payloads_other_encoders_may_write() -> None:
     # status as int16, header names and values as str, reserved elements of any type (a timestamp ext here)
     payload = bytes.fromhex("96d100c89192a3782d61a162c400a86964656e74697479c0d6ff00000005")
-    response = larder.decode(_response_entry(payload)).value
+    response = larder.decode(bare_header("response") + payload).value
     assert response == larder.HttpResponse(200, [(b"x-a", b"b")])
+
+
+def test_the_package_docstring_example_runs() -> None:
+    import doctest
+
+    result = doctest.testmod(larder)
+    assert (result.failed, result.attempted) == (0, 4)

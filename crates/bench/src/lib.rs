@@ -3,6 +3,8 @@
 
 pub mod codecs;
 pub mod data;
+pub mod hit_ratio;
 pub mod measure;
+pub mod memory;
 pub mod progress;
 pub mod trace;

@@ -43,3 +43,27 @@ impl Clock for ManualClock {
         self.now.load(Ordering::SeqCst)
     }
 }
+
+/// Reads a clock at most once, and only if asked: most entries have no expiry, and a clock read costs more than
+/// the rest of a cache hit.
+pub(crate) struct LazyNow<'a> {
+    clock: &'a dyn Clock,
+    cached: std::cell::Cell<Option<u64>>,
+}
+
+impl<'a> LazyNow<'a> {
+    pub(crate) fn new(clock: &'a dyn Clock) -> Self {
+        LazyNow { clock, cached: std::cell::Cell::new(None) }
+    }
+
+    pub(crate) fn get(&self) -> u64 {
+        match self.cached.get() {
+            Some(now) => now,
+            None => {
+                let now = self.clock.now_ms();
+                self.cached.set(Some(now));
+                now
+            }
+        }
+    }
+}

@@ -58,7 +58,7 @@ def compress(name: str, data: bytes, level: int | None = None) -> bytes:
         if len(data) > _U32_MAX:
             raise ValueError(f"lz4 input of {len(data)} bytes exceeds 4 GiB")
         # store_size=True writes exactly the format's 4-byte little-endian uncompressed-size prefix.
-        return lz4.block.compress(data, store_size=True)
+        return bytes(lz4.block.compress(data, store_size=True))
     if name == "snappy":
         return bytes(cramjam.snappy.compress_raw(data))
     if name == "zstd":
@@ -70,7 +70,7 @@ def compress(name: str, data: bytes, level: int | None = None) -> bytes:
         return compressor.compress(data)
     if name == "brotli":
         quality = _clamp(level if level is not None else 4, 0, 11)
-        return brotli.compress(data, quality=quality, lgwin=22)
+        return bytes(brotli.compress(data, quality=quality, lgwin=22))
     if name == "gzip":
         return gzip.compress(data, compresslevel=_clamp(level if level is not None else 6, 0, 9), mtime=0)
     raise ValueError(f"unknown compressor {name!r}")
@@ -105,7 +105,7 @@ def _lz4_decompress(data: bytes, max_size: int) -> bytes:
             f"lz4 size prefix claims {declared} bytes from a {len(block)}-byte block, more than LZ4 can expand"
         )
     try:
-        out = lz4.block.decompress(block, uncompressed_size=declared)
+        out = bytes(lz4.block.decompress(block, uncompressed_size=declared))
     except (lz4.block.LZ4BlockError, ValueError, OverflowError) as e:
         raise _corrupt(f"lz4: {e}") from None
     if len(out) != declared:

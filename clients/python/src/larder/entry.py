@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from .compressors import DEFAULT_MAX_SIZE, compress, decompress
-from .header import COMPRESSOR_OFFSET, COMPRESSORS, U64_MAX, Header, hard_expiry, pack_header, read_header
+from .header import COMPRESSOR_OFFSET, COMPRESSORS, U64_MAX, BytesLike, Header, hard_expiry, pack_header, read_header
 from .response import HttpResponse
 from .serializers import deserialize, serialize
 
@@ -122,7 +122,7 @@ def encode_response(
     )
 
 
-def decode(data: bytes, *, max_size: int = DEFAULT_MAX_SIZE) -> Entry:
+def decode(data: BytesLike, *, max_size: int = DEFAULT_MAX_SIZE) -> Entry:
     """Decodes a whole entry. `max_size` bounds the decompressed payload (default 64 MiB).
 
     Raises `InvalidEntry`, whose `kind` says why (spec/FORMAT.md §7), for any bytes that are not a valid entry.
@@ -142,7 +142,7 @@ def decode(data: bytes, *, max_size: int = DEFAULT_MAX_SIZE) -> Entry:
     )
 
 
-def decode_payload(data: bytes, *, max_size: int = DEFAULT_MAX_SIZE) -> tuple[Header, bytes]:
+def decode_payload(data: BytesLike, *, max_size: int = DEFAULT_MAX_SIZE) -> tuple[Header, bytes]:
     """The header and the decompressed (still serialized) payload of an entry. Raises `InvalidEntry`."""
     if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 0:
         raise ValueError(f"max_size must be a non-negative int, not {max_size!r}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Union
 
 from .errors import BAD_HEADER, BAD_MAGIC, TRUNCATED, UNKNOWN_CODEC, UNSUPPORTED_VERSION, InvalidEntry
 
@@ -33,6 +33,9 @@ COMPRESSORS: Final = ("none", "lz4", "snappy", "zstd", "brotli", "gzip")
 
 U16_MAX: Final = 0xFFFF
 U64_MAX: Final = 0xFFFF_FFFF_FFFF_FFFF
+
+#: What decoders take: any contiguous bytes.
+BytesLike = Union[bytes, bytearray, memoryview]
 
 _U16 = struct.Struct("<H")
 _U64 = struct.Struct("<Q")
@@ -66,7 +69,7 @@ def hard_expiry(expires_at: int, stale_ms: int) -> int | None:
     return min(expires_at + stale_ms, U64_MAX)
 
 
-def peek_expires_at(data: bytes) -> int | None:
+def peek_expires_at(data: BytesLike) -> int | None:
     """Only `expires_at`, the cheapest check a store can make; None if `data` does not start like an entry."""
     if len(data) < FIXED_HEADER_LEN or bytes(data[:2]) != MAGIC:
         return None
@@ -74,7 +77,7 @@ def peek_expires_at(data: bytes) -> int | None:
     return value
 
 
-def read_header(data: bytes) -> Header:
+def read_header(data: BytesLike) -> Header:
     """Parses the header of `data` (the whole entry, or at least its header) without looking at the payload.
 
     Raises `InvalidEntry` (truncated, bad_magic, unsupported_version, unknown_codec, bad_header).

@@ -5,7 +5,8 @@ Displaying a value (spec/CLI.md) needs every map pair in order with duplicates, 
 are not UTF-8. Reading an HTTP response (spec/FORMAT.md §4) needs to walk the array element by element and to skip
 reserved elements of any type. This reader does both, without recursion: its work list stands in for a stack, and
 since every object takes at least one byte, no count claimed by the input can make it loop or allocate beyond what
-the input itself holds.
+the input itself holds. For display, `read_display_tree` still takes msgpack-python's much faster C decoder when the
+payload holds nothing it would lose.
 """
 
 from __future__ import annotations

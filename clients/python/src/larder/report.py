@@ -39,7 +39,10 @@ class Report:
 
     @classmethod
     def of(cls, data: bytes, max_size: int = DEFAULT_MAX_SIZE) -> Report:
-        """Decodes `data` fully. Raises `InvalidEntry` exactly when `decode` would."""
+        """Decodes `data` fully. Raises `InvalidEntry` whenever `decode` would, and also (too_large) for a value whose
+        display would be unreasonably long. It accepts a little more than `decode`: MessagePack that is well formed
+        but that Python cannot turn into its own types (a str that is not UTF-8, an ext -1 that is not a valid
+        timestamp, a map used as a map key) is still displayed."""
         header, payload = decode_payload(data, max_size=max_size)
         value: str | HttpResponse
         if header.kind == "response":

@@ -7,6 +7,7 @@ compressed (`gzip`, `br`, `zstd`) so a server can send it as is to a client that
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final, Union
 
@@ -33,7 +34,7 @@ class HttpResponse:
     def __init__(
         self,
         status: int,
-        headers: tuple[tuple[HeaderPart, HeaderPart], ...] | list[tuple[HeaderPart, HeaderPart]] = (),
+        headers: Iterable[tuple[HeaderPart, HeaderPart]] = (),
         body: bytes | bytearray | memoryview | str = b"",
         content_encoding: str = "identity",
     ) -> None:
@@ -63,7 +64,7 @@ class HttpResponse:
     def to_payload(self) -> bytes:
         """The MessagePack payload of a kind-1 entry."""
         headers = [[name, value] for name, value in self.headers]
-        return msgpack.packb([self.status, headers, self.body, self.content_encoding], use_bin_type=True)
+        return bytes(msgpack.packb([self.status, headers, self.body, self.content_encoding], use_bin_type=True))
 
     @classmethod
     def from_payload(cls, payload: bytes) -> HttpResponse:

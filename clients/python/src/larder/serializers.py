@@ -27,7 +27,7 @@ def serialize(name: str, value: object) -> bytes:
     """`value` serialized with the serializer called `name`. Raises TypeError or ValueError if it cannot be."""
     if name == "msgpack":
         try:
-            return msgpack.packb(value, use_bin_type=True)
+            return bytes(msgpack.packb(value, use_bin_type=True))
         except OverflowError as e:
             raise ValueError(f"integer outside the MessagePack range [-2^63, 2^64-1]: {e}") from None
     if name == "json":

@@ -6,8 +6,11 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use larder_bench::codecs::{targets, CodecBench, Row};
+use larder_bench::hit_ratio;
 use larder_bench::measure::Budget;
+use larder_bench::memory::{self, Contender, MemoryFigures};
 use larder_bench::progress;
+use larder_bench::trace::{self, TraceFormat};
 
 use crate::output::{print_line, write_stdout};
 use crate::Failure;
@@ -22,6 +25,48 @@ pub struct BenchArgs {
 #[derive(Subcommand)]
 enum Which {
     Codecs(CodecsArgs),
+    HitRatio(HitRatioArgs),
+    Memory(MemoryArgs),
+}
+
+/// Fill an in-process cache with N entries and measure memory and speed, for larder, moka and quick_cache.
+///
+/// Keys are "1".."N" and every value is the same ~200-byte MessagePack record, as in the source post (004).
+/// Each cache runs in its own child process so resident memory is measured cleanly.
+#[derive(Args)]
+struct MemoryArgs {
+    /// Number of entries.
+    #[arg(long, default_value_t = 1_000_000)]
+    entries: usize,
+    /// Print one JSON object per cache.
+    #[arg(long)]
+    json: bool,
+    /// Milliseconds for each timed phase (gets, mixes).
+    #[arg(long, default_value_t = 1000, value_name = "MS")]
+    time_ms: u64,
+    /// Measure only this cache, in this process (used internally).
+    #[arg(long, hide = true)]
+    only: Option<String>,
+}
+
+/// Replay a cache trace through the memory store and an exact LRU; print both hit ratios.
+///
+/// Unsized traces (arc, lirs, cache2k) bound the store by entry count; traces that carry object sizes
+/// (oracle-general) bound it by bytes. Files ending in .zst, .gz or .xz are decompressed.
+#[derive(Args)]
+struct HitRatioArgs {
+    /// The trace file.
+    #[arg(long, value_name = "FILE")]
+    trace: PathBuf,
+    /// The trace's format.
+    #[arg(long, value_parser = ["arc", "lirs", "cache2k", "oracle-general"])]
+    format: String,
+    /// Capacities to try, comma-separated (entries, or bytes for sized traces).
+    #[arg(long, value_delimiter = ',', required = true, value_name = "N[,N...]")]
+    capacity: Vec<usize>,
+    /// Print one JSON object per capacity.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Compare compressors, serializers and the whole entry envelope.
@@ -44,6 +89,8 @@ struct CodecsArgs {
 pub fn run(args: BenchArgs) -> Result<(), Failure> {
     match args.which {
         Which::Codecs(args) => codecs(args),
+        Which::HitRatio(args) => hit_ratio(args),
+        Which::Memory(args) => memory_bench(args),
     }
 }
 
@@ -70,6 +117,117 @@ fn codecs(args: CodecsArgs) -> Result<(), Failure> {
         let _ = writeln!(text, "  [{}] {what}: {measured}", if met { "met" } else { "NOT met" });
     }
     write_stdout(text.as_bytes())
+}
+
+fn hit_ratio(args: HitRatioArgs) -> Result<(), Failure> {
+    let format: TraceFormat = args.format.parse().map_err(Failure::input)?;
+    let requests = trace::load(&args.trace, format).map_err(Failure::input)?;
+    let name = args.trace.file_name().map_or_else(|| args.trace.display().to_string(), |n| n.to_string_lossy().into());
+    let bar = progress::bar(args.capacity.len() as u64, !args.json);
+    let mut text = format!("{name}: {} requests\n", requests.len());
+    let _ = writeln!(text, "{:>12} {:>8} {:>10} {:>10} {:>8}", "capacity", "shards", "larder", "LRU", "delta");
+    for &capacity in &args.capacity {
+        bar.set_message(format!("capacity {capacity}"));
+        let row = hit_ratio::replay(&name, &requests, capacity).map_err(Failure::input)?;
+        bar.inc(1);
+        if args.json {
+            print_line(&serde_json::to_string(&row)?)?;
+            continue;
+        }
+        let _ = writeln!(
+            text,
+            "{:>12} {:>8} {:>9.2}% {:>9.2}% {:>+7.2}",
+            row.capacity,
+            row.shards,
+            100.0 * row.larder_hit_ratio,
+            100.0 * row.lru_hit_ratio,
+            100.0 * (row.larder_hit_ratio - row.lru_hit_ratio)
+        );
+    }
+    bar.finish_and_clear();
+    if !args.json {
+        write_stdout(text.as_bytes())?;
+    }
+    Ok(())
+}
+
+fn memory_bench(args: MemoryArgs) -> Result<(), Failure> {
+    let phase = Duration::from_millis(args.time_ms);
+    if let Some(only) = &args.only {
+        let contender: Contender = only.parse().map_err(Failure::input)?;
+        let figures = memory::measure(contender, args.entries, phase).map_err(Failure::input)?;
+        return print_line(&serde_json::to_string(&figures)?);
+    }
+    let exe = std::env::current_exe().map_err(|e| Failure::input(format!("cannot find the larder binary: {e}")))?;
+    let bar = progress::bar(Contender::ALL.len() as u64, !args.json);
+    let mut all = Vec::new();
+    for contender in Contender::ALL {
+        bar.set_message(contender.name());
+        let output = std::process::Command::new(&exe)
+            .args(["bench", "memory", "--only", contender.name()])
+            .args(["--entries", &args.entries.to_string(), "--time-ms", &args.time_ms.to_string()])
+            .output()
+            .map_err(|e| Failure::input(format!("cannot run {}: {e}", exe.display())))?;
+        if !output.status.success() {
+            return Err(Failure::input(format!(
+                "{} run failed: {}",
+                contender.name(),
+                String::from_utf8_lossy(&output.stderr).trim()
+            )));
+        }
+        let figures: MemoryFigures = serde_json::from_slice(&output.stdout)?;
+        bar.inc(1);
+        all.push(figures);
+    }
+    bar.finish_and_clear();
+    if args.json {
+        for figures in &all {
+            print_line(&serde_json::to_string(figures)?)?;
+        }
+        return Ok(());
+    }
+    write_stdout(memory_table(&all).as_bytes())
+}
+
+fn memory_table(all: &[MemoryFigures]) -> String {
+    let mut out = String::new();
+    let Some(first) = all.first() else { return out };
+    let _ = writeln!(
+        out,
+        "{} entries, keys {} bytes in all, values {} bytes each\n",
+        first.entries, first.key_bytes, first.value_bytes
+    );
+    let _ = write!(out, "{:<34}", "");
+    for f in all {
+        let _ = write!(out, "{:>14}", f.contender.name());
+    }
+    let _ = writeln!(out, "{:>14}", "larder/moka");
+    type Metric = (&'static str, fn(&MemoryFigures) -> f64, bool);
+    let metrics: [Metric; 7] = [
+        ("resident memory growth (MB)", |f| f.rss_growth_bytes as f64 / 1e6, false),
+        ("bookkeeping bytes per entry", |f| f.bookkeeping_per_entry, false),
+        ("inserts/s, 1 thread", |f| f.inserts_per_s, true),
+        ("gets/s, 1 thread (uniform)", |f| f.gets_per_s_1_thread, true),
+        ("gets/s, 2 threads (uniform)", |f| f.gets_per_s_2_threads, true),
+        ("gets/s, 2 threads (zipf 0.99)", |f| f.zipf_gets_per_s_2_threads, true),
+        ("90/10 get/set ops/s, 2 threads", |f| f.mix_90_10_ops_per_s_2_threads, true),
+    ];
+    let moka = all.iter().find(|f| f.contender == Contender::Moka);
+    let larder = all.iter().find(|f| f.contender == Contender::Larder);
+    for (label, get, higher_is_better) in metrics {
+        let _ = write!(out, "{label:<34}");
+        for f in all {
+            let v = get(f);
+            let _ = if v >= 1e5 { write!(out, "{:>14.2}M", v / 1e6) } else { write!(out, "{v:>15.1}") };
+        }
+        if let (Some(l), Some(m)) = (larder, moka) {
+            let ratio = if higher_is_better { get(l) / get(m) } else { get(m) / get(l) };
+            let _ = write!(out, "{:>13.2}x", ratio);
+        }
+        out.push('\n');
+    }
+    out.push_str("\n(larder/moka: how many times better larder is; for memory rows, moka's figure over larder's)\n");
+    out
 }
 
 fn tables(rows: &[Row]) -> String {

@@ -10,6 +10,8 @@ use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicU32, AtomicU8, Ordering};
 
+use crate::clock::LazyNow;
+
 /// The header in front of the key and value bytes.
 #[repr(C)]
 struct Header {
@@ -107,10 +109,10 @@ impl EntryRef {
         u64::from(h.expires_lo) | (u64::from(h.expires_hi) << 32)
     }
 
-    /// Whether the entry must no longer be returned at `now_ms`.
-    pub fn is_expired(&self, now_ms: u64) -> bool {
+    /// Whether the entry must no longer be returned now (the clock is read only for entries that expire).
+    pub fn is_expired(&self, now: &LazyNow<'_>) -> bool {
         let at = self.expires_at();
-        at != 0 && now_ms >= at
+        at != 0 && now.get() >= at
     }
 
     /// Records a read: the frequency saturates at 3, so hot entries stop writing to their header.
@@ -201,8 +203,9 @@ mod tests {
         assert_eq!(e.key(), b"key");
         assert_eq!(e.value(), b"value bytes");
         assert_eq!(e.expires_at(), 0x1_0000_0005);
-        assert!(e.is_expired(0x1_0000_0005));
-        assert!(!e.is_expired(0x1_0000_0004));
+        let at = |ms: u64| crate::ManualClock::new(ms);
+        assert!(e.is_expired(&LazyNow::new(&*at(0x1_0000_0005))));
+        assert!(!e.is_expired(&LazyNow::new(&*at(0x1_0000_0004))));
         let copies: Vec<EntryRef> = (0..100).map(|_| e.clone()).collect();
         drop(e);
         assert!(copies.iter().all(|c| c.value() == b"value bytes"));
@@ -212,7 +215,7 @@ mod tests {
     fn empty_key_and_value_and_never_expiring() {
         let e = EntryRef::new(b"", b"", 0);
         assert_eq!((e.key(), e.value()), (&b""[..], &b""[..]));
-        assert!(!e.is_expired(u64::MAX));
+        assert!(!e.is_expired(&LazyNow::new(&*crate::ManualClock::new(u64::MAX))));
     }
 
     #[test]

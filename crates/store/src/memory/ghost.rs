@@ -47,6 +47,10 @@ impl Ghost {
 
     /// Whether `hash` was inserted within the last `capacity` insertions (approximately).
     pub fn contains(&self, hash: u64) -> bool {
+        if self.insertions == 0 {
+            // Nothing evicted yet (a filling cache): skip the probe and its cache miss.
+            return false;
+        }
         let (index, fingerprint) = self.slot(hash);
         let cell = self.cells[index];
         if (cell >> 16) as u16 != fingerprint {
@@ -58,6 +62,7 @@ impl Ghost {
 
     pub fn clear(&mut self) {
         self.cells.fill(0);
+        self.insertions = 0;
     }
 }
 

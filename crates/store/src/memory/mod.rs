@@ -19,13 +19,13 @@ use std::time::Duration;
 use larder_format::{Entry, FIXED_HEADER_LEN, MAGIC};
 
 use self::entry::{EntryRef, MAX_KEY_LEN, MAX_VALUE_LEN};
-use self::shard::{Shard, WriteMode};
-use crate::clock::{Clock, SystemClock};
+use self::shard::{Counters, Shard, WriteMode};
+use crate::clock::{Clock, LazyNow, SystemClock};
 use crate::error::StoreError;
 use crate::store::{Store, StoreStats};
 use crate::value::Value;
 
-pub use self::shard::ENTRY_OVERHEAD;
+pub use self::shard::{weight_for, ENTRY_OVERHEAD};
 
 const BACKEND: &str = "memory";
 
@@ -116,8 +116,10 @@ impl MemoryStoreBuilder {
         let per_shard_entries = self.max_entries.map_or(usize::MAX, |n| n.div_ceil(shard_count));
         let max_entry_weight = ((self.capacity_bytes as f64 * self.max_entry_fraction) as usize).min(per_shard_bytes);
         let shards = (0..shard_count).map(|_| Shard::new(per_shard_bytes, per_shard_entries)).collect();
+        let stripe_count = (2 * std::thread::available_parallelism().map_or(4, |n| n.get())).next_power_of_two();
         let inner = Arc::new(Inner {
             shards,
+            stripes: (0..stripe_count).map(|_| Counters::default()).collect(),
             shard_mask: shard_count as u64 - 1,
             hasher: foldhash::quality::RandomState::default(),
             clock: self.clock,
@@ -162,6 +164,7 @@ pub struct MemoryStore {
 
 struct Inner {
     shards: Box<[Shard]>,
+    stripes: Box<[Counters]>,
     shard_mask: u64,
     hasher: foldhash::quality::RandomState,
     clock: Arc<dyn Clock>,
@@ -180,11 +183,27 @@ impl Inner {
         &self.shards[((hash >> 40) & self.shard_mask) as usize]
     }
 
-    fn run_maintenance(&self) -> usize {
-        let now = self.clock.now_ms();
-        let hasher = |k: &[u8]| self.hash(k);
-        self.shards.iter().map(|s| s.crawl(now, self.crawl_budget, &hasher)).sum()
+    /// This thread's counters.
+    fn counters(&self) -> &Counters {
+        &self.stripes[stripe_index() & (self.stripes.len() - 1)]
     }
+
+    fn run_maintenance(&self) -> usize {
+        let now = LazyNow::new(&*self.clock);
+        now.get();
+        let hasher = |k: &[u8]| self.hash(k);
+        self.shards.iter().map(|s| s.crawl(&now, self.crawl_budget, &hasher, self.counters())).sum()
+    }
+}
+
+/// A small number per thread, to pick its counter stripe.
+fn stripe_index() -> usize {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static INDEX: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    INDEX.with(|i| *i)
 }
 
 fn spawn_maintenance(inner: Weak<Inner>, interval: Duration) {
@@ -211,14 +230,15 @@ impl MemoryStore {
         let inner = &*self.inner;
         let hash = inner.hash(key.as_bytes());
         let hasher = |k: &[u8]| inner.hash(k);
-        inner.shard(hash).get(hash, key.as_bytes(), inner.clock.now_ms(), &hasher).map(Value::from_entry)
+        let now = LazyNow::new(&*inner.clock);
+        inner.shard(hash).get(hash, key.as_bytes(), &now, &hasher, inner.counters()).map(Value::from_entry)
     }
 
     /// Whether a live value exists for `key` (not counted as a hit or miss).
     pub fn contains(&self, key: &str) -> bool {
         let inner = &*self.inner;
         let hash = inner.hash(key.as_bytes());
-        inner.shard(hash).contains(hash, key.as_bytes(), inner.clock.now_ms())
+        inner.shard(hash).contains(hash, key.as_bytes(), &LazyNow::new(&*inner.clock))
     }
 
     /// Stores `value` under `key`; readable as soon as this returns.
@@ -235,7 +255,7 @@ impl MemoryStore {
         let inner = &*self.inner;
         let hash = inner.hash(key.as_bytes());
         let hasher = |k: &[u8]| inner.hash(k);
-        inner.shard(hash).remove(hash, key.as_bytes(), inner.clock.now_ms(), &hasher)
+        inner.shard(hash).remove(hash, key.as_bytes(), &LazyNow::new(&*inner.clock), &hasher)
     }
 
     /// Removes entries whose key starts with `prefix`.
@@ -264,15 +284,16 @@ impl MemoryStore {
 
     pub fn stats_now(&self) -> StoreStats {
         let mut stats = StoreStats { capacity_bytes: self.inner.capacity_bytes as u64, ..StoreStats::default() };
-        for shard in self.inner.shards.iter() {
-            let c = &shard.counters;
-            let load = |n: &std::sync::atomic::AtomicU64| n.load(std::sync::atomic::Ordering::Relaxed);
+        let load = |n: &std::sync::atomic::AtomicU64| n.load(std::sync::atomic::Ordering::Relaxed);
+        for c in self.inner.stripes.iter() {
             stats.hits += load(&c.hits);
             stats.misses += load(&c.misses);
             stats.inserts += load(&c.inserts);
             stats.evictions += load(&c.evictions);
             stats.expirations += load(&c.expirations);
             stats.rejections += load(&c.rejections);
+        }
+        for shard in self.inner.shards.iter() {
             let (entries, bytes, _) = shard.usage();
             stats.entries += entries as u64;
             stats.bytes += bytes as u64;
@@ -307,7 +328,7 @@ impl MemoryStore {
         let hash = inner.hash(key.as_bytes());
         let shard = inner.shard(hash);
         let reject = |error: StoreError| {
-            shard::Counters::add(&shard.counters.rejections, 1);
+            Counters::add(&inner.counters().rejections, 1);
             Err(error)
         };
         if key.len() > MAX_KEY_LEN {
@@ -321,9 +342,9 @@ impl MemoryStore {
                 limit: inner.max_entry_weight.saturating_sub(shard::weight_for(key.len(), 0)),
             });
         }
-        let now = inner.clock.now_ms();
-        let expires_at = effective_expiry(value, ttl, now);
-        if expires_at != 0 && expires_at <= now {
+        let now = LazyNow::new(&*inner.clock);
+        let expires_at = effective_expiry(value, ttl, &now);
+        if expires_at != 0 && expires_at <= now.get() {
             // Already past its hard expiry: storing it could only ever produce misses.
             if mode == WriteMode::Set {
                 self.delete_now(key);
@@ -332,13 +353,13 @@ impl MemoryStore {
         }
         let entry = EntryRef::new(key.as_bytes(), value, expires_at);
         let hasher = |k: &[u8]| inner.hash(k);
-        Ok(shard.insert(hash, entry, mode, now, &hasher))
+        Ok(shard.insert(hash, entry, mode, &now, &hasher, inner.counters()))
     }
 }
 
 /// The earliest of the store-side TTL and the entry's own hard expiry (if the value is an entry); 0 = never.
-fn effective_expiry(value: &[u8], ttl: Option<Duration>, now_ms: u64) -> u64 {
-    let from_ttl = ttl.map(|t| now_ms.saturating_add(t.as_millis().min(u128::from(u64::MAX)) as u64).max(1));
+fn effective_expiry(value: &[u8], ttl: Option<Duration>, now: &LazyNow<'_>) -> u64 {
+    let from_ttl = ttl.map(|t| now.get().saturating_add(t.as_millis().min(u128::from(u64::MAX)) as u64).max(1));
     let from_header =
         larder_format::Header::parse(value).ok().and_then(|(header, _)| header.hard_expiry()).map(|e| e.max(1));
     match (from_ttl, from_header) {

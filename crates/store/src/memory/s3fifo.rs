@@ -12,6 +12,7 @@
 use super::entry::{EntryRef, IN_MAIN};
 use super::ghost::Ghost;
 use super::queue::Fifo;
+use crate::clock::LazyNow;
 
 /// Share of capacity given to the small queue.
 const SMALL_SHARE: f64 = 0.20;
@@ -89,7 +90,7 @@ impl S3Fifo {
     /// `hash` recomputes a key's hash (for the ghost); `weight` gives an entry's weight.
     pub fn evict(
         &mut self,
-        now_ms: u64,
+        now: &LazyNow<'_>,
         hash: impl Fn(&[u8]) -> u64,
         weight: impl Fn(&EntryRef) -> usize,
     ) -> Option<(EntryRef, Exit)> {
@@ -98,7 +99,7 @@ impl S3Fifo {
                 || self.small.len() as f64 >= self.capacity_entries as f64 * SMALL_SHARE;
             if !self.small.is_empty() && (small_full || self.main.is_empty()) {
                 let entry = self.small.pop_front(&weight)?;
-                if entry.is_expired(now_ms) {
+                if entry.is_expired(now) {
                     return Some((entry, Exit::Expired));
                 }
                 if entry.freq() >= PROMOTE_AFTER {
@@ -112,7 +113,7 @@ impl S3Fifo {
                 return Some((entry, Exit::Evicted));
             }
             let entry = self.main.pop_front(&weight)?;
-            if entry.is_expired(now_ms) {
+            if entry.is_expired(now) {
                 return Some((entry, Exit::Expired));
             }
             let freq = entry.freq();

@@ -9,6 +9,7 @@ use parking_lot::RwLock;
 
 use super::entry::{EntryRef, REMOVED};
 use super::s3fifo::{Exit, S3Fifo};
+use crate::clock::LazyNow;
 
 /// Memory an entry costs beyond its own allocation, charged against the bound: its table slot and queue slot at
 /// typical occupancy, the allocator's header and rounding, and its share of the ghost. Measured by
@@ -25,7 +26,8 @@ pub fn weight_for(key_len: usize, value_len: usize) -> usize {
     super::entry::HEADER_LEN + key_len + value_len + ENTRY_OVERHEAD
 }
 
-/// Event counters, padded to their own cache lines so shards do not contend on them.
+/// Event counters. The store keeps several copies ("stripes"), padded to their own cache lines, and each thread
+/// counts in its own stripe, so counting a hit does not bounce a cache line between cores.
 #[derive(Default)]
 #[repr(align(128))]
 pub struct Counters {
@@ -45,7 +47,6 @@ impl Counters {
 
 pub struct Shard {
     inner: RwLock<Inner>,
-    pub counters: Counters,
 }
 
 struct Inner {
@@ -72,41 +73,47 @@ impl Shard {
                 policy: S3Fifo::new(capacity_weight, capacity_entries),
                 crawl_cursor: 0,
             }),
-            counters: Counters::default(),
         }
     }
 
     /// A live entry for `key`, or `None`. Expired entries are never returned (and are removed on the spot).
-    pub fn get(&self, hash: u64, key: &[u8], now_ms: u64, hasher: &impl Fn(&[u8]) -> u64) -> Option<EntryRef> {
+    pub fn get(
+        &self,
+        hash: u64,
+        key: &[u8],
+        now: &LazyNow<'_>,
+        hasher: &impl Fn(&[u8]) -> u64,
+        counters: &Counters,
+    ) -> Option<EntryRef> {
         let found = {
             let inner = self.inner.read();
             inner.table.find(hash, |e| e.key() == key).cloned()
         };
         match found {
-            Some(entry) if !entry.is_expired(now_ms) => {
+            Some(entry) if !entry.is_expired(now) => {
                 entry.touch();
-                Counters::add(&self.counters.hits, 1);
+                Counters::add(&counters.hits, 1);
                 Some(entry)
             }
             Some(entry) => {
                 let mut inner = self.inner.write();
                 if inner.remove_exact(&entry, hasher) {
-                    Counters::add(&self.counters.expirations, 1);
+                    Counters::add(&counters.expirations, 1);
                 }
-                Counters::add(&self.counters.misses, 1);
+                Counters::add(&counters.misses, 1);
                 None
             }
             None => {
-                Counters::add(&self.counters.misses, 1);
+                Counters::add(&counters.misses, 1);
                 None
             }
         }
     }
 
     /// Whether a live entry exists, without counting a hit or touching the policy.
-    pub fn contains(&self, hash: u64, key: &[u8], now_ms: u64) -> bool {
+    pub fn contains(&self, hash: u64, key: &[u8], now: &LazyNow<'_>) -> bool {
         let inner = self.inner.read();
-        inner.table.find(hash, |e| e.key() == key).is_some_and(|e| !e.is_expired(now_ms))
+        inner.table.find(hash, |e| e.key() == key).is_some_and(|e| !e.is_expired(now))
     }
 
     /// Stores an entry, evicting as needed. Returns false when `mode` is `Add` and a live entry exists.
@@ -115,13 +122,14 @@ impl Shard {
         hash: u64,
         entry: EntryRef,
         mode: WriteMode,
-        now_ms: u64,
+        now: &LazyNow<'_>,
         hasher: &impl Fn(&[u8]) -> u64,
+        counters: &Counters,
     ) -> bool {
         let mut inner = self.inner.write();
         let existing = inner.table.find(hash, |e| e.key() == entry.key()).cloned();
         if let Some(old) = existing {
-            if mode == WriteMode::Add && !old.is_expired(now_ms) {
+            if mode == WriteMode::Add && !old.is_expired(now) {
                 return false;
             }
             inner.remove_exact(&old, hasher);
@@ -129,19 +137,19 @@ impl Shard {
         let w = weight(&entry);
         inner.table.insert_unique(hash, entry.clone(), |e| hasher(e.key()));
         inner.policy.admit(entry, hash, w);
-        Counters::add(&self.counters.inserts, 1);
-        let (evicted, expired) = inner.shrink_to_bound(now_ms, hasher);
-        Counters::add(&self.counters.evictions, evicted);
-        Counters::add(&self.counters.expirations, expired);
+        Counters::add(&counters.inserts, 1);
+        let (evicted, expired) = inner.shrink_to_bound(now, hasher);
+        Counters::add(&counters.evictions, evicted);
+        Counters::add(&counters.expirations, expired);
         true
     }
 
     /// Removes `key`; true if a live entry was there.
-    pub fn remove(&self, hash: u64, key: &[u8], now_ms: u64, hasher: &impl Fn(&[u8]) -> u64) -> bool {
+    pub fn remove(&self, hash: u64, key: &[u8], now: &LazyNow<'_>, hasher: &impl Fn(&[u8]) -> u64) -> bool {
         let mut inner = self.inner.write();
         let Some(entry) = inner.table.find(hash, |e| e.key() == key).cloned() else { return false };
         inner.remove_exact(&entry, hasher);
-        !entry.is_expired(now_ms)
+        !entry.is_expired(now)
     }
 
     /// Removes every entry for which `matches` holds; returns how many.
@@ -155,17 +163,23 @@ impl Shard {
     }
 
     /// Examines up to `budget` entries from where the last call stopped and removes the expired ones.
-    pub fn crawl(&self, now_ms: u64, budget: usize, hasher: &impl Fn(&[u8]) -> u64) -> usize {
+    pub fn crawl(
+        &self,
+        now: &LazyNow<'_>,
+        budget: usize,
+        hasher: &impl Fn(&[u8]) -> u64,
+        counters: &Counters,
+    ) -> usize {
         let mut inner = self.inner.write();
         let (window, next) = inner.policy.crawl(inner.crawl_cursor, budget);
         inner.crawl_cursor = next;
         let mut expired = 0;
-        for entry in window.iter().filter(|e| e.is_expired(now_ms)) {
+        for entry in window.iter().filter(|e| e.is_expired(now)) {
             if inner.remove_exact(entry, hasher) {
                 expired += 1;
             }
         }
-        Counters::add(&self.counters.expirations, expired as u64);
+        Counters::add(&counters.expirations, expired as u64);
         expired
     }
 
@@ -198,10 +212,10 @@ impl Inner {
     }
 
     /// Evicts until the bound holds; returns (evicted, expired).
-    fn shrink_to_bound(&mut self, now_ms: u64, hasher: &impl Fn(&[u8]) -> u64) -> (u64, u64) {
+    fn shrink_to_bound(&mut self, now: &LazyNow<'_>, hasher: &impl Fn(&[u8]) -> u64) -> (u64, u64) {
         let (mut evicted, mut expired) = (0, 0);
         while self.policy.over_capacity() {
-            let Some((victim, exit)) = self.policy.evict(now_ms, hasher, weight) else { break };
+            let Some((victim, exit)) = self.policy.evict(now, hasher, weight) else { break };
             let hash = hasher(victim.key());
             if let Ok(slot) = self.table.find_entry(hash, |e| e.same(&victim)) {
                 slot.remove();
