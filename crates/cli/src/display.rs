@@ -6,7 +6,6 @@ use std::fmt::Write as _;
 
 use base64::Engine;
 use rmpv::ValueRef;
-use serde_json::Value;
 
 /// Python's `repr` of a float: shortest round-trip digits, positional for decimal exponents -4..=15, else
 /// scientific with a sign and at least two exponent digits.
@@ -20,11 +19,7 @@ pub fn float_repr(f: f64) -> String {
     if f == 0.0 {
         return if f.is_sign_negative() { "-0.0".into() } else { "0.0".into() };
     }
-    // Rust's `{:e}` gives the shortest digits that read back to the same float, as `d.ddde±x`.
-    let sci = format!("{:e}", f.abs());
-    let (mantissa, exponent) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exponent: i32 = exponent.parse().unwrap_or(0);
-    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let (digits, exponent) = shortest_digits(f.abs());
     let mut out = String::new();
     if f < 0.0 {
         out.push('-');
@@ -55,6 +50,57 @@ pub fn float_repr(f: f64) -> String {
         let _ = write!(out, "e{}{:02}", if exponent < 0 { '-' } else { '+' }, exponent.abs());
     }
     out
+}
+
+/// The shortest significant digits that read back to `f` (positive, finite), and the decimal exponent of the first.
+///
+/// Rust's `{:e}` finds how many digits are needed; when two texts of that length both read back, Python picks the
+/// one nearer the exact value, ties to even, and so do we: the exact expansion, rounded half-even to that length.
+fn shortest_digits(f: f64) -> (String, i32) {
+    let split = |sci: &str| -> (String, i32) {
+        let (mantissa, exponent) = sci.split_once('e').unwrap_or((sci, "0"));
+        (mantissa.chars().filter(char::is_ascii_digit).collect(), exponent.parse().unwrap_or(0))
+    };
+    let (shortest, exponent) = split(&format!("{f:e}"));
+    let n = shortest.len();
+    // 40 more digits than needed: the exact expansion rounded there decides ties correctly for every f64.
+    let (exact, exact_exponent) = split(&format!("{:.*e}", n + 40, f));
+    if exact_exponent != exponent {
+        return (shortest, exponent);
+    }
+    let (head, tail) = exact.split_at(n);
+    let round_up = match tail.as_bytes().first() {
+        Some(b'6'..=b'9') => true,
+        Some(b'5') => tail[1..].bytes().any(|b| b != b'0') || head.bytes().last().is_some_and(|d| (d - b'0') % 2 == 1),
+        _ => false,
+    };
+    let mut digits: Vec<u8> = head.bytes().collect();
+    let mut exponent = exponent;
+    if round_up {
+        let mut i = digits.len();
+        loop {
+            if i == 0 {
+                digits.insert(0, b'1');
+                digits.pop();
+                exponent += 1;
+                break;
+            }
+            i -= 1;
+            if digits[i] == b'9' {
+                digits[i] = b'0';
+            } else {
+                digits[i] += 1;
+                break;
+            }
+        }
+    }
+    let candidate = String::from_utf8(digits).unwrap_or_default();
+    let text = format!("{}.{}e{exponent}", &candidate[..1], &candidate[1..]);
+    if text.parse::<f64>().ok() == Some(f) {
+        (candidate.trim_end_matches('0').to_owned(), exponent)
+    } else {
+        (shortest, exponent)
+    }
 }
 
 /// Appends `s` as a JSON string literal.
@@ -102,8 +148,54 @@ pub fn bytes_text(bytes: &[u8]) -> String {
     }
 }
 
-/// Appends a decoded MessagePack value.
-pub fn write_msgpack(out: &mut String, value: &ValueRef<'_>) {
+/// Containers may nest this deep in displayed values (spec/CLI.md, FORMAT.md §2).
+pub const MAX_DEPTH: usize = larder_format::json::MAX_NESTING;
+
+/// Why a value cannot be displayed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DisplayError {
+    /// Containers nested deeper than [`MAX_DEPTH`].
+    TooDeep,
+    /// The display would exceed 16 characters per payload byte plus 1 MiB (map keys that are maps double their
+    /// escaping at every level, so a few bytes could otherwise print gigabytes).
+    TooLarge,
+}
+
+/// Bounds for writing one value's display.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    max_chars: usize,
+}
+
+impl Limits {
+    /// The limits for a value whose payload is `payload_len` bytes.
+    pub fn for_payload(payload_len: usize) -> Limits {
+        Limits { max_chars: payload_len.saturating_mul(16).saturating_add(1 << 20) }
+    }
+
+    /// Aborts early on bytes (at least one per character, at most four), then checks characters exactly.
+    fn check_growing(&self, out: &str) -> Result<(), DisplayError> {
+        if out.len() > self.max_chars.saturating_mul(4) {
+            return Err(DisplayError::TooLarge);
+        }
+        Ok(())
+    }
+
+    pub fn check_final(&self, out: &str) -> Result<(), DisplayError> {
+        if out.len() > self.max_chars && out.chars().count() > self.max_chars {
+            return Err(DisplayError::TooLarge);
+        }
+        Ok(())
+    }
+}
+
+/// Appends a decoded MessagePack value; `level` is the number of containers around it.
+pub fn write_msgpack(
+    out: &mut String,
+    value: &ValueRef<'_>,
+    level: usize,
+    limits: &Limits,
+) -> Result<(), DisplayError> {
     match value {
         ValueRef::Nil => out.push_str("null"),
         ValueRef::Boolean(b) => out.push_str(if *b { "true" } else { "false" }),
@@ -115,16 +207,18 @@ pub fn write_msgpack(out: &mut String, value: &ValueRef<'_>) {
         ValueRef::String(s) => write_bytes(out, s.as_bytes()),
         ValueRef::Binary(b) => write_bytes(out, b),
         ValueRef::Array(items) => {
+            enter(level)?;
             out.push('[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
-                write_msgpack(out, item);
+                write_msgpack(out, item, level + 1, limits)?;
             }
             out.push(']');
         }
         ValueRef::Map(pairs) => {
+            enter(level)?;
             out.push('{');
             for (i, (key, item)) in pairs.iter().enumerate() {
                 if i > 0 {
@@ -135,12 +229,12 @@ pub fn write_msgpack(out: &mut String, value: &ValueRef<'_>) {
                     ValueRef::Binary(b) if std::str::from_utf8(b).is_ok() => write_bytes(out, b),
                     other => {
                         let mut text = String::new();
-                        write_msgpack(&mut text, other);
+                        write_msgpack(&mut text, other, level + 1, limits)?;
                         write_str(out, &text);
                     }
                 }
                 out.push(':');
-                write_msgpack(out, item);
+                write_msgpack(out, item, level + 1, limits)?;
             }
             out.push('}');
         }
@@ -151,15 +245,93 @@ pub fn write_msgpack(out: &mut String, value: &ValueRef<'_>) {
             out.push_str("\"}");
         }
     }
+    limits.check_growing(out)
 }
 
-/// Appends a JSON value read from a json-serialized payload.
-pub fn write_json(out: &mut String, value: &Value) {
+/// A container opening at `level` (containers around it) must stay within [`MAX_DEPTH`].
+fn enter(level: usize) -> Result<(), DisplayError> {
+    if level >= MAX_DEPTH {
+        Err(DisplayError::TooDeep)
+    } else {
+        Ok(())
+    }
+}
+
+/// A JSON document as written, duplicate keys and number texts included (serde_json's own `Value` keeps only the
+/// last of duplicate keys, and the display must show them all).
+#[derive(Debug)]
+pub enum JsonNode {
+    Null,
+    Bool(bool),
+    Number(String),
+    String(String),
+    Array(Vec<JsonNode>),
+    Object(Vec<(String, JsonNode)>),
+}
+
+impl<'de> serde::Deserialize<'de> for JsonNode {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(JsonNodeVisitor)
+    }
+}
+
+struct JsonNodeVisitor;
+
+/// How serde_json (with `arbitrary_precision`) hands a number to a visitor: a one-entry map under this key.
+const SERDE_JSON_NUMBER: &str = "$serde_json::private::Number";
+
+impl<'de> serde::de::Visitor<'de> for JsonNodeVisitor {
+    type Value = JsonNode;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_unit<E>(self) -> Result<JsonNode, E> {
+        Ok(JsonNode::Null)
+    }
+    fn visit_bool<E>(self, b: bool) -> Result<JsonNode, E> {
+        Ok(JsonNode::Bool(b))
+    }
+    fn visit_u64<E>(self, n: u64) -> Result<JsonNode, E> {
+        Ok(JsonNode::Number(n.to_string()))
+    }
+    fn visit_i64<E>(self, n: i64) -> Result<JsonNode, E> {
+        Ok(JsonNode::Number(n.to_string()))
+    }
+    fn visit_f64<E>(self, n: f64) -> Result<JsonNode, E> {
+        Ok(JsonNode::Number(format!("{n:e}")))
+    }
+    fn visit_str<E>(self, s: &str) -> Result<JsonNode, E> {
+        Ok(JsonNode::String(s.to_owned()))
+    }
+    fn visit_string<E>(self, s: String) -> Result<JsonNode, E> {
+        Ok(JsonNode::String(s))
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<JsonNode, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(JsonNode::Array(items))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<JsonNode, A::Error> {
+        let mut pairs = Vec::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if key == SERDE_JSON_NUMBER && pairs.is_empty() {
+                return Ok(JsonNode::Number(map.next_value::<String>()?));
+            }
+            pairs.push((key, map.next_value()?));
+        }
+        Ok(JsonNode::Object(pairs))
+    }
+}
+
+/// Appends a JSON value read from a json-serialized payload; `level` as for [`write_msgpack`].
+pub fn write_json(out: &mut String, value: &JsonNode, level: usize, limits: &Limits) -> Result<(), DisplayError> {
     match value {
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) => {
-            let text = n.as_str();
+        JsonNode::Null => out.push_str("null"),
+        JsonNode::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        JsonNode::Number(text) => {
             if larder_format::json::is_integer_text(text) {
                 // JSON forbids leading zeros, so only `-0` needs normalising.
                 out.push_str(if text == "-0" { "0" } else { text });
@@ -167,35 +339,67 @@ pub fn write_json(out: &mut String, value: &Value) {
                 out.push_str(&float_repr(text.parse().unwrap_or(f64::NAN)));
             }
         }
-        Value::String(s) => write_str(out, s),
-        Value::Array(items) => {
+        JsonNode::String(s) => write_str(out, s),
+        JsonNode::Array(items) => {
+            enter(level)?;
             out.push('[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
-                write_json(out, item);
+                write_json(out, item, level + 1, limits)?;
             }
             out.push(']');
         }
-        Value::Object(map) => {
+        JsonNode::Object(pairs) => {
+            enter(level)?;
             out.push('{');
-            for (i, (key, item)) in map.iter().enumerate() {
+            for (i, (key, item)) in pairs.iter().enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
                 write_str(out, key);
                 out.push(':');
-                write_json(out, item);
+                write_json(out, item, level + 1, limits)?;
             }
             out.push('}');
         }
     }
+    limits.check_growing(out)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::float_repr;
+    use super::*;
+
+    fn nested_arrays(levels: usize) -> Vec<u8> {
+        let mut bytes = vec![0x91; levels];
+        bytes.push(0x01);
+        bytes
+    }
+
+    fn display(payload: &[u8]) -> Result<String, DisplayError> {
+        let value = rmpv::decode::read_value_ref(&mut &payload[..]).expect("valid msgpack");
+        let limits = Limits::for_payload(payload.len());
+        let mut out = String::new();
+        write_msgpack(&mut out, &value, 0, &limits)?;
+        limits.check_final(&out).map(|()| out)
+    }
+
+    #[test]
+    fn nesting_is_allowed_to_the_limit_and_refused_past_it() {
+        assert!(display(&nested_arrays(MAX_DEPTH)).is_ok());
+        assert_eq!(display(&nested_arrays(MAX_DEPTH + 1)), Err(DisplayError::TooDeep));
+    }
+
+    #[test]
+    fn keys_that_are_maps_cannot_blow_up_the_output() {
+        // {{{…{1: 2}…}: 2}: 2}: each level escapes the one inside it, doubling the backslashes.
+        let mut payload = vec![0x81; 40];
+        payload.push(0x01);
+        payload.extend(std::iter::repeat_n(0x02, 40));
+        assert_eq!(display(&payload), Err(DisplayError::TooLarge));
+    }
 
     /// Expected texts are Python 3's `repr(float)` of each value.
     #[test]
@@ -219,6 +423,9 @@ mod tests {
             (-0.0, "-0.0"),
             (0.1 + 0.2, "0.30000000000000004"),
             (f64::from(0.1f32), "0.10000000149011612"),
+            (562949953421312.25, "562949953421312.2"),
+            (562949953421312.75, "562949953421312.8"),
+            (9.5, "9.5"),
             (f64::NAN, "NaN"),
             (f64::NEG_INFINITY, "-Infinity"),
         ];

@@ -13,7 +13,7 @@ use clap::{Parser, Subcommand};
 /// One entry format (spec/FORMAT.md) spoken by a caching reverse proxy and by client libraries in several
 /// languages, over one shared store.
 #[derive(Parser)]
-#[command(name = "larder", version, about, long_about = None)]
+#[command(name = "larder", version)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -25,6 +25,27 @@ enum Command {
     Encode(commands::encode::EncodeArgs),
     Inspect(commands::inspect::InspectArgs),
     Key(commands::key::KeyArgs),
+}
+
+/// Help and version go to stdout as clap prints them; usage errors become one `larder: ` line (spec/CLI.md).
+fn usage_error(error: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match error.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = error.print();
+            return ExitCode::SUCCESS;
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = error.print();
+            return ExitCode::from(2);
+        }
+        _ => {}
+    }
+    let rendered = error.render().to_string();
+    let first = rendered.lines().next().unwrap_or("invalid arguments");
+    let message = first.strip_prefix("error: ").unwrap_or(first);
+    eprintln!("larder: {message} (see --help)");
+    ExitCode::from(2)
 }
 
 /// A failure with the exit status spec/CLI.md gives it.
@@ -48,7 +69,10 @@ impl<E: std::error::Error + Send + Sync + 'static> From<E> for Failure {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return usage_error(error),
+    };
     let result = match cli.command {
         Command::Bench(args) => commands::bench::run(args),
         Command::Encode(args) => commands::encode::run(args),

@@ -72,8 +72,8 @@ pub fn decompress(compressor: Compressor, input: &[u8], max_size: usize) -> Resu
         Compressor::Lz4 => lz4_decompress(input, max_size),
         Compressor::Snappy => snappy_decompress(input, max_size),
         Compressor::Zstd => zstd_decompress(input, max_size),
-        Compressor::Brotli => read_bounded(brotli::Decompressor::new(input, 4096), "brotli", max_size),
-        Compressor::Gzip => read_bounded(flate2::read::GzDecoder::new(input), "gzip", max_size),
+        Compressor::Brotli => brotli_decompress(input, max_size),
+        Compressor::Gzip => gzip_decompress(input, max_size),
     }
 }
 
@@ -141,8 +141,28 @@ fn snappy_compress(input: &[u8], out: &mut Vec<u8>) -> Result<(), EncodeError> {
 }
 
 fn snappy_decompress(input: &[u8], max_size: usize) -> Result<Vec<u8>, DecodeError> {
-    let declared = snap::raw::decompress_len(input).map_err(|e| corrupt(format!("snappy: {e}")))?;
-    check_size(declared as u64, max_size)?;
+    // Read the preamble ourselves so that an absurd length is reported as too large (FORMAT.md §3's order), even
+    // one beyond what the snappy crate would parse.
+    let mut declared: u64 = 0;
+    let mut shift = 0;
+    for (i, byte) in input.iter().enumerate() {
+        if shift > 63 {
+            return Err(corrupt("snappy length preamble is longer than 10 bytes"));
+        }
+        declared |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            break;
+        }
+        shift += 7;
+        if i + 1 == input.len() {
+            return Err(corrupt("snappy length preamble is cut short"));
+        }
+    }
+    if input.is_empty() {
+        return Err(corrupt("snappy payload is empty"));
+    }
+    check_size(declared, max_size)?;
+    let declared = declared as usize;
     let mut out = vec![0u8; declared];
     let written = snap::raw::Decoder::new().decompress(input, &mut out).map_err(|e| corrupt(format!("snappy: {e}")))?;
     if written != declared {
@@ -191,17 +211,65 @@ fn zstd_decompress(input: &[u8], max_size: usize) -> Result<Vec<u8>, DecodeError
     Ok(out)
 }
 
-/// Reads a streaming decoder to its end, but never past `max_size` bytes.
-fn read_bounded(reader: impl Read, codec: &str, max_size: usize) -> Result<Vec<u8>, DecodeError> {
+/// One gzip member, read no further than `max_size` bytes of output, with nothing after it.
+fn gzip_decompress(input: &[u8], max_size: usize) -> Result<Vec<u8>, DecodeError> {
+    let mut decoder = flate2::bufread::GzDecoder::new(input);
     let mut out = Vec::new();
-    reader.take(max_size as u64 + 1).read_to_end(&mut out).map_err(|e| corrupt(format!("{codec}: {e}")))?;
+    (&mut decoder).take(max_size as u64 + 1).read_to_end(&mut out).map_err(|e| corrupt(format!("gzip: {e}")))?;
     if out.len() > max_size {
-        return Err(DecodeError::new(
-            ErrorKind::TooLarge,
-            format!("{codec} payload decompresses to more than the {max_size}-byte limit"),
-        ));
+        return Err(over_limit("gzip", max_size));
+    }
+    let rest = decoder.get_ref().len();
+    if rest != 0 {
+        return Err(corrupt(format!("gzip: {rest} bytes after the member")));
     }
     Ok(out)
+}
+
+/// One Brotli stream, decoded in chunks so output stops at `max_size`, with nothing after it.
+fn brotli_decompress(input: &[u8], max_size: usize) -> Result<Vec<u8>, DecodeError> {
+    use brotli::{BrotliDecompressStream, BrotliResult, BrotliState, HeapAlloc, HuffmanCode};
+    let mut state = BrotliState::new(
+        HeapAlloc::<u8>::new(0),
+        HeapAlloc::<u32>::new(0),
+        HeapAlloc::<HuffmanCode>::new(HuffmanCode { bits: 2, value: 1 }),
+    );
+    let mut out = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    let (mut available_in, mut input_offset, mut total_out) = (input.len(), 0, 0);
+    loop {
+        let (mut available_out, mut output_offset) = (chunk.len(), 0);
+        let result = BrotliDecompressStream(
+            &mut available_in,
+            &mut input_offset,
+            input,
+            &mut available_out,
+            &mut output_offset,
+            &mut chunk,
+            &mut total_out,
+            &mut state,
+        );
+        if out.len() + output_offset > max_size {
+            return Err(over_limit("brotli", max_size));
+        }
+        out.extend_from_slice(&chunk[..output_offset]);
+        match result {
+            BrotliResult::ResultSuccess if available_in == 0 => return Ok(out),
+            BrotliResult::ResultSuccess => {
+                return Err(corrupt(format!("brotli: {available_in} bytes after the stream")))
+            }
+            BrotliResult::NeedsMoreOutput => {}
+            BrotliResult::NeedsMoreInput => return Err(corrupt("brotli: stream is cut short")),
+            BrotliResult::ResultFailure => return Err(corrupt("brotli: malformed stream")),
+        }
+    }
+}
+
+fn over_limit(codec: &str, max_size: usize) -> DecodeError {
+    DecodeError::new(
+        ErrorKind::TooLarge,
+        format!("{codec} payload decompresses to more than the {max_size}-byte limit"),
+    )
 }
 
 fn check_size(size: u64, max_size: usize) -> Result<(), DecodeError> {

@@ -9,8 +9,33 @@ use serde_json::{Number, Value};
 
 use crate::error::EncodeError;
 
+/// Arrays and maps may nest this deep in a value (spec/FORMAT.md §2); deeper documents are refused.
+pub const MAX_NESTING: usize = 100;
+
 /// Appends the canonical MessagePack form of `value` to `out`.
 pub fn msgpack_from_json(value: &Value, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    check_nesting(value)?;
+    write_value(value, out)
+}
+
+/// Refuses documents nested deeper than [`MAX_NESTING`] containers.
+pub fn check_nesting(value: &Value) -> Result<(), EncodeError> {
+    let mut stack: Vec<(&Value, usize)> = vec![(value, 0)];
+    while let Some((value, level)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match value {
+            Value::Array(items) => Box::new(items.iter()),
+            Value::Object(map) => Box::new(map.values()),
+            _ => continue,
+        };
+        if level >= MAX_NESTING {
+            return Err(EncodeError::Invalid(format!("value nested more than {MAX_NESTING} levels deep")));
+        }
+        stack.extend(children.map(|child| (child, level + 1)));
+    }
+    Ok(())
+}
+
+fn write_value(value: &Value, out: &mut Vec<u8>) -> Result<(), EncodeError> {
     let io = |e: rmp::encode::ValueWriteError| EncodeError::Serialize(e.to_string());
     match value {
         Value::Null => rmp::encode::write_nil(out).map_err(|e| EncodeError::Serialize(e.to_string()))?,
@@ -20,14 +45,14 @@ pub fn msgpack_from_json(value: &Value, out: &mut Vec<u8>) -> Result<(), EncodeE
         Value::Array(items) => {
             rmp::encode::write_array_len(out, len_u32(items.len())?).map_err(io)?;
             for item in items {
-                msgpack_from_json(item, out)?;
+                write_value(item, out)?;
             }
         }
         Value::Object(map) => {
             rmp::encode::write_map_len(out, len_u32(map.len())?).map_err(io)?;
             for (key, item) in map {
                 rmp::encode::write_str(out, key).map_err(io)?;
-                msgpack_from_json(item, out)?;
+                write_value(item, out)?;
             }
         }
     }

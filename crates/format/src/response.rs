@@ -112,12 +112,12 @@ impl HttpResponse {
             let value = reader.bytes("header value")?;
             headers.push((name, value));
         }
-        let body = reader.bytes("body")?;
-        let encoding = reader.bytes("content_encoding")?;
-        let content_encoding = std::str::from_utf8(&encoding)
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| bad_value(format!("unknown content_encoding {:?}", String::from_utf8_lossy(&encoding))))?;
+        let body = reader.bin("body")?;
+        let encoding = reader.str("content_encoding")?;
+        let content_encoding =
+            ContentEncoding::ALL.iter().copied().find(|e| e.name().as_bytes() == &encoding[..]).ok_or_else(|| {
+                bad_value(format!("unknown content_encoding {:?}", String::from_utf8_lossy(&encoding)))
+            })?;
         for _ in 4..elements {
             reader.skip_value()?;
         }
@@ -212,15 +212,39 @@ impl PayloadReader<'_> {
         Ok(value)
     }
 
-    /// A bin or str, shared with the payload buffer.
+    /// A bin or str (header names and values may be either), shared with the payload buffer.
     fn bytes(&mut self, what: &str) -> Result<Bytes, DecodeError> {
+        self.byte_string(what, true, true)
+    }
+
+    /// A bin only (the body).
+    fn bin(&mut self, what: &str) -> Result<Bytes, DecodeError> {
+        self.byte_string(what, true, false)
+    }
+
+    /// A str only (content_encoding).
+    fn str(&mut self, what: &str) -> Result<Bytes, DecodeError> {
+        self.byte_string(what, false, true)
+    }
+
+    fn byte_string(&mut self, what: &str, bin: bool, str: bool) -> Result<Bytes, DecodeError> {
         use rmp::Marker;
         let len = match self.marker(what)? {
-            Marker::FixStr(n) => usize::from(n),
-            Marker::Str8 | Marker::Bin8 => self.be_uint(what, 1)? as usize,
-            Marker::Str16 | Marker::Bin16 => self.be_uint(what, 2)? as usize,
-            Marker::Str32 | Marker::Bin32 => self.be_uint(what, 4)? as usize,
-            other => return Err(bad_value(format!("{what}: expected bytes or a string, found {other:?}"))),
+            Marker::FixStr(n) if str => usize::from(n),
+            Marker::Str8 if str => self.be_uint(what, 1)? as usize,
+            Marker::Str16 if str => self.be_uint(what, 2)? as usize,
+            Marker::Str32 if str => self.be_uint(what, 4)? as usize,
+            Marker::Bin8 if bin => self.be_uint(what, 1)? as usize,
+            Marker::Bin16 if bin => self.be_uint(what, 2)? as usize,
+            Marker::Bin32 if bin => self.be_uint(what, 4)? as usize,
+            other => {
+                let expected = match (bin, str) {
+                    (true, true) => "bin or str",
+                    (true, false) => "bin",
+                    _ => "str",
+                };
+                return Err(bad_value(format!("{what}: expected {expected}, found {other:?}")));
+            }
         };
         let start = self.pos;
         self.take(what, len)?;

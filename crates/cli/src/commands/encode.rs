@@ -103,13 +103,33 @@ fn serialized_payload(document: &Value, serializer: Serializer) -> Result<Vec<u8
             msgpack_from_json(document, &mut out)?;
             out
         }
-        Serializer::Json => serde_json::to_vec(document)?,
+        Serializer::Json => {
+            larder_format::json::check_nesting(document)?;
+            reject_non_finite(document)?;
+            serde_json::to_vec(document)?
+        }
         Serializer::Text => match document {
             Value::String(text) => text.clone().into_bytes(),
             _ => return Err(Failure::input("--serializer text needs a JSON string on stdin")),
         },
         Serializer::Raw => bytes_from_json(document, "--serializer raw needs a JSON string or {\"$base64\": ...}")?,
     })
+}
+
+/// JSON has no infinities: a number too large for a float64 cannot go into a json payload.
+fn reject_non_finite(value: &Value) -> Result<(), Failure> {
+    match value {
+        Value::Number(n) if !larder_format::json::is_integer_text(n.as_str()) => {
+            if n.as_str().parse::<f64>().is_ok_and(f64::is_finite) {
+                Ok(())
+            } else {
+                Err(Failure::input(format!("the number {} does not fit a float64", n.as_str())))
+            }
+        }
+        Value::Array(items) => items.iter().try_for_each(reject_non_finite),
+        Value::Object(map) => map.values().try_for_each(reject_non_finite),
+        _ => Ok(()),
+    }
 }
 
 /// A JSON string's UTF-8 bytes, or the bytes of `{"$base64": "..."}`.

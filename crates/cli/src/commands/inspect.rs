@@ -159,26 +159,38 @@ impl Report {
 
 fn value_display(serializer: Serializer, payload: &[u8]) -> Result<String, DecodeError> {
     let bad = |detail: String| DecodeError::new(ErrorKind::BadValue, detail);
+    let limits = display::Limits::for_payload(payload.len());
     let mut out = String::new();
-    match serializer {
+    let written = match serializer {
         Serializer::MsgPack => {
             let len = larder_format::msgpack_walk::object_len(payload).map_err(|e| bad(format!("msgpack: {e}")))?;
             if len != payload.len() {
                 return Err(bad(format!("msgpack: {} bytes after the value", payload.len() - len)));
             }
             let value = rmpv::decode::read_value_ref(&mut &payload[..]).map_err(|e| bad(format!("msgpack: {e}")))?;
-            display::write_msgpack(&mut out, &value);
+            display::write_msgpack(&mut out, &value, 0, &limits)
         }
         Serializer::Json => {
-            let value: serde_json::Value = serde_json::from_slice(payload).map_err(|e| bad(format!("json: {e}")))?;
-            display::write_json(&mut out, &value);
+            let value: display::JsonNode = serde_json::from_slice(payload).map_err(|e| bad(format!("json: {e}")))?;
+            display::write_json(&mut out, &value, 0, &limits)
         }
         Serializer::Text => {
             let text = std::str::from_utf8(payload).map_err(|e| bad(format!("text is not UTF-8: {e}")))?;
             display::write_str(&mut out, text);
+            Ok(())
         }
-        Serializer::Raw => display::write_bytes(&mut out, payload),
-    }
+        Serializer::Raw => {
+            display::write_bytes(&mut out, payload);
+            Ok(())
+        }
+    };
+    written.and_then(|()| limits.check_final(&out)).map_err(|e| match e {
+        display::DisplayError::TooDeep => bad(format!("value nested more than {} levels deep", display::MAX_DEPTH)),
+        display::DisplayError::TooLarge => DecodeError::new(
+            ErrorKind::TooLarge,
+            "the value's display would exceed 16 characters per payload byte + 1 MiB",
+        ),
+    })?;
     Ok(out)
 }
 
