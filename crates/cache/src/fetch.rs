@@ -1,0 +1,191 @@
+//! `fetch`: read a value, or compute it once and store it.
+//!
+//! - A miss is computed by exactly one caller in this process; concurrent callers for the same key wait for its
+//!   result (or its error) instead of running the loader again.
+//! - Within an entry's stale window, one caller recomputes (guarded across processes by a short lock entry in the
+//!   store) while everyone else is served the stale value at once: Rails' `race_condition_ttl`.
+//! - A loader that fails or panics caches nothing; its error reaches every waiter, and the cache stays usable.
+
+use std::collections::HashMap;
+use std::error::Error;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use futures_util::FutureExt;
+use larder_format::key::safe_key;
+use larder_store::Store;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::cache::{Cache, Lookup, WriteOptions};
+use crate::error::CacheError;
+use crate::inflight::{self, Lead, Role};
+use crate::stats::CacheCounters;
+
+/// The bounds a fetched value needs: it is stored (serialized), read back (deserialized) and handed to every
+/// waiting caller (cloned across tasks).
+pub trait Cacheable: Serialize + DeserializeOwned + Clone + Send + Sync + 'static {}
+
+impl<T: Serialize + DeserializeOwned + Clone + Send + Sync + 'static> Cacheable for T {}
+
+type BoxError = Box<dyn Error + Send + Sync>;
+
+impl<S: Store> Cache<S> {
+    /// The value for `key`; on a miss, `loader` computes it and it is stored, fresh for `ttl`.
+    pub async fn fetch<T, F, Fut, E>(&self, key: &str, ttl: std::time::Duration, loader: F) -> Result<T, CacheError>
+    where
+        T: Cacheable,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: Into<BoxError>,
+    {
+        self.fetch_with(key, &WriteOptions::ttl(ttl), loader).await
+    }
+
+    /// [`fetch`](Self::fetch) with every write option (stale window, version, tags).
+    pub async fn fetch_with<T, F, Fut, E>(&self, key: &str, options: &WriteOptions, loader: F) -> Result<T, CacheError>
+    where
+        T: Cacheable,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: Into<BoxError>,
+    {
+        let store_key = self.store_key(key);
+        let version = options.version.as_deref();
+        let mut loader = Some(loader);
+        loop {
+            match self.lookup::<T>(&store_key, version).await {
+                Lookup::Fresh(value) => return Ok(value),
+                Lookup::Stale(stale) => {
+                    let Some(lead) = self.shared.inflight.try_lead(&store_key) else {
+                        CacheCounters::bump(&self.shared.counters.stale_served);
+                        return Ok(stale);
+                    };
+                    let lock_key = safe_key(&format!("{store_key}#recompute"));
+                    if !self.take_store_lock(&lock_key).await {
+                        // Another process is recomputing: serve stale like every other caller.
+                        drop(lead);
+                        CacheCounters::bump(&self.shared.counters.stale_served);
+                        return Ok(stale);
+                    }
+                    let result = self.load_and_store(&store_key, options, take(&mut loader), lead).await;
+                    let _ = self.shared.store.delete(&lock_key).await;
+                    return result;
+                }
+                Lookup::Miss => match self.shared.inflight.join_or_lead(&store_key) {
+                    Role::Lead(lead) => return self.load_and_store(&store_key, options, take(&mut loader), lead).await,
+                    Role::Wait(rx) => {
+                        CacheCounters::bump(&self.shared.counters.coalesced_waits);
+                        match inflight::wait(rx).await {
+                            Some(Ok(shared)) => match shared.downcast_ref::<T>() {
+                                Some(value) => return Ok(value.clone()),
+                                // Another call site computed this key as another type: read it as ours.
+                                None => continue,
+                            },
+                            Some(Err(error)) => return Err(error),
+                            // The leader went away without a result: start over (perhaps as the leader).
+                            None => continue,
+                        }
+                    }
+                },
+            }
+        }
+    }
+
+    /// Values for `keys` in order; the misses are computed by one call of `loader` with the missing keys, which
+    /// must return a value for each of them.
+    pub async fn fetch_many<T, F, Fut, E>(
+        &self,
+        keys: &[&str],
+        options: &WriteOptions,
+        loader: F,
+    ) -> Result<Vec<T>, CacheError>
+    where
+        T: Cacheable,
+        F: FnOnce(Vec<String>) -> Fut,
+        Fut: Future<Output = Result<HashMap<String, T>, E>>,
+        E: Into<BoxError>,
+    {
+        let found: Vec<Option<T>> = self.read_many(keys).await?;
+        let missing: Vec<String> =
+            keys.iter().zip(&found).filter(|(_, v)| v.is_none()).map(|(k, _)| (*k).to_owned()).collect();
+        if missing.is_empty() {
+            return Ok(found.into_iter().flatten().collect());
+        }
+        CacheCounters::bump(&self.shared.counters.loads);
+        let mut loaded = match AssertUnwindSafe(async { loader(missing.clone()).await }).catch_unwind().await {
+            Ok(Ok(loaded)) => loaded,
+            Ok(Err(error)) => return Err(CacheError::Loader(Arc::from(error.into()))),
+            Err(panic) => return Err(CacheError::LoaderPanicked(panic_message(panic.as_ref()))),
+        };
+        for key in &missing {
+            let value = loaded.get(key).ok_or_else(|| {
+                CacheError::Loader(Arc::from(BoxError::from(format!("the loader returned no value for key {key:?}"))))
+            })?;
+            self.store_quietly(&self.store_key(key), value, options).await?;
+        }
+        Ok(keys.iter().zip(found).filter_map(|(key, value)| value.or_else(|| loaded.remove(*key))).collect())
+    }
+
+    /// Runs the loader as the leader, stores a success, and hands the outcome to every waiter.
+    async fn load_and_store<T, F, Fut, E>(
+        &self,
+        store_key: &str,
+        options: &WriteOptions,
+        loader: F,
+        lead: Lead<'_>,
+    ) -> Result<T, CacheError>
+    where
+        T: Cacheable,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: Into<BoxError>,
+    {
+        CacheCounters::bump(&self.shared.counters.loads);
+        // The async block defers even the call of `loader` into the future, so a panic anywhere in it is caught.
+        let result = match AssertUnwindSafe(async { loader().await }).catch_unwind().await {
+            Ok(Ok(value)) => self.store_quietly(store_key, &value, options).await.map(|()| value),
+            Ok(Err(error)) => Err(CacheError::Loader(Arc::from(error.into()))),
+            Err(panic) => Err(CacheError::LoaderPanicked(panic_message(panic.as_ref()))),
+        };
+        lead.finish(match &result {
+            Ok(value) => Ok(Arc::new(value.clone())),
+            Err(error) => Err(error.clone()),
+        });
+        result
+    }
+
+    /// Stores a computed value. A value that cannot be encoded is the caller's error; a store that fails is
+    /// absorbed (counted), because the value itself is good.
+    async fn store_quietly<T: Serialize>(
+        &self,
+        store_key: &str,
+        value: &T,
+        options: &WriteOptions,
+    ) -> Result<(), CacheError> {
+        let (bytes, store_ttl) = self.encode(value, options)?;
+        if self.shared.store.set(store_key, &bytes, store_ttl).await.is_err() {
+            CacheCounters::bump(&self.shared.counters.store_errors);
+        }
+        Ok(())
+    }
+
+    /// Takes the cross-process recompute lock; a store that cannot answer does not stop the recompute.
+    async fn take_store_lock(&self, lock_key: &str) -> bool {
+        self.shared.store.add(lock_key, b"1", Some(self.shared.lock_ttl)).await.unwrap_or(true)
+    }
+}
+
+/// The loader, which a caller uses at most once (every path that takes it returns).
+fn take<F>(loader: &mut Option<F>) -> F {
+    loader.take().expect("the loader is taken only by the single leading path, which returns")
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
+}
