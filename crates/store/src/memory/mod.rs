@@ -11,6 +11,7 @@ mod ghost;
 mod queue;
 mod s3fifo;
 mod shard;
+mod striped_lock;
 
 use std::hash::BuildHasher;
 use std::sync::{Arc, Weak};
@@ -115,8 +116,10 @@ impl MemoryStoreBuilder {
         let per_shard_bytes = self.capacity_bytes / shard_count;
         let per_shard_entries = self.max_entries.map_or(usize::MAX, |n| n.div_ceil(shard_count));
         let max_entry_weight = ((self.capacity_bytes as f64 * self.max_entry_fraction) as usize).min(per_shard_bytes);
-        let shards = (0..shard_count).map(|_| Shard::new(per_shard_bytes, per_shard_entries)).collect();
-        let stripe_count = (2 * std::thread::available_parallelism().map_or(4, |n| n.get())).next_power_of_two();
+        let cores = std::thread::available_parallelism().map_or(4, |n| n.get());
+        let lock_stripes = cores.min(16);
+        let shards = (0..shard_count).map(|_| Shard::new(per_shard_bytes, per_shard_entries, lock_stripes)).collect();
+        let stripe_count = (2 * cores).next_power_of_two();
         let inner = Arc::new(Inner {
             shards,
             stripes: (0..stripe_count).map(|_| Counters::default()).collect(),
@@ -185,7 +188,7 @@ impl Inner {
 
     /// This thread's counters.
     fn counters(&self) -> &Counters {
-        &self.stripes[stripe_index() & (self.stripes.len() - 1)]
+        &self.stripes[thread_index() & (self.stripes.len() - 1)]
     }
 
     fn run_maintenance(&self) -> usize {
@@ -196,8 +199,8 @@ impl Inner {
     }
 }
 
-/// A small number per thread, to pick its counter stripe.
-fn stripe_index() -> usize {
+/// A small number per thread, to pick its counter stripe and its lock stripe.
+pub(crate) fn thread_index() -> usize {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     thread_local! {

@@ -1,14 +1,15 @@
-//! One shard of the memory store: a hash table of entries and the eviction policy for them, behind a read-write
-//! lock. Reads take the lock shared (many readers at once; the policy needs only an atomic bump in the entry);
-//! writes take it exclusively and evict before they return, so the shard's bound holds at every moment.
+//! One shard of the memory store: a hash table of entries and the eviction policy for them, behind a striped
+//! read-write lock. Reads take it shared (many readers at once, each on its own stripe; the policy needs only an
+//! atomic bump in the entry); writes take it exclusively and evict before they return, so the shard's bound holds
+//! at every moment.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use hashbrown::HashTable;
-use parking_lot::RwLock;
 
 use super::entry::{EntryRef, REMOVED};
 use super::s3fifo::{Exit, S3Fifo};
+use super::striped_lock::StripedLock;
 use crate::clock::LazyNow;
 
 /// Memory an entry costs beyond its own allocation, charged against the bound: its table slot and queue slot at
@@ -46,7 +47,7 @@ impl Counters {
 }
 
 pub struct Shard {
-    inner: RwLock<Inner>,
+    inner: StripedLock<Inner>,
 }
 
 struct Inner {
@@ -66,13 +67,16 @@ pub enum WriteMode {
 }
 
 impl Shard {
-    pub fn new(capacity_weight: usize, capacity_entries: usize) -> Shard {
+    pub fn new(capacity_weight: usize, capacity_entries: usize, lock_stripes: usize) -> Shard {
         Shard {
-            inner: RwLock::new(Inner {
-                table: HashTable::new(),
-                policy: S3Fifo::new(capacity_weight, capacity_entries),
-                crawl_cursor: 0,
-            }),
+            inner: StripedLock::new(
+                Inner {
+                    table: HashTable::new(),
+                    policy: S3Fifo::new(capacity_weight, capacity_entries),
+                    crawl_cursor: 0,
+                },
+                lock_stripes,
+            ),
         }
     }
 
