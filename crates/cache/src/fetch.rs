@@ -19,8 +19,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::cache::{Cache, Lookup, WriteOptions};
+use crate::coalesce::{self, Lead, Role};
 use crate::error::CacheError;
-use crate::inflight::{self, Lead, Role};
 use crate::stats::CacheCounters;
 
 /// The bounds a fetched value needs: it is stored (serialized), read back (deserialized) and handed to every
@@ -77,7 +77,7 @@ impl<S: Store> Cache<S> {
                     Role::Lead(lead) => return self.load_and_store(&store_key, options, take(&mut loader), lead).await,
                     Role::Wait(rx) => {
                         CacheCounters::bump(&self.shared.counters.coalesced_waits);
-                        match inflight::wait(rx).await {
+                        match coalesce::wait(rx).await {
                             Some(Ok(shared)) => match shared.downcast_ref::<T>() {
                                 Some(value) => return Ok(value.clone()),
                                 // Another call site computed this key as another type: read it as ours.

@@ -17,9 +17,9 @@
 //! [`Store`]: larder_store::Store
 
 mod cache;
+pub mod coalesce;
 mod error;
 mod fetch;
-mod inflight;
 mod stats;
 
 pub use cache::{Cache, CacheBuilder, WriteOptions};

@@ -25,6 +25,7 @@ enum Command {
     Encode(commands::encode::EncodeArgs),
     Inspect(commands::inspect::InspectArgs),
     Key(commands::key::KeyArgs),
+    Serve(commands::serve::ServeArgs),
 }
 
 /// Help and version go to stdout as clap prints them; usage errors become one `larder: ` line (spec/CLI.md).
@@ -78,6 +79,7 @@ fn main() -> ExitCode {
         Command::Encode(args) => commands::encode::run(args),
         Command::Inspect(args) => commands::inspect::run(args),
         Command::Key(args) => commands::key::run(args),
+        Command::Serve(args) => commands::serve::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

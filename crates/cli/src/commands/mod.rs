@@ -4,6 +4,7 @@ pub mod bench;
 pub mod encode;
 pub mod inspect;
 pub mod key;
+pub mod serve;
 
 use std::io::Read;
 

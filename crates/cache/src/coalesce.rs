@@ -1,4 +1,5 @@
 //! Coalescing: while one caller computes a key, the others wait for its result instead of computing it again.
+//! `fetch` uses it for values; the proxy uses it for upstream requests.
 //!
 //! The leader holds a [`Lead`]; finishing it hands the result to every waiter. If the leader goes away without
 //! finishing (its task was cancelled, or the loader panicked past us), dropping the `Lead` wakes the waiters with
@@ -55,6 +56,11 @@ impl InFlight {
     /// Number of keys being computed.
     pub fn len(&self) -> usize {
         self.flights.lock().len()
+    }
+
+    /// Whether no key is being computed.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 

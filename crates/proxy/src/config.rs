@@ -1,0 +1,237 @@
+//! The proxy's settings: every field has a default, a TOML file overrides defaults, and `larder serve` flags and
+//! environment variables override the file (see `larder serve --help` and docs/ARCHITECTURE.md).
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use http::HeaderName;
+use serde::Deserialize;
+
+use crate::rfc9111::Rules;
+
+/// Everything `larder serve` can be told.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProxyConfig {
+    /// The app larder fronts, e.g. `http://127.0.0.1:3000`.
+    pub upstream: String,
+    /// Where clients connect.
+    pub listen: SocketAddr,
+    /// The admin API (push, purge, metrics, health); loopback by default.
+    pub admin: Option<SocketAddr>,
+    /// Bearer token for the admin API; required when `admin` is not a loopback address.
+    pub admin_token: Option<String>,
+    /// Key namespace (spec/FORMAT.md §5.2).
+    pub namespace: String,
+    /// Query parameters left out of cache keys (a trailing `*` makes a prefix).
+    pub drop_query_params: Vec<String>,
+    /// The response header that says HIT, MISS, STALE or BYPASS.
+    pub cache_status_header: String,
+    /// Client addresses allowed to send `PURGE` on the main listener.
+    pub purge_allowed: Vec<IpAddr>,
+    pub cache: CacheSection,
+    pub limits: LimitsSection,
+}
+
+/// How responses are cached.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CacheSection {
+    /// Memory store bound in bytes (keys, values and bookkeeping).
+    pub capacity_bytes: usize,
+    /// Largest entry, as a fraction of capacity.
+    pub max_entry_fraction: f64,
+    /// Largest response body that is cached; larger ones stream through.
+    pub max_body_bytes: usize,
+    /// Give responses without explicit freshness 10% of their age since Last-Modified, up to this many seconds
+    /// (0 = off, the default: the app says what may be cached).
+    pub heuristic_max_secs: u64,
+    /// Cache responses that set cookies.
+    pub cache_set_cookie: bool,
+    /// stale-while-revalidate for responses that do not give one, in seconds.
+    pub stale_while_revalidate_secs: u64,
+    /// stale-if-error for responses that do not give one, in seconds.
+    pub stale_if_error_secs: u64,
+    /// How long stale responses with validators are kept for conditional revalidation, in seconds.
+    pub revalidation_window_secs: u64,
+    /// Honour client `Cache-Control` / `Pragma` request directives (off: clients cannot force the app to work).
+    pub honor_request_cache_control: bool,
+    /// Fields that address this cache specifically (RFC 9213), first match wins.
+    pub targeted_fields: Vec<String>,
+    /// Honour `Surrogate-Control` (and remove it from responses).
+    pub surrogate_control: bool,
+    /// Compress compressible identity bodies once when storing: "off", "gzip", "br" or "zstd".
+    pub compress: String,
+}
+
+/// Protection against slow, large or too many clients and a slow upstream.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsSection {
+    /// Request head size; larger heads get 431.
+    pub max_header_bytes: usize,
+    /// Request body size; larger bodies get 413.
+    pub max_request_body_bytes: u64,
+    /// Concurrent client connections; more wait in the listen backlog.
+    pub max_connections: usize,
+    /// Seconds a client may take to send a request head (slowloris), also the keep-alive idle limit.
+    pub header_read_timeout_secs: u64,
+    /// Seconds to connect to the upstream (then 502).
+    pub upstream_connect_timeout_secs: u64,
+    /// Seconds to wait for the upstream's response head (then 504).
+    pub upstream_timeout_secs: u64,
+    /// Seconds to let in-flight requests finish after SIGTERM.
+    pub shutdown_grace_secs: u64,
+}
+
+impl Default for ProxyConfig {
+    fn default() -> Self {
+        ProxyConfig {
+            upstream: "http://127.0.0.1:3000".into(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            admin: Some(SocketAddr::from(([127, 0, 0, 1], 8081))),
+            admin_token: None,
+            namespace: String::new(),
+            drop_query_params: larder_format::key::DEFAULT_DROP_PARAMS.iter().map(|s| (*s).to_owned()).collect(),
+            cache_status_header: "x-cache".into(),
+            purge_allowed: vec![IpAddr::from([127, 0, 0, 1]), IpAddr::from([0u16, 0, 0, 0, 0, 0, 0, 1])],
+            cache: CacheSection::default(),
+            limits: LimitsSection::default(),
+        }
+    }
+}
+
+impl Default for CacheSection {
+    fn default() -> Self {
+        CacheSection {
+            capacity_bytes: 256 << 20,
+            max_entry_fraction: 1.0 / 16.0,
+            max_body_bytes: 8 << 20,
+            heuristic_max_secs: 0,
+            cache_set_cookie: false,
+            stale_while_revalidate_secs: 0,
+            stale_if_error_secs: 0,
+            revalidation_window_secs: 3600,
+            honor_request_cache_control: false,
+            targeted_fields: vec!["CDN-Cache-Control".into()],
+            surrogate_control: true,
+            compress: "off".into(),
+        }
+    }
+}
+
+impl Default for LimitsSection {
+    fn default() -> Self {
+        LimitsSection {
+            max_header_bytes: 16 << 10,
+            max_request_body_bytes: 16 << 20,
+            max_connections: 10_000,
+            header_read_timeout_secs: 10,
+            upstream_connect_timeout_secs: 5,
+            upstream_timeout_secs: 30,
+            shutdown_grace_secs: 30,
+        }
+    }
+}
+
+/// A configuration that cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("{path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("upstream {0:?} is not an http:// URL with a host")]
+    Upstream(String),
+    #[error("the admin API listens on {0}, which is not loopback: set admin_token")]
+    AdminWithoutToken(SocketAddr),
+    #[error("{field}: {message}")]
+    Invalid { field: &'static str, message: String },
+}
+
+impl ProxyConfig {
+    /// Reads a TOML file over the defaults.
+    pub fn from_file(path: &std::path::Path) -> Result<ProxyConfig, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
+        toml::from_str(&text)
+            .map_err(|e| ConfigError::Parse { path: path.display().to_string(), message: e.to_string() })
+    }
+
+    /// Checks the settings that would otherwise fail later, or silently.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let upstream: http::Uri = self.upstream.parse().map_err(|_| ConfigError::Upstream(self.upstream.clone()))?;
+        if upstream.scheme_str() != Some("http") || upstream.host().is_none() {
+            return Err(ConfigError::Upstream(self.upstream.clone()));
+        }
+        if let Some(admin) = self.admin {
+            if !admin.ip().is_loopback() && self.admin_token.as_deref().unwrap_or("").is_empty() {
+                return Err(ConfigError::AdminWithoutToken(admin));
+            }
+        }
+        for field in &self.cache.targeted_fields {
+            HeaderName::try_from(field.as_str()).map_err(|_| ConfigError::Invalid {
+                field: "cache.targeted_fields",
+                message: format!("{field:?} is not a header name"),
+            })?;
+        }
+        HeaderName::try_from(self.cache_status_header.as_str()).map_err(|_| ConfigError::Invalid {
+            field: "cache_status_header",
+            message: format!("{:?} is not a header name", self.cache_status_header),
+        })?;
+        if !["off", "gzip", "br", "zstd"].contains(&self.cache.compress.as_str()) {
+            return Err(ConfigError::Invalid {
+                field: "cache.compress",
+                message: format!("{:?} is not one of off, gzip, br, zstd", self.cache.compress),
+            });
+        }
+        if self.limits.max_connections == 0 {
+            return Err(ConfigError::Invalid { field: "limits.max_connections", message: "must be at least 1".into() });
+        }
+        Ok(())
+    }
+
+    /// The caching rules these settings describe.
+    pub fn rules(&self) -> Rules {
+        let c = &self.cache;
+        Rules {
+            targeted_fields: c.targeted_fields.iter().filter_map(|f| HeaderName::try_from(f.as_str()).ok()).collect(),
+            surrogate_control: c.surrogate_control,
+            heuristic_cap: (c.heuristic_max_secs > 0).then(|| Duration::from_secs(c.heuristic_max_secs)),
+            cache_set_cookie: c.cache_set_cookie,
+            default_stale_while_revalidate: Duration::from_secs(c.stale_while_revalidate_secs),
+            default_stale_if_error: Duration::from_secs(c.stale_if_error_secs),
+            revalidation_window: Duration::from_secs(c.revalidation_window_secs),
+            honor_request_directives: c.honor_request_cache_control,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_overrides_defaults_and_unknown_keys_are_errors() {
+        let config: ProxyConfig = toml::from_str(
+            "upstream = \"http://app:3000\"\nlisten = \"0.0.0.0:80\"\n[cache]\ncapacity_bytes = 1048576\nstale_if_error_secs = 60\n",
+        )
+        .expect("parses");
+        assert_eq!(config.cache.capacity_bytes, 1 << 20);
+        assert_eq!(config.cache.max_body_bytes, 8 << 20, "untouched fields keep their defaults");
+        assert_eq!(config.rules().default_stale_if_error, Duration::from_secs(60));
+        assert!(toml::from_str::<ProxyConfig>("upstream_url = \"x\"").is_err());
+    }
+
+    #[test]
+    fn validation_catches_what_would_fail_later() {
+        let ok = ProxyConfig::default();
+        assert!(ok.validate().is_ok());
+        let bad_upstream = ProxyConfig { upstream: "https://app".into(), ..ProxyConfig::default() };
+        assert!(matches!(bad_upstream.validate(), Err(ConfigError::Upstream(_))));
+        let open_admin = ProxyConfig { admin: Some("0.0.0.0:8081".parse().expect("addr")), ..ProxyConfig::default() };
+        assert!(matches!(open_admin.validate(), Err(ConfigError::AdminWithoutToken(_))));
+        let tokened = ProxyConfig { admin_token: Some("s3cret".into()), ..open_admin };
+        assert!(tokened.validate().is_ok());
+    }
+}

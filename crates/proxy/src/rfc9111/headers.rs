@@ -1,0 +1,57 @@
+//! Which header fields belong to one connection (hop-by-hop) and so are neither forwarded nor stored
+//! (RFC 9110 §7.6.1, RFC 9111 §3.1).
+
+use http::header::{HeaderName, CONNECTION};
+use http::HeaderMap;
+
+/// Always hop-by-hop, whatever `Connection` says.
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authentication-info",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// Whether `name` must not pass beyond this hop: a fixed hop-by-hop field, or one listed in `Connection`.
+pub fn is_hop_by_hop(name: &HeaderName, headers: &HeaderMap) -> bool {
+    HOP_BY_HOP.contains(&name.as_str())
+        || headers
+            .get_all(CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|l| l.split(','))
+            .any(|listed| listed.trim().eq_ignore_ascii_case(name.as_str()))
+}
+
+/// `headers` without its hop-by-hop fields.
+pub fn end_to_end(headers: &HeaderMap) -> HeaderMap {
+    let mut out = HeaderMap::with_capacity(headers.len());
+    for (name, value) in headers {
+        if !is_hop_by_hop(name, headers) {
+            out.append(name.clone(), value.clone());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    #[test]
+    fn connection_listed_and_fixed_hop_by_hop_fields_are_dropped() {
+        let mut h = HeaderMap::new();
+        for (n, v) in [("connection", "a, B"), ("a", "1"), ("b", "2"), ("c", "3"), ("keep-alive", "x"), ("te", "y")] {
+            h.append(n, HeaderValue::from_static(v));
+        }
+        let kept = end_to_end(&h);
+        assert_eq!(kept.keys().map(|k| k.as_str()).collect::<Vec<_>>(), ["c"]);
+    }
+}
