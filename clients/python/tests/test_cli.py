@@ -75,7 +75,16 @@ def test_usage_errors_are_one_line_and_exit_2(args: list[str]) -> None:
     assert run.status == 2
     assert run.stdout == b""
     assert run.stderr.startswith("larder: ")
+    assert run.stderr.endswith(" (see --help)\n")  # as the Rust CLI words them
     assert run.stderr.count("\n") == 1
+
+
+def test_bad_input_is_not_worded_as_a_usage_error() -> None:
+    for args, stdin in ((["encode"], b"[" * 101 + b"]" * 101), (["encode", "--serializer", "json"], b"1e400")):
+        run = run_python(args, stdin)
+        assert run.status == 2
+        assert run.stderr.startswith("larder: cannot encode: ")
+        assert "(see --help)" not in run.stderr
 
 
 def test_invalid_entry_exits_1_naming_the_kind() -> None:

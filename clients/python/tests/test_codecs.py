@@ -209,7 +209,12 @@ def test_snappy_is_raw_not_framed() -> None:
     ("payload", "kind"),
     [
         (b"\xff\xff\xff\xff\x0f", "too_large"),  # a 4 GiB preamble
-        (b"\x80\x80\x80\x80\x80\x01", "corrupt_payload"),  # a preamble longer than 5 bytes
+        (b"\x80\x80\x80\x80\x80\x01", "too_large"),  # 32 GiB: beyond 32 bits, still too large first
+        (b"\xff" * 9 + b"\x01", "too_large"),  # 2^64 - 1, the longest preamble (10 bytes)
+        (b"\x80" * 9 + b"\x02", "corrupt_payload"),  # bits past the 64th are dropped: 0, and no block
+        (b"\x80" * 10 + b"\x00", "corrupt_payload"),  # 11 bytes: longer than any u64 varint
+        (b"\x85\x80\x80\x80\x80\x00\x10hello", "corrupt_payload"),  # 5, written in 6 bytes: snappy refuses
+        (b"\xff\xff", "corrupt_payload"),  # cut short
         (b"", "corrupt_payload"),
         (b"\x05ab", "corrupt_payload"),
     ],

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 import larder
 from support import (
     Run,
+    bare_header,
     entry_options,
     examples,
     has_tied_float,
@@ -73,6 +74,23 @@ def test_every_invalid_vector_fails_alike(rust: Path, case: dict[str, Any]) -> N
     assert python_run.stderr.count("\n") == rust_run.stderr.count("\n") == 1
 
 
+def test_the_invalid_vectors_include_the_cases_rust_was_lenient_about() -> None:
+    """test_every_invalid_vector_fails_alike runs every case of spec/vectors/invalid.json; these are the ones the
+    Rust implementation accepted until it was brought in line (trailing compressed bytes, huge snappy preambles,
+    loosely typed responses). Guards against their being dropped from the file."""
+    names = {case["name"] for case in INVALID}
+    assert {
+        "gzip_trailing_bytes",
+        "gzip_second_member",
+        "brotli_trailing_byte",
+        "snappy_preamble_8gib",
+        "snappy_preamble_cut",
+        "response_body_as_str",
+        "response_encoding_as_bin",
+        "response_encoding_uppercase",
+    } <= names
+
+
 def _value_for(serializer: str) -> st.SearchStrategy[Any]:
     if serializer in ("msgpack", "json"):
         return sized_json_values()
@@ -90,7 +108,6 @@ def test_inspect_of_generated_entries_is_identical(rust: Path, data: st.DataObje
     else:
         serializer = data.draw(st.sampled_from(larder.SERIALIZERS), label="serializer")
         value = data.draw(_value_for(serializer), label="value")
-        assume(not has_tied_float(value))  # a known difference, pinned by test_float_ties_display_as_python_repr
         entry = larder.encode(value, serializer=serializer, **options)
     for args in (["inspect"], ["inspect", "--json"]):
         rust_run, python_run = run_rust(rust, args, entry), run_python(args, entry)
@@ -208,7 +225,6 @@ def test_uncompressed_response_entries_are_byte_identical(
 def test_each_decodes_the_others_entries(
     rust: Path, value: Any, serializer: str, compressor: str, threshold: int | None
 ) -> None:
-    assume(not has_tied_float(value))  # a known difference, pinned by test_float_ties_display_as_python_repr
     args = ["encode", "--serializer", serializer, "--created-at", "1700000000000"]
     if compressor != "lz4" or threshold is None:
         args += ["--compressor", compressor]  # lz4 is also the default: sometimes give it, sometimes not
@@ -232,13 +248,6 @@ def test_each_decodes_the_others_entries(
     assert larder.read_header(python_entry.stdout).compressor in ("none", compressor)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known Rust difference: its float_repr breaks a tie between two shortest texts upwards "
-    "(562949953421312.25 -> 562949953421312.3), Python's repr (named by spec/CLI.md) to even (...2). "
-    "When the Rust side is fixed this test passes, strict xfail fails the run: then remove this mark and the "
-    "has_tied_float() filters above.",
-)
 @pytest.mark.parametrize("serializer", ["msgpack", "json"])
 def test_float_ties_display_as_python_repr(rust: Path, serializer: str) -> None:
     values = [2.0**49 + 0.25, 2.0**49 + 0.75, 2.0**49 + 1234.25, 2.0**49 + 99.75]
@@ -255,6 +264,129 @@ def test_float_ties_display_as_python_repr(rust: Path, serializer: str) -> None:
         b'"value":[562949953421312.2,562949953421312.8,562949953422546.2,562949953421411.8]}\n'
     )
     _same_run(rust_run, python_run, "inspect --json")
+
+
+@pytest.mark.parametrize(
+    ("payload", "shown"),
+    [
+        (b'{"a":1,"a":2,"b":3}', '{"a":1,"a":2,"b":3}'),
+        (b' \r\n{ "a" : 1 , "a" : -0 }\t', '{"a":1,"a":0}'),
+        (b'{"":0,"":{"":[]},"":1}', '{"":0,"":{"":[]},"":1}'),
+        (
+            b'{"x":{"y":{"x":1,"x":[{"k":null,"k":true}]},"y":{}},"x":false}',
+            '{"x":{"y":{"x":1,"x":[{"k":null,"k":true}]},"y":{}},"x":false}',
+        ),
+        (
+            b"[-0,1E2,1e2,-0.0,0E0,1e-7,1E400,-1E400,0.1,1.5e300,2.5E-5,1e15,1e16,562949953421312.25]",
+            "[0,100.0,100.0,-0.0,0.0,1e-07,Infinity,-Infinity,0.1,1.5e+300,2.5e-05,1000000000000000.0,1e+16,"
+            "562949953421312.2]",
+        ),
+        (
+            b"[18446744073709551616,-9223372036854775809,123456789012345678901234567890]",
+            "[18446744073709551616,-9223372036854775809,123456789012345678901234567890]",
+        ),
+        (b"[" + b"9" * 5000 + b",-" + b"1" * 4400 + b"]", "[" + "9" * 5000 + ",-" + "1" * 4400 + "]"),
+        (b'"\\u00e9\\ud83c\\udf5e\\n\\"\\\\\\/\\u0001\x7f"', '"\u00e9\U0001f35e\\n\\"\\\\/\\u0001\x7f"'),
+    ],
+    ids=["duplicates", "spacing", "empty-keys", "nested", "numbers", "big-integers", "huge-integers", "escapes"],
+)
+def test_json_payloads_display_as_written(rust: Path, payload: bytes, shown: str) -> None:
+    """json-serializer entries made by hand (no encoder writes duplicate keys): inspect shows every key, in order,
+    and numbers as FORMAT.md says (`-0` is the integer 0, an exponent makes a float), integers of any length."""
+    entry = bare_header(serializer="json") + payload
+    for args in (["inspect"], ["inspect", "--json"]):
+        rust_run, python_run = run_rust(rust, args, entry), run_python(args, entry)
+        assert rust_run.status == 0, rust_run.stderr
+        _same_run(rust_run, python_run, " ".join(args))
+    assert python_run.stdout.endswith(f',"value":{shown}}}\n'.encode())
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known Rust difference: serde_json's arbitrary_precision passes numbers to a visitor as a one-entry map "
+    'keyed "$serde_json::private::Number", so a document or payload holding such a map is read as a number '
+    "(displayed as 1; encoded as the integer 1) or refused. When Rust is fixed, strict xfail fails the run: remove "
+    "this mark.",
+)
+@pytest.mark.parametrize("use", ["inspect", "encode-msgpack", "encode-json"])
+def test_a_map_keyed_like_serde_json_internals_is_still_a_map(rust: Path, use: str) -> None:
+    document = b'{"$serde_json::private::Number":"1"}'
+    if use == "inspect":
+        args, stdin = ["inspect", "--json"], bare_header(serializer="json") + document
+    else:
+        args = ["encode", "--serializer", use.split("-")[1], "--compressor", "none", "--created-at", "0"]
+        stdin = document
+    rust_run, python_run = run_rust(rust, args, stdin), run_python(args, stdin)
+    assert python_run.status == 0
+    if use == "inspect":
+        assert python_run.stdout.endswith(b',"value":{"$serde_json::private::Number":"1"}}\n')
+    else:
+        assert larder.decode(python_run.stdout).value == {"$serde_json::private::Number": "1"}
+    _same_run(rust_run, python_run, " ".join(args))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known Python limitation: int() refuses more than 4,300 digits (a guard against quadratic conversion), "
+    "so python -m larder encode cannot read such a document (exit 2) where Rust stores it with --serializer json. "
+    "inspect displays such integers alike (test_json_payloads_display_as_written).",
+)
+def test_json_integers_of_any_length_can_be_encoded_with_the_json_serializer(rust: Path) -> None:
+    args = ["encode", "--serializer", "json", "--compressor", "none", "--created-at", "0"]
+    document = b"[" + b"9" * 5000 + b"]"
+    rust_run, python_run = run_rust(rust, args, document), run_python(args, document)
+    assert rust_run.status == 0, rust_run.stderr
+    _same_run(rust_run, python_run, "encode --serializer json")
+
+
+@pytest.mark.parametrize("document", [b"1e400", b"[1, -1e400]", b'{"a": {"b": 1E999}}', b"123e456", b"-0.1e99999"])
+def test_numbers_beyond_float64_cannot_be_json_payloads(rust: Path, document: bytes) -> None:
+    """JSON has no infinity, so the json serializer refuses them (exit 2); msgpack stores a float64 infinity."""
+    args = ["encode", "--serializer", "json"]
+    rust_run, python_run = run_rust(rust, args, document), run_python(args, document)
+    assert (rust_run.status, python_run.status) == (2, 2), (rust_run.stderr, python_run.stderr)
+    for run in (rust_run, python_run):
+        assert run.stdout == b""
+        assert run.stderr.startswith("larder: ")
+        assert run.stderr.count("\n") == 1
+    args = ["encode", "--serializer", "msgpack", "--compressor", "none", "--created-at", "0"]
+    rust_run, python_run = run_rust(rust, args, document), run_python(args, document)
+    assert rust_run.status == 0, rust_run.stderr
+    _same_run(rust_run, python_run, "encode --serializer msgpack")
+    assert b"\xcb\x7f\xf0\x00\x00\x00\x00\x00\x00" in python_run.stdout or b"\xcb\xff\xf0" in python_run.stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["encode", "--bogus"],
+        ["inspect", "--bogus"],
+        ["key", "--bogus"],
+        ["key", "http://a/", "--bogus"],
+        ["encode", "-x"],
+        ["inspect", "--max-size", "-1"],
+        ["encode", "--ttl"],
+        ["frobnicate"],
+    ],
+)
+def test_usage_errors_are_one_line_in_both(rust: Path, args: list[str]) -> None:
+    rust_run, python_run = run_rust(rust, args, b"1"), run_python(args, b"1")
+    for run in (rust_run, python_run):
+        assert run.status == 2, run.stderr
+        assert run.stdout == b""
+        assert run.stderr.startswith("larder: ")
+        assert run.stderr.count("\n") == 1, run.stderr
+        assert run.stderr.endswith(" (see --help)\n")
+
+
+def test_no_command_at_all_is_a_usage_error_in_both(rust: Path) -> None:
+    """Bare `larder`: exit 2 and nothing on stdout in both. (Rust prints its whole help on stderr here, not one
+    line as spec/CLI.md says of usage errors; Python keeps to the spec. Reported, not papered over.)"""
+    rust_run, python_run = run_rust(rust, []), run_python([])
+    assert (rust_run.status, python_run.status) == (2, 2)
+    assert rust_run.stdout == python_run.stdout == b""
+    assert python_run.stderr.startswith("larder: ")
+    assert python_run.stderr.count("\n") == 1
 
 
 def test_the_worked_example_is_encoded_alike_by_both_and_by_python_m_larder(rust: Path) -> None:
@@ -385,8 +517,9 @@ def test_key_of_generated_urls_is_identical(
 
 
 def test_json_values_strategy_reaches_nested_maps() -> None:
-    """Guards the generators above: they must produce nested maps and big integers, or the tests prove little."""
-    seen: dict[str, bool] = {"nested map": False, "u64": False}
+    """Guards the generators above: they must produce nested maps, big integers and tied floats, or the tests prove
+    little."""
+    seen: dict[str, bool] = {"nested map": False, "u64": False, "tied float": False}
 
     @settings(max_examples=examples(200))
     @given(value=json_values)
@@ -396,6 +529,8 @@ def test_json_values_strategy_reaches_nested_maps() -> None:
             seen["nested map"] = True
         if any(len(token) >= 19 for token in text.replace(",", " ").replace("]", " ").split()):
             seen["u64"] = True
+        if has_tied_float(value):
+            seen["tied float"] = True
 
     look()
     assert all(seen.values()), seen

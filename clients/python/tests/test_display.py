@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 import larder
-from larder.display import DisplayTooLarge, display_json, float_text
-from larder.msgpack_reader import Ext, MapPairs, read_whole_tree
+from larder.display import DisplayTooDeep, DisplayTooLarge, JsonIntegerText, display_json, float_text
+from larder.msgpack_reader import Ext, MapPairs, read_whole_tree, within_read_budget
 from larder.report import inspect_text, time_text
 from support import bare_header
 
@@ -81,6 +81,48 @@ def test_keys_within_keys_cannot_blow_up_the_display() -> None:
     with pytest.raises(larder.InvalidEntry) as error:
         inspect_text(bare_header() + deep)
     assert error.value.kind == "too_large"
+
+
+def test_depth_is_counted_from_the_top_keys_included() -> None:
+    at_limit = read_whole_tree(b"\x91" * 99 + b"\x81\x01\x02")  # 99 arrays around a map: the map at level 99
+    assert display_json(at_limit, max_depth=100) == "[" * 99 + '{"1":2}' + "]" * 99
+    for too_deep in (
+        b"\x91" * 101 + b"\x01",
+        b"\x91" * 100 + b"\x80",
+        b"\x91" * 99 + b"\x81\x90\x02",  # an array used as a key, inside a map at level 99
+        b"\x91" * 99 + b"\x81\x01\x90",
+    ):
+        with pytest.raises(DisplayTooDeep):
+            display_json(read_whole_tree(too_deep), max_depth=100)
+    assert display_json([[[]]], max_depth=3) == "[[[]]]"
+    with pytest.raises(DisplayTooDeep):
+        display_json([[[[]]]], max_depth=3)
+    with pytest.raises(larder.InvalidEntry) as error:
+        inspect_text(bare_header() + b"\x91" * 101 + b"\x01")
+    assert error.value.kind == "bad_value"
+
+
+def test_long_json_integers_display_as_written() -> None:
+    digits = "7" * 5000  # more than Python's int() converts
+    shown = inspect_text(bare_header(serializer="json") + f"[-{digits},{digits},-0]".encode(), as_json=True)
+    assert shown.endswith(f'"value":[-{digits},{digits},0]}}\n')
+    assert display_json(JsonIntegerText("-12")) == "-12"
+    with pytest.raises(larder.InvalidEntry) as error:
+        larder.decode(bare_header(serializer="json") + digits.encode())  # decode needs an int: it refuses
+    assert error.value.kind == "bad_value"
+
+
+def test_read_budget_of_the_rust_reader() -> None:
+    assert within_read_budget(b"\x91" * 511 + b"\x01")  # 2 * 511 + 1 = 1023
+    assert within_read_budget(b"\x91" * 511 + b"\xc0")
+    assert not within_read_budget(b"\x91" * 512 + b"\x01")
+    assert within_read_budget(b"\x91" * 510 + b"\xa0")  # a str costs 3: 1023
+    assert not within_read_budget(b"\x91" * 511 + b"\xa0")
+    assert within_read_budget(b"\x91" * 511 + b"\xc4\x00")  # bin, array and map cost 2: 1024 is the most
+    assert within_read_budget(b"\x91" * 511 + b"\x90")
+    assert not within_read_budget(b"\x91" * 511 + b"\x91\xc0")
+    assert not within_read_budget(b"\x91" * 511 + b"\xd4\x01\x00")
+    assert within_read_budget(b"\x92" + b"\x81" * 300 + b"\x01" + b"\x02" * 300 + b"\x01")  # keys count alike
 
 
 @pytest.mark.parametrize(

@@ -128,6 +128,43 @@ def test_what_the_format_cannot_hold_is_refused(kwargs: dict[str, object], error
         larder.encode("v", **kwargs)  # type: ignore[arg-type]
 
 
+def _nested(levels: int, kind: str) -> object:
+    """`levels` lists (or tuples, or dicts) around the integer 1."""
+    value: object = 1
+    for _ in range(levels):
+        value = [value] if kind == "array" else (value,) if kind == "tuple" else {"a": value}
+    return value
+
+
+@pytest.mark.parametrize("kind", ["array", "tuple", "map"])
+@pytest.mark.parametrize("serializer", ["msgpack", "json"])
+def test_values_nested_more_than_100_deep_are_refused(serializer: str, kind: str) -> None:
+    assert larder.MAX_NESTING == 100
+    if serializer == "json" and kind == "tuple":
+        kind = "array"  # json writes tuples as arrays: same depth
+    entry = larder.decode(larder.encode(_nested(100, kind), serializer=serializer, created_at=0))
+    assert repr(entry.value).count("[" if kind != "map" else "{") == 100
+    with pytest.raises(ValueError, match="nested more than 100 levels deep"):
+        larder.encode(_nested(101, kind), serializer=serializer)
+
+
+def test_containers_used_as_keys_count_as_nested() -> None:
+    key: object = 1
+    for _ in range(99):
+        key = (key,)
+    assert larder.decode(larder.encode({key: 1}, created_at=0)).value == {key: 1}  # 99 tuples inside a map: 100
+    with pytest.raises(ValueError, match="nested more than 100 levels deep"):
+        larder.encode({(key,): 1})
+    with pytest.raises(ValueError, match="nested more than 100 levels deep"):
+        larder.encode([{key: 1}])
+    looped: list[object] = []
+    looped.append(looped)
+    with pytest.raises(ValueError, match="nested more than 100 levels deep"):
+        larder.encode(looped)
+    # text and raw hold no containers; responses have a fixed shape
+    assert larder.decode(larder.encode("[" * 500, serializer="text")).value == "[" * 500
+
+
 def test_longest_version_and_most_tags_fit() -> None:
     entry = larder.decode(larder.encode("v", created_at=0, version="é" * 32767 + "x", tags=["t"] * 65535))
     assert len(entry.version or "") == 32768

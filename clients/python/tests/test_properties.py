@@ -3,9 +3,8 @@ any bytes at all (random, or valid entries bit-flipped, truncated, spliced) rais
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
-import msgpack
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,37 +13,19 @@ import larder
 from larder.display import display_json
 from larder.msgpack_reader import read_display_tree, read_whole_tree
 from larder.report import Report
-from support import entry_options, examples, http_responses, json_values, load_vectors, same_json, sized_json_values
+from larder.serializers import check_nesting
+from support import (
+    entry_options,
+    examples,
+    http_responses,
+    load_vectors,
+    msgpack_objects,
+    pack_msgpack,
+    same_json,
+    sized_json_values,
+)
 
 COMPRESSORS = larder.COMPRESSORS
-
-
-class _PairsMap(list):  # type: ignore[type-arg]
-    """A MessagePack map to generate: any keys (maps, arrays, bytes…), duplicates allowed."""
-
-
-class _Ext(NamedTuple):
-    """An ext object of any type code (msgpack.ExtType packs only 0..127)."""
-
-    code: int
-    data: bytes
-
-
-_PACKER = msgpack.Packer(use_bin_type=True)
-_FIXEXT = {1: 0xD4, 2: 0xD5, 4: 0xD6, 8: 0xD7, 16: 0xD8}
-
-
-def _pack(obj: Any) -> bytes:
-    """MessagePack of `obj`, where a `_PairsMap` is written as a map of its pairs."""
-    if isinstance(obj, _PairsMap):
-        return _PACKER.pack_map_header(len(obj)) + b"".join(_pack(k) + _pack(v) for k, v in obj)
-    if isinstance(obj, _Ext):
-        size = len(obj.data)
-        head = bytes([_FIXEXT[size]]) if size in _FIXEXT else bytes([0xC7, size])
-        return head + obj.code.to_bytes(1, "big", signed=True) + obj.data
-    if isinstance(obj, list):
-        return _PACKER.pack_array_header(len(obj)) + b"".join(_pack(item) for item in obj)
-    return msgpack.packb(obj, use_bin_type=True)
 
 
 def _values_for(serializer: str) -> st.SearchStrategy[Any]:
@@ -109,13 +90,17 @@ VALID = _valid_entries()
 
 def _decode_only_invalid_entry(data: bytes, max_size: int = larder.DEFAULT_MAX_SIZE) -> None:
     """Decodes `data` both ways (decode and inspect's display decoding): each may fail only with InvalidEntry, and
-    inspect displays whatever decode accepts."""
-    decode_error = _invalid_entry_kind(lambda: larder.decode(data, max_size=max_size))
+    inspect displays whatever decode accepts, unless its display would be absurdly long (too_large) or the value is
+    nested deeper than the format commands display (bad_value; decode does not apply that limit)."""
+    decoded: list[larder.Entry] = []
+    decode_error = _invalid_entry_kind(lambda: decoded.append(larder.decode(data, max_size=max_size)))
     inspect_error = _invalid_entry_kind(lambda: Report.of(data, max_size))
     assert decode_error in (None, *larder.ERROR_KINDS)
     assert inspect_error in (None, *larder.ERROR_KINDS)
-    # inspect may refuse only to write a display that would be absurdly long (too_large) for what decode accepts
-    assert decode_error is not None or inspect_error in (None, "too_large"), "decode accepted what inspect refused"
+    if decode_error is None and inspect_error not in (None, "too_large"):
+        assert inspect_error == "bad_value", "decode accepted what inspect refused"
+        with pytest.raises(ValueError, match="nested more than 100"):
+            check_nesting(decoded[0].value)
 
 
 def _invalid_entry_kind(attempt: Callable[[], object]) -> str | None:
@@ -188,32 +173,13 @@ def test_mutated_entries_raise_only_invalid_entry(data: bytes, max_size: int) ->
 
 # --- inspect's two MessagePack readers agree ------------------------------------------------------------------------
 
-_msgpack_scalars = st.one_of(
-    json_values,
-    st.binary(max_size=8),
-    st.builds(_Ext, st.integers(min_value=-128, max_value=127), st.binary(max_size=20)),
-    st.builds(
-        msgpack.Timestamp,
-        st.integers(min_value=-(2**40), max_value=2**40),
-        st.integers(min_value=0, max_value=10**9 - 1),
-    ),
-)
-_msgpack_objects = st.recursive(
-    _msgpack_scalars,
-    lambda children: st.one_of(
-        st.lists(children, max_size=4),
-        st.lists(st.tuples(children, children), max_size=4).map(_PairsMap),
-    ),
-    max_leaves=12,
-)
-
 
 @settings(max_examples=examples(300))
 @given(
-    obj=_msgpack_objects, cut=st.one_of(st.none(), st.integers(min_value=0, max_value=200)), junk=st.binary(max_size=3)
+    obj=msgpack_objects, cut=st.one_of(st.none(), st.integers(min_value=0, max_value=200)), junk=st.binary(max_size=3)
 )
 def test_fast_and_exact_msgpack_readers_display_alike(obj: Any, cut: int | None, junk: bytes) -> None:
-    payload = _pack(obj)
+    payload = pack_msgpack(obj)
     if cut is not None:
         payload = payload[:cut] + junk  # truncated or with trailing bytes: both must refuse, or agree
     shown = []

@@ -18,6 +18,7 @@ from .errors import ERROR_KINDS, InvalidEntry
 from .header import COMPRESSORS, KINDS, SERIALIZERS, Header, peek_expires_at, read_header
 from .keys import DEFAULT_DROP, http_key, namespaced_key, safe_key, url_key
 from .response import CONTENT_ENCODINGS, HttpResponse
+from .serializers import MAX_NESTING
 
 __version__ = "0.1.0"
 
@@ -29,6 +30,7 @@ __all__ = [
     "DEFAULT_THRESHOLD",
     "ERROR_KINDS",
     "KINDS",
+    "MAX_NESTING",
     "SERIALIZERS",
     "Entry",
     "Header",

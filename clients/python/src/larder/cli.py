@@ -38,10 +38,11 @@ class Failure(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one `larder: ` line and exit status 2, as spec/CLI.md says."""
+    """argparse, but a usage error is one `larder: ` line and exit status 2, as spec/CLI.md says (worded as the Rust
+    CLI words them: the message, then `(see --help)`)."""
 
     def error(self, message: str) -> NoReturn:
-        raise Failure(2, message)
+        raise Failure(2, f"{message} (see --help)")
 
 
 class _Once(argparse.Action):

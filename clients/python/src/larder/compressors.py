@@ -34,6 +34,10 @@ LZ4_MAX_RATIO: Final = 255
 
 _ZSTD_MAX_LEVEL: Final = 22
 _U32_MAX: Final = 0xFFFF_FFFF
+_U64_MAX: Final = 0xFFFF_FFFF_FFFF_FFFF
+#: The longest varint a u64 takes (7 bits a byte), and the longest a raw Snappy preamble (a u32) may take.
+_VARINT_MAX_BYTES: Final = 10
+_SNAPPY_PREAMBLE_MAX_BYTES: Final = 5
 _LZ4_PREFIX = struct.Struct("<I")
 
 
@@ -114,8 +118,11 @@ def _lz4_decompress(data: bytes, max_size: int) -> bytes:
 
 
 def _snappy_decompress(data: bytes, max_size: int) -> bytes:
-    declared = _snappy_preamble(data)
+    declared, preamble_len = _snappy_preamble(data)
     _check_size(declared, max_size)
+    # A raw Snappy block's length is a u32 written in at most 5 bytes; the Rust decoder refuses anything else.
+    if preamble_len > _SNAPPY_PREAMBLE_MAX_BYTES:
+        raise _corrupt(f"snappy length preamble of {preamble_len} bytes (a raw block's takes at most 5)")
     if declared > _U32_MAX:
         raise _corrupt(f"snappy preamble claims {declared} bytes, more than a raw snappy block can hold")
     try:
@@ -127,14 +134,23 @@ def _snappy_decompress(data: bytes, max_size: int) -> bytes:
     return out
 
 
-def _snappy_preamble(data: bytes) -> int:
-    """The uncompressed length a raw Snappy block starts with: a little-endian base-128 varint of at most 5 bytes."""
+def _snappy_preamble(data: bytes) -> tuple[int, int]:
+    """The uncompressed length a raw Snappy block starts with (a little-endian base-128 varint), and its length in
+    bytes.
+
+    Read as a u64 of at most 10 bytes, as the Rust implementation reads it, so that any absurd length is reported as
+    too large (FORMAT.md §3: the preamble is checked against max_size first), even one beyond 32 bits.
+    """
+    if not data:
+        raise _corrupt("snappy payload is empty")
     value = 0
-    for i, byte in enumerate(data[:5]):
+    for i, byte in enumerate(data):
+        if i == _VARINT_MAX_BYTES:
+            raise _corrupt(f"snappy length preamble is longer than {_VARINT_MAX_BYTES} bytes")
         value |= (byte & 0x7F) << (7 * i)
         if byte < 0x80:
-            return value
-    raise _corrupt("snappy: no valid length preamble (a varint of at most 5 bytes)")
+            return value & _U64_MAX, i + 1
+    raise _corrupt("snappy length preamble is cut short")
 
 
 def _zstd_decompress(data: bytes, max_size: int) -> bytes:

@@ -293,6 +293,41 @@ def read_whole_tree(payload: bytes) -> Tree:
     return tree
 
 
+def within_read_budget(payload: bytes) -> bool:
+    """Whether the Rust CLI's MessagePack reader (rmpv, with its default depth budget of 1024) reads the one object
+    of a well-formed `payload`: it spends one unit per object, one more per array, map or bin, and two more per str
+    or ext, along the path from the top, so an object inside `d` containers needs `2 * d + need` units, `need`
+    being 1 for a scalar, 2 for a bin, array or map and 3 for a str or ext. `inspect` refuses (bad_value) what that
+    reader cannot read, before it displays anything; this tells such payloads apart where it matters (a display
+    that is also too large)."""
+    reader = MsgpackReader(payload)
+    remaining = [1]  # objects still to read in each open container; the top level holds one
+    while remaining:
+        if not remaining[-1]:
+            remaining.pop()
+            continue
+        remaining[-1] -= 1
+        marker = reader._marker("value")
+        if 2 * (len(remaining) - 1) + _read_cost(marker) > _RMPV_DEPTH_BUDGET:
+            return False
+        count, size = reader._head(marker)
+        reader._take("value", size)
+        if 0x80 <= marker <= 0x9F or 0xDC <= marker <= 0xDF:
+            remaining.append(count)
+    return True
+
+
+_RMPV_DEPTH_BUDGET: Final = 1024
+
+
+def _read_cost(marker: int) -> int:
+    if 0xA0 <= marker <= 0xBF or marker in (0xD9, 0xDA, 0xDB) or marker in _FIXEXT_SIZES or 0xC7 <= marker <= 0xC9:
+        return 3  # str, ext
+    if 0x80 <= marker <= 0x9F or 0xDC <= marker <= 0xDF or 0xC4 <= marker <= 0xC6:
+        return 2  # array, map, bin
+    return 1
+
+
 def _attach(frame: _Frame, node: Tree) -> None:
     frame.remaining -= 1
     if isinstance(frame.node, MapPairs):

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from typing import Final
 
 from .compressors import DEFAULT_MAX_SIZE
-from .display import DisplayTooLarge, bytes_json, bytes_text, display_json, quote
+from .display import DisplayTooDeep, DisplayTooLarge, JsonIntegerText, bytes_json, bytes_text, display_json, quote
 from .entry import decode_payload
-from .errors import TOO_LARGE, InvalidEntry
+from .errors import BAD_VALUE, TOO_LARGE, InvalidEntry
 from .header import Header
-from .msgpack_reader import MapPairs, read_display_tree
+from .msgpack_reader import MapPairs, read_display_tree, within_read_budget
 from .response import HttpResponse
-from .serializers import decode_text, loads_json
+from .serializers import MAX_NESTING, decode_text, loads_json
 
 #: The last millisecond of year 9999: later times print without their date.
 LAST_MS_OF_9999: Final = 253_402_300_799_999
@@ -39,10 +39,11 @@ class Report:
 
     @classmethod
     def of(cls, data: bytes, max_size: int = DEFAULT_MAX_SIZE) -> Report:
-        """Decodes `data` fully. Raises `InvalidEntry` whenever `decode` would, and also (too_large) for a value whose
-        display would be unreasonably long. It accepts a little more than `decode`: MessagePack that is well formed
-        but that Python cannot turn into its own types (a str that is not UTF-8, an ext -1 that is not a valid
-        timestamp, a map used as a map key) is still displayed."""
+        """Decodes `data` fully. Raises `InvalidEntry` whenever `decode` would, and also for a value nested more than
+        100 deep (bad_value) or whose display would be unreasonably long (too_large): see `value_display`. It
+        accepts a little more than `decode` otherwise: MessagePack that is well formed but that Python cannot turn
+        into its own types (a str that is not UTF-8, an ext -1 that is not a valid timestamp, a map used as a map
+        key) and JSON integers too long for `int()` are still displayed."""
         header, payload = decode_payload(data, max_size=max_size)
         value: str | HttpResponse
         if header.kind == "response":
@@ -99,22 +100,40 @@ class Report:
 
 
 def value_display(serializer: str, payload: bytes) -> str:
-    """The display JSON of a value payload. Raises `InvalidEntry`: bad_value if it does not deserialize, too_large
-    if its display would exceed `display_limit(payload)` characters."""
+    """The display JSON of a value payload. Raises `InvalidEntry`: bad_value if it does not deserialize or holds
+    arrays or maps nested more than 100 deep (`MAX_NESTING`), too_large if its display would exceed
+    `display_limit(payload)` characters (whichever the Rust CLI meets first: see `display_json`)."""
     if serializer == "msgpack":
-        tree = read_display_tree(payload)
-        limit = display_limit(payload)
-        try:
-            return display_json(tree, limit)
-        except DisplayTooLarge:
-            raise InvalidEntry(
-                TOO_LARGE, f"displaying this {len(payload)}-byte payload would take more than {limit} characters"
-            ) from None
+        return _limited_display(read_display_tree(payload), payload, msgpack=True)
     if serializer == "json":
-        return display_json(loads_json(payload, object_pairs_hook=MapPairs))
+        tree = loads_json(payload, object_pairs_hook=MapPairs, parse_int=_int_or_text)
+        return _limited_display(tree, payload, msgpack=False)
     if serializer == "text":
         return quote(decode_text(payload))
     return bytes_json(bytes(payload))
+
+
+def _limited_display(tree: object, payload: bytes, *, msgpack: bool) -> str:
+    limit = display_limit(payload)
+    try:
+        return display_json(tree, limit, MAX_NESTING)
+    except DisplayTooDeep:
+        raise InvalidEntry(BAD_VALUE, f"value nested more than {MAX_NESTING} levels deep") from None
+    except DisplayTooLarge:
+        if msgpack and not within_read_budget(payload):
+            # The Rust CLI's reader refuses this before displaying anything (see within_read_budget).
+            raise InvalidEntry(BAD_VALUE, "msgpack: depth limit exceeded") from None
+        raise InvalidEntry(
+            TOO_LARGE, f"displaying this {len(payload)}-byte payload would take more than {limit} characters"
+        ) from None
+
+
+def _int_or_text(text: str) -> int | JsonIntegerText:
+    """A JSON integer for display: an int, or its text when it is too long for `int()` (over 4,300 digits)."""
+    try:
+        return int(text)
+    except ValueError:
+        return JsonIntegerText(text)
 
 
 def display_limit(payload: bytes) -> int:

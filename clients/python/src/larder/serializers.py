@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable, Final
+from collections.abc import Sequence
+from itertools import chain, compress, repeat
+from typing import Any, Callable, Final, cast
 
 import msgpack
 
@@ -19,12 +21,20 @@ from .errors import BAD_VALUE, InvalidEntry
 #: A JSON object as its (key, value) pairs, for callers that need order and duplicates kept.
 PairsHook = Callable[[list[tuple[str, Any]]], Any]
 
+#: Arrays and maps may nest this deep in a value (spec/FORMAT.md §2): the top-level value is at level 0, the
+#: elements, keys and values of a container at level L are at level L + 1, and a container at level 100 or more is
+#: too deep. So 100 nested arrays are fine and 101 are refused.
+MAX_NESTING: Final = 100
+
 _SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]")
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
 def serialize(name: str, value: object) -> bytes:
-    """`value` serialized with the serializer called `name`. Raises TypeError or ValueError if it cannot be."""
+    """`value` serialized with the serializer called `name`. Raises TypeError or ValueError if it cannot be (for
+    msgpack and json, a value nested more than `MAX_NESTING` deep is a ValueError)."""
+    if name in ("msgpack", "json"):
+        check_nesting(value)
     if name == "msgpack":
         try:
             return bytes(msgpack.packb(value, use_bin_type=True))
@@ -43,6 +53,36 @@ def serialize(name: str, value: object) -> bytes:
             return bytes(value)
         raise TypeError(f"the raw serializer takes bytes or a str, not {type(value).__name__}")
     raise ValueError(f"unknown serializer {name!r}")
+
+
+def check_nesting(value: object) -> None:
+    """Raises ValueError if `value` holds arrays or maps (lists, tuples, dicts) nested more than `MAX_NESTING`
+    deep; a container used as a map key counts as nested in its map. Iterative, so it cannot exhaust the stack, and
+    it stops at the limit, so it terminates on a self-referencing list too. Scalars are skipped at C speed."""
+    if not _is_container_type(type(value)):
+        return
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if level >= MAX_NESTING:
+            raise ValueError(f"value nested more than {MAX_NESTING} levels deep")
+        if isinstance(item, dict):
+            children: Sequence[object] = list(chain(item.keys(), item.values()))
+        else:
+            children = cast("Sequence[object]", item)  # only lists and tuples are ever pushed
+        nested = compress(children, map(_is_container_type, map(type, children)))
+        stack.extend(zip(nested, repeat(level + 1)))
+
+
+class _ContainerTypes(dict):  # type: ignore[type-arg]
+    """type -> whether it is a list, tuple or dict (or a subclass): a lookup that runs at C speed once cached."""
+
+    def __missing__(self, kind: type) -> bool:
+        self[kind] = answer = issubclass(kind, (list, tuple, dict))
+        return answer
+
+
+_is_container_type: Callable[[type], bool] = _ContainerTypes().__getitem__
 
 
 def deserialize(name: str, payload: bytes) -> Any:
@@ -71,23 +111,32 @@ def decode_text(payload: bytes) -> str:
         raise InvalidEntry(BAD_VALUE, f"text is not UTF-8: {e.reason} at byte {e.start}") from None
 
 
-def loads_json(payload: bytes, object_pairs_hook: PairsHook | None = None) -> Any:
-    """Parses one JSON text (RFC 8259, UTF-8) strictly. Raises only `InvalidEntry` (kind bad_value)."""
+def loads_json(
+    payload: bytes, object_pairs_hook: PairsHook | None = None, parse_int: Callable[[str], Any] | None = None
+) -> Any:
+    """Parses one JSON text (RFC 8259, UTF-8) strictly. Raises only `InvalidEntry` (kind bad_value).
+
+    Integers become ints unless `parse_int` says otherwise; note that Python refuses to convert integers of over
+    4,300 digits (a bad_value here)."""
     try:
-        return parse_json_text(decode_text(payload), object_pairs_hook)
+        return parse_json_text(decode_text(payload), object_pairs_hook, parse_int)
     except InvalidEntry:
         raise
     except ValueError as e:
         raise InvalidEntry(BAD_VALUE, f"json: {e}") from None
 
 
-def parse_json_text(text: str, object_pairs_hook: PairsHook | None = None) -> Any:
+def parse_json_text(
+    text: str, object_pairs_hook: PairsHook | None = None, parse_int: Callable[[str], Any] | None = None
+) -> Any:
     """`json.loads`, minus what RFC 8259 forbids and other languages refuse: NaN, Infinity and lone surrogates.
 
     Integers stay ints and numbers with a fraction or exponent become floats (FORMAT.md §2). Raises ValueError.
     """
     try:
-        value = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=object_pairs_hook)
+        value = json.loads(
+            text, parse_constant=_refuse_constant, object_pairs_hook=object_pairs_hook, parse_int=parse_int
+        )
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
     # Valid UTF-8 holds no surrogates, so one in the result came from a lone "\ud8xx" escape.
