@@ -9,6 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::header::{
     HeaderName, AGE, AUTHORIZATION, CACHE_CONTROL, CONTENT_LENGTH, DATE, HOST, IF_MODIFIED_SINCE, IF_NONE_MATCH,
+    IF_RANGE, RANGE,
 };
 use http::{HeaderMap, Method, Request, Response, StatusCode, Uri};
 use hyper::body::Incoming;
@@ -210,8 +211,9 @@ impl<S: Store> Proxy<S> {
         // Ask for the whole response so it can be stored; the client's own validators are answered from it.
         let mut upstream_headers = headers.clone();
         if *method == Method::GET {
-            upstream_headers.remove(IF_NONE_MATCH);
-            upstream_headers.remove(IF_MODIFIED_SINCE);
+            for name in [IF_NONE_MATCH, IF_MODIFIED_SINCE, RANGE, IF_RANGE] {
+                upstream_headers.remove(name);
+            }
         }
         let request_time = self.clock.now_ms();
         let result =
@@ -337,8 +339,9 @@ impl<S: Store> Proxy<S> {
         }
         Metrics::bump(&self.metrics.revalidations);
         let mut upstream_headers = headers.clone();
-        upstream_headers.remove(IF_NONE_MATCH);
-        upstream_headers.remove(IF_MODIFIED_SINCE);
+        for name in [IF_NONE_MATCH, IF_MODIFIED_SINCE, RANGE, IF_RANGE] {
+            upstream_headers.remove(name);
+        }
         let request_time = self.clock.now_ms();
         let result = self
             .upstream

@@ -3,7 +3,10 @@
 //! response says how the cache handled it.
 
 use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue, AGE, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, ETAG, VARY};
+use http::header::{
+    HeaderName, HeaderValue, AGE, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE, ETAG, IF_RANGE,
+    LAST_MODIFIED, RANGE, VARY,
+};
 use http::{HeaderMap, Method, Response, StatusCode};
 use hyper::body::Incoming;
 use larder_format::ContentEncoding;
@@ -90,12 +93,93 @@ pub fn from_stored(
     }
     headers.insert(AGE, age);
     headers.insert(status_header.clone(), label);
+    let len = body.len() as u64;
+    let body = match byte_range(request, &stored.headers, stored.status(), len) {
+        Range::Whole => body,
+        Range::Part(start, end) => {
+            *response.status_mut() = StatusCode::PARTIAL_CONTENT;
+            let content_range = format!("bytes {start}-{end}/{len}");
+            if let Ok(value) = HeaderValue::from_str(&content_range) {
+                response.headers_mut().insert(CONTENT_RANGE, value);
+            }
+            body.slice(start as usize..=end as usize)
+        }
+        Range::Unsatisfiable => {
+            *response.status_mut() = StatusCode::RANGE_NOT_SATISFIABLE;
+            if let Ok(value) = HeaderValue::from_str(&format!("bytes */{len}")) {
+                response.headers_mut().insert(CONTENT_RANGE, value);
+            }
+            Bytes::new()
+        }
+    };
     if method == Method::HEAD {
-        headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+        response.headers_mut().insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
     } else {
         *response.body_mut() = ProxyBody::full(body);
     }
     response
+}
+
+/// What a `Range` request asks of a stored body.
+#[derive(Debug, PartialEq, Eq)]
+enum Range {
+    /// No usable range: the whole body with the stored status.
+    Whole,
+    /// Bytes `start..=end`.
+    Part(u64, u64),
+    /// A range that starts past the end (416).
+    Unsatisfiable,
+}
+
+/// Resolves a single `bytes=` range (RFC 9110 §14) against a stored 200 of `len` bytes. Several ranges, other
+/// units, malformed specs, and an `If-Range` that does not match the stored validator all mean "the whole body".
+fn byte_range(request: &HeaderMap, stored: &HeaderMap, status: StatusCode, len: u64) -> Range {
+    let Some(spec) = request.get(RANGE).and_then(|v| v.to_str().ok()) else { return Range::Whole };
+    if status != StatusCode::OK || len == 0 {
+        return Range::Whole;
+    }
+    if let Some(if_range) = request.get(IF_RANGE).and_then(|v| v.to_str().ok()) {
+        let etag = stored.get(ETAG).and_then(|v| v.to_str().ok());
+        let modified = stored.get(LAST_MODIFIED).and_then(|v| v.to_str().ok());
+        let matches = if if_range.starts_with('"') || if_range.starts_with("W/") {
+            // A strong comparison: weak tags never match.
+            !if_range.starts_with("W/") && etag.is_some_and(|e| e == if_range)
+        } else {
+            modified.is_some_and(|m| m == if_range)
+        };
+        if !matches {
+            return Range::Whole;
+        }
+    }
+    let Some(set) = spec.trim().strip_prefix("bytes=") else { return Range::Whole };
+    if set.contains(',') {
+        return Range::Whole;
+    }
+    let Some((first, last)) = set.trim().split_once('-') else { return Range::Whole };
+    let digits =
+        |s: &str| (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse::<u64>().ok()).flatten();
+    match (first.trim(), last.trim()) {
+        ("", suffix) => match digits(suffix) {
+            Some(0) => Range::Unsatisfiable,
+            Some(n) => Range::Part(len.saturating_sub(n), len - 1),
+            None => Range::Whole,
+        },
+        (start, "") => match digits(start) {
+            Some(s) if s >= len => Range::Unsatisfiable,
+            Some(s) => Range::Part(s, len - 1),
+            None => Range::Whole,
+        },
+        (start, end) => match (digits(start), digits(end)) {
+            (Some(s), Some(e)) if s <= e => {
+                if s >= len {
+                    Range::Unsatisfiable
+                } else {
+                    Range::Part(s, e.min(len - 1))
+                }
+            }
+            _ => Range::Whole,
+        },
+    }
 }
 
 /// Passes an upstream response on, without its hop-by-hop fields.
@@ -154,5 +238,46 @@ fn weaken_etag(headers: &mut HeaderMap) {
                 headers.insert(ETAG, weak);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn range(spec: &'static str, len: u64) -> Range {
+        let mut request = HeaderMap::new();
+        request.insert(RANGE, HeaderValue::from_static(spec));
+        byte_range(&request, &HeaderMap::new(), StatusCode::OK, len)
+    }
+
+    #[test]
+    fn single_byte_ranges_resolve_against_the_body() {
+        assert_eq!(range("bytes=0-1", 11), Range::Part(0, 1));
+        assert_eq!(range("bytes=5-", 11), Range::Part(5, 10));
+        assert_eq!(range("bytes=-3", 11), Range::Part(8, 10));
+        assert_eq!(range("bytes=5-100", 11), Range::Part(5, 10));
+        assert_eq!(range("bytes=11-", 11), Range::Unsatisfiable);
+        assert_eq!(range("bytes=0-1,3-4", 11), Range::Whole);
+        assert_eq!(range("bytes=4-2", 11), Range::Whole);
+        assert_eq!(range("items=0-1", 11), Range::Whole);
+        assert_eq!(range("bytes=-0", 11), Range::Unsatisfiable);
+        assert_eq!(range("bytes=-", 11), Range::Whole);
+        assert_eq!(range("bytes=-5", 0), Range::Whole);
+    }
+
+    #[test]
+    fn if_range_needs_a_strong_match() {
+        let mut stored = HeaderMap::new();
+        stored.insert(ETAG, HeaderValue::from_static("\"v1\""));
+        let with = |if_range: &'static str| {
+            let mut request = HeaderMap::new();
+            request.insert(RANGE, HeaderValue::from_static("bytes=0-1"));
+            request.insert(IF_RANGE, HeaderValue::from_static(if_range));
+            byte_range(&request, &stored, StatusCode::OK, 10)
+        };
+        assert_eq!(with("\"v1\""), Range::Part(0, 1));
+        assert_eq!(with("\"v2\""), Range::Whole);
+        assert_eq!(with("W/\"v1\""), Range::Whole);
     }
 }

@@ -1,7 +1,7 @@
 //! Conditional requests: answering a client's `If-None-Match` / `If-Modified-Since` from a stored response
 //! (RFC 9110 §13), and merging a `304 Not Modified` from the upstream into the stored response (RFC 9111 §4.3.4).
 
-use http::header::{HeaderName, ETAG, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED};
+use http::header::{HeaderName, DATE, ETAG, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED};
 use http::HeaderMap;
 
 use super::freshness::parse_http_date;
@@ -20,8 +20,10 @@ pub fn not_modified(request: &HeaderMap, stored: &HeaderMap) -> bool {
     let Some(since) = request.get(IF_MODIFIED_SINCE).and_then(|v| v.to_str().ok()).and_then(parse_http_date) else {
         return false;
     };
+    // Without Last-Modified, the stored response's Date stands in (RFC 9111 §4.3.2).
     stored
         .get(LAST_MODIFIED)
+        .or_else(|| stored.get(DATE))
         .and_then(|v| v.to_str().ok())
         .and_then(parse_http_date)
         .is_some_and(|modified| modified <= since)

@@ -9,6 +9,7 @@
 
 pub mod cache_control;
 pub mod conditional;
+pub mod date;
 pub mod freshness;
 pub mod headers;
 pub mod invalidation;

@@ -22,8 +22,8 @@ pub fn vary_names(response: &HeaderMap) -> Option<Vec<String>> {
 }
 
 /// The selecting values of `request` for `names`: one line per name, `name: values` (lines of a repeated header
-/// joined with ", ", surrounding whitespace removed), and a distinct mark for an absent header, so that "absent"
-/// and "empty" select different variants.
+/// and the elements of each line joined with ",", whitespace around elements removed, RFC 9111 §4.1), and a
+/// distinct mark for an absent header, so that "absent" and "empty" select different variants.
 pub fn selecting_values(names: &[String], request: &HeaderMap) -> String {
     let mut out = String::new();
     for name in names {
@@ -34,8 +34,12 @@ pub fn selecting_values(names: &[String], request: &HeaderMap) -> String {
             continue;
         }
         out.push(':');
-        let joined: Vec<String> = values.map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_owned()).collect();
-        out.push_str(&joined.join(", "));
+        let elements: Vec<String> = values
+            .flat_map(|v| {
+                String::from_utf8_lossy(v.as_bytes()).split(',').map(|e| e.trim().to_owned()).collect::<Vec<_>>()
+            })
+            .collect();
+        out.push_str(&elements.join(","));
         out.push('\n');
     }
     out
@@ -71,5 +75,15 @@ mod tests {
         let one = selecting_values(&names, &map(&[("foo", " 1 ")]));
         assert_ne!(absent, empty);
         assert_eq!(one, selecting_values(&names, &map(&[("foo", "1")])));
+        assert_eq!(
+            selecting_values(&names, &map(&[("foo", " 1, 2 ")])),
+            selecting_values(&names, &map(&[("foo", "1,2")])),
+            "whitespace around list elements does not select another variant"
+        );
+        assert_eq!(
+            selecting_values(&names, &map(&[("foo", "1"), ("foo", "2")])),
+            selecting_values(&names, &map(&[("foo", "1, 2")])),
+            "repeated lines are one list"
+        );
     }
 }
