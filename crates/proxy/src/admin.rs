@@ -11,7 +11,6 @@ use bytes::Bytes;
 use http::header::{AUTHORIZATION, CONTENT_TYPE};
 use http::{HeaderValue, Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
-use larder_format::key::url_key;
 use larder_format::Entry;
 use larder_store::Store;
 use percent_encoding::percent_decode_str;
@@ -93,7 +92,7 @@ impl<S: Store> Admin<S> {
             }
             Err(e) => return error_json(StatusCode::BAD_REQUEST, &format!("cannot read the body: {e}")),
         };
-        if let Err(e) = Entry::parse(&body) {
+        if let Err(e) = validate(&body) {
             return error_json(StatusCode::BAD_REQUEST, &format!("invalid entry: {}: {}", e.kind(), e.detail()));
         }
         match self.proxy.cache().store().set(key, &body, None).await {
@@ -140,9 +139,10 @@ impl<S: Store> Admin<S> {
         };
         let store = self.proxy.cache().store();
         let result = match (purge.url, purge.prefix, purge.tag) {
-            (Some(url), None, None) => match url_key("GET", &url, self.proxy.key_options()) {
-                Ok(key) => store.delete(&key).await.map(usize::from),
-                Err(e) => return error_json(StatusCode::BAD_REQUEST, &e),
+            (Some(url), None, None) => match split_url(&url) {
+                // larder keys requests by the scheme it serves (http), whatever scheme the caller names.
+                Some((authority, path)) => store.delete(&self.proxy.key_for(authority, path)).await.map(usize::from),
+                None => return error_json(StatusCode::BAD_REQUEST, &format!("not an absolute URL: {url:?}")),
             },
             (None, Some(prefix), None) => store.purge_prefix(&prefix).await,
             (None, None, Some(tag)) => store.purge_tag(&tag).await,
@@ -156,6 +156,30 @@ impl<S: Store> Admin<S> {
             Err(e) => error_json(StatusCode::BAD_GATEWAY, &e.to_string()),
         }
     }
+}
+
+/// An entry is accepted only if it decodes completely: an HTTP response entry as a response, a value entry's
+/// payload through decompression (and MessagePack structure), so nothing unservable sits in the store.
+fn validate(entry: &[u8]) -> Result<(), larder_format::DecodeError> {
+    let parsed = Entry::parse(entry)?;
+    let limits = larder_format::DecodeLimits::default();
+    match parsed.header.kind {
+        larder_format::Kind::Response => {
+            larder_format::decode_response(&Bytes::copy_from_slice(entry), &limits).map(|_| ())
+        }
+        larder_format::Kind::Value => parsed.value::<serde::de::IgnoredAny>(&limits).map(|_| ()),
+    }
+}
+
+/// `scheme://authority/path?query` into authority (without the scheme's default port) and path-and-query.
+fn split_url(url: &str) -> Option<(&str, &str)> {
+    let (scheme, rest) = url.split_once("://")?;
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (mut authority, path) = rest.split_at(end);
+    if scheme.eq_ignore_ascii_case("https") {
+        authority = authority.strip_suffix(":443").unwrap_or(authority);
+    }
+    Some((authority, if path.is_empty() { "/" } else { path }))
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {

@@ -1,6 +1,5 @@
-//! A stand-in for a slow application server: each request takes a fixed time (like a busy Rails worker) and
-//! returns a page that may be cached. `larder demo` fronts it, and the integration tests use it as a real origin
-//! on loopback.
+//! A stand-in for a slow application server: a fixed pool of workers, each taking a fixed time per request (like
+//! a Rails app's Unicorn or Puma workers), returning a page that may be cached. `larder demo` fronts it.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -25,23 +24,26 @@ pub struct Origin {
 }
 
 impl Origin {
-    /// Starts an origin on a free loopback port that waits `delay` per request and answers with a `page_bytes`
-    /// HTML page, cacheable for `max_age` seconds.
-    pub async fn start(delay: Duration, page_bytes: usize, max_age: u64) -> std::io::Result<Origin> {
+    /// Starts an origin on a free loopback port with `workers` workers, each spending `delay` per request, that
+    /// answers with a `page_bytes` HTML page cacheable for `max_age` seconds.
+    pub async fn start(delay: Duration, workers: usize, page_bytes: usize, max_age: u64) -> std::io::Result<Origin> {
         let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
         let addr = listener.local_addr()?;
         let requests = Arc::new(AtomicU64::new(0));
         let counter = requests.clone();
         let page = Bytes::from(page(page_bytes));
+        let pool = Arc::new(tokio::sync::Semaphore::new(workers.max(1)));
         let task = tokio::spawn(async move {
             let builder = Arc::new(auto::Builder::new(TokioExecutor::new()));
             loop {
                 let Ok((stream, _)) = listener.accept().await else { continue };
-                let (counter, page, builder) = (counter.clone(), page.clone(), builder.clone());
+                let (counter, page, builder, pool) = (counter.clone(), page.clone(), builder.clone(), pool.clone());
                 tokio::spawn(async move {
                     let service = service_fn(move |request: http::Request<hyper::body::Incoming>| {
-                        let (counter, page) = (counter.clone(), page.clone());
+                        let (counter, page, pool) = (counter.clone(), page.clone(), pool.clone());
                         async move {
+                            // A request waits for a free worker, then occupies it for the whole delay.
+                            let _worker = pool.acquire_owned().await;
                             counter.fetch_add(1, Ordering::SeqCst);
                             tokio::time::sleep(delay).await;
                             let mut response = Response::new(Full::new(page));

@@ -65,12 +65,19 @@ pub fn from_stored(
         return response;
     }
     let r = &stored.response;
-    let opaque_coding = stored.headers.contains_key(CONTENT_ENCODING);
+    // A coding larder can transform may arrive as a header (a pushed entry): treat it as the stored coding.
+    let header_coding = stored.headers.get(CONTENT_ENCODING).and_then(|v| v.to_str().ok()).map(str::trim);
+    let known_header_coding = header_coding.and_then(|c| c.parse::<ContentEncoding>().ok());
+    let stored_coding = match known_header_coding {
+        Some(coding) if r.content_encoding == ContentEncoding::Identity => coding,
+        _ => r.content_encoding,
+    };
+    let opaque_coding = header_coding.is_some() && known_header_coding.is_none();
     let accepted = Accepted::from_request(request);
-    let (body, coding, transformed) = if opaque_coding || accepted.accepts(r.content_encoding) {
-        (r.body.clone(), r.content_encoding, false)
+    let (body, coding, transformed) = if opaque_coding || accepted.accepts(stored_coding) {
+        (r.body.clone(), stored_coding, false)
     } else {
-        match encoding::decode(&r.body, r.content_encoding, MAX_DECODED) {
+        match encoding::decode(&r.body, stored_coding, MAX_DECODED) {
             Ok(decoded) => (decoded, ContentEncoding::Identity, true),
             Err(_) => return error(StatusCode::BAD_GATEWAY, "stored response could not be decoded", status_header),
         }
@@ -80,12 +87,17 @@ pub fn from_stored(
     let headers = response.headers_mut();
     headers.reserve(stored.headers.len() + 4);
     for (name, value) in &stored.headers {
-        headers.append(name.clone(), value.clone());
+        // Framing and connection fields are the server's to set (spec/FORMAT.md §4): a stored Content-Length
+        // that disagrees with the body would break the response.
+        let derived = name == CONTENT_LENGTH || (name == CONTENT_ENCODING && !opaque_coding);
+        if !derived && !is_hop_by_hop(name, &stored.headers) {
+            headers.append(name.clone(), value.clone());
+        }
     }
     if coding != ContentEncoding::Identity && !opaque_coding {
         headers.insert(CONTENT_ENCODING, HeaderValue::from_static(coding.name()));
     }
-    if r.content_encoding != ContentEncoding::Identity && !opaque_coding {
+    if stored_coding != ContentEncoding::Identity && !opaque_coding {
         add_vary_accept_encoding(headers);
     }
     if transformed {

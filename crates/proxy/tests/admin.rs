@@ -139,3 +139,57 @@ async fn a_token_guards_the_admin_api_when_set() {
     assert_eq!(get(&larder.admin_url("/metrics"), &[("authorization", "Bearer s3cret")]).await.status, StatusCode::OK);
     assert_eq!(get(&larder.admin_url("/health"), &[]).await.status, StatusCode::OK, "health checks need no token");
 }
+
+#[tokio::test]
+async fn pushed_entries_cannot_break_responses_or_smuggle_connection_fields() {
+    let origin = Origin::start(cacheable(vec![])).await;
+    let larder = Larder::start(&origin.url(), |_| {}).await;
+    let gzipped = larder_format::compress::compress(larder_format::Compressor::Gzip, None, b"hello hello").expect("gzip");
+    let response = HttpResponse {
+        status: 200,
+        headers: vec![
+            (Bytes::from_static(b"content-length"), Bytes::from_static(b"3")),
+            (Bytes::from_static(b"connection"), Bytes::from_static(b"x-priv")),
+            (Bytes::from_static(b"x-priv"), Bytes::from_static(b"1")),
+            (Bytes::from_static(b"keep-alive"), Bytes::from_static(b"timeout=5")),
+            (Bytes::from_static(b"content-encoding"), Bytes::from_static(b"gzip")),
+        ],
+        body: Bytes::from(gzipped),
+        content_encoding: ContentEncoding::Identity,
+    };
+    let entry = encode_response(&response, &EntryMeta::with_ttl(larder_format::now_ms(), 600_000), &EncodeOptions::default())
+        .expect("encodes");
+    let key = key_of(&larder, "/pushed");
+    assert_eq!(send("PUT", &larder.admin_url(&format!("/entries/{}", escaped(&key))), &[], entry).await.status, StatusCode::CREATED);
+    let plain = get(&larder.url("/pushed"), &[]).await;
+    assert_eq!((plain.status, plain.text().as_str()), (StatusCode::OK, "hello hello"), "decoded, with a correct length");
+    for gone in ["connection", "x-priv", "keep-alive", "content-encoding"] {
+        assert_eq!(plain.header(gone), None, "{gone}");
+    }
+    let gzip = get(&larder.url("/pushed"), &[("accept-encoding", "gzip")]).await;
+    assert_eq!(gzip.header("content-encoding"), Some("gzip"));
+}
+
+#[tokio::test]
+async fn entries_that_would_never_serve_are_refused_and_https_urls_purge_the_http_key() {
+    let origin = Origin::start(cacheable(vec![("cache-control", "max-age=600".into())])).await;
+    let larder = Larder::start(&origin.url(), |_| {}).await;
+    let mut bad = larder_format::encode_serialized(
+        larder_format::Kind::Response,
+        larder_format::Serializer::MsgPack,
+        b"\xa5hello",
+        &EntryMeta::with_ttl(larder_format::now_ms(), 0),
+        &EncodeOptions::default(),
+    )
+    .expect("encodes");
+    let refused = send("PUT", &larder.admin_url("/entries/k"), &[], bad.clone()).await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+    assert!(refused.text().contains("bad_value"), "{}", refused.text());
+    bad.truncate(23);
+    assert_eq!(send("PUT", &larder.admin_url("/entries/k"), &[], bad).await.status, StatusCode::BAD_REQUEST);
+
+    get(&larder.url("/s"), &[]).await;
+    let url = format!("https://{}/s", larder.addr);
+    let purged = send("POST", &larder.admin_url("/purge"), &[], format!(r#"{{"url":"{url}"}}"#)).await;
+    assert_eq!(purged.text().trim(), r#"{"purged":1}"#);
+}

@@ -2,6 +2,8 @@
 
 An entry is a small header (kind, serializer, compressor, created-at, expires-at, stale window, version, tags)
 followed by a payload: a serialized value, or an HTTP response, compressed when that pays (spec/FORMAT.md).
+`push_response` and `purge` put responses into a running larder proxy's cache, and take them out, through its admin
+API (larder.admin).
 
     >>> import larder
     >>> data = larder.encode({"id": 7, "name": "Ada"}, created_at=1_700_000_000_000, ttl_ms=60_000, tags=["user:7"])
@@ -12,6 +14,7 @@ followed by a payload: a serialized value, or an HTTP response, compressed when 
 
 from __future__ import annotations
 
+from .admin import AdminError, PurgeError, PushError, proxy_key, purge, push_entry, push_response
 from .compressors import DEFAULT_MAX_SIZE
 from .entry import DEFAULT_THRESHOLD, Entry, decode, decode_payload, encode, encode_response, now_ms
 from .errors import ERROR_KINDS, InvalidEntry
@@ -32,10 +35,13 @@ __all__ = [
     "KINDS",
     "MAX_NESTING",
     "SERIALIZERS",
+    "AdminError",
     "Entry",
     "Header",
     "HttpResponse",
     "InvalidEntry",
+    "PurgeError",
+    "PushError",
     "decode",
     "decode_payload",
     "encode",
@@ -44,6 +50,10 @@ __all__ = [
     "namespaced_key",
     "now_ms",
     "peek_expires_at",
+    "proxy_key",
+    "purge",
+    "push_entry",
+    "push_response",
     "read_header",
     "safe_key",
     "url_key",

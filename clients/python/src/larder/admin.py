@@ -1,0 +1,342 @@
+"""Talk to a running larder proxy's admin API: push pre-rendered responses into its cache, and purge them.
+
+`push_response` builds an HTTP response entry (spec/FORMAT.md §4) with `encode_response`, derives the key the proxy
+looks the page up under (spec/FORMAT.md §5.3: method GET, scheme `http`, the URL's host and port, the path and the
+sorted query without tracking parameters, larder's namespace) and PUTs the bytes to `/entries/{key}`. From then on
+the proxy answers `GET url` from the cache without asking the app, until the entry expires or is purged:
+
+    >>> import larder
+    >>> larder.push_response(
+    ...     "http://127.0.0.1:8081",
+    ...     "http://127.0.0.1:8080/about",  # as clients request it through larder
+    ...     200,
+    ...     [("content-type", "text/html; charset=utf-8")],
+    ...     "<h1>About</h1>",
+    ...     ttl=600,
+    ...     tags=["page:about"],
+    ... )  # doctest: +SKIP
+    'GET:http://127.0.0.1:8080/about'
+    >>> larder.purge("http://127.0.0.1:8081", tag="page:about")  # doctest: +SKIP
+    1
+
+`push_entry` PUTs entry bytes made any other way. Only the standard library is used (urllib.request), without any
+HTTP proxy from the environment: the admin API is reached directly. Every failure to talk to it (unreachable, timed
+out, an HTTP error status) raises `AdminError` (`PushError` for pushes, `PurgeError` for purges) carrying the HTTP
+status and the server's own error message; arguments the format or HTTP cannot carry raise ValueError or TypeError
+before anything is sent.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import math
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Final, Union
+
+from .entry import encode_response, now_ms
+from .keys import DEFAULT_DROP, http_key
+from .response import CONTENT_ENCODINGS, HttpResponse
+
+HeaderPart = Union[bytes, str]
+#: Response headers: a mapping, or (name, value) pairs in order (duplicates kept, as for two Set-Cookie lines).
+Headers = Union[Mapping[str, HeaderPart], Mapping[bytes, HeaderPart], Iterable[tuple[HeaderPart, HeaderPart]]]
+
+#: Fields a server derives when it sends a body, so they are never stored (spec/FORMAT.md §4).
+HOP_BY_HOP: Final = frozenset(
+    {b"connection", b"keep-alive", b"transfer-encoding", b"te", b"trailer", b"upgrade", b"proxy-connection"}
+)
+
+#: Most bytes of an error response read for its message.
+_MAX_ERROR_BODY: Final = 64 << 10
+_TOKEN: Final = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_BAD_VALUE_BYTES: Final = re.compile(rb"[\x00\r\n]")
+
+
+class AdminError(Exception):
+    """A request to larder's admin API failed.
+
+    `status` is the HTTP status the admin API answered (None when there was no answer: unreachable, refused, timed
+    out), `message` the server's error message (its JSON `error` field) or the network error, `url` what was asked.
+    """
+
+    status: int | None
+    message: str
+    url: str
+
+    def __init__(self, message: str, *, status: int | None = None, url: str = "") -> None:
+        where = f"{url}: " if url else ""
+        code = f"HTTP {status}: " if status is not None else ""
+        super().__init__(f"{where}{code}{message}")
+        self.status = status
+        self.message = message
+        self.url = url
+
+
+class PushError(AdminError):
+    """Storing an entry through the admin API failed (e.g. 400 `invalid entry: <kind>: ...`, 401, unreachable)."""
+
+
+class PurgeError(AdminError):
+    """A purge through the admin API failed."""
+
+
+def proxy_key(url: str, *, namespace: str = "", drop: Sequence[str] = DEFAULT_DROP) -> str:
+    """The key larder's proxy stores and finds `GET url` under.
+
+    `url` is the URL as clients request it through larder (`http://host[:port]/path?query`); the proxy keys every
+    request with the scheme `http` and the authority of its Host header, so an `https://` URL (larder behind a TLS
+    terminator) gives the same key as its `http://` form, with the default port 443 left out. `namespace` and `drop`
+    must match larder's `--namespace` and `drop_query_params` settings.
+    """
+    scheme, sep, rest = url.partition("://")
+    scheme = scheme.lower()
+    if not sep or scheme not in ("http", "https"):
+        raise ValueError(f"not an http:// or https:// URL: {url!r}")
+    end = len(rest)
+    for stop in "/?#":
+        found = rest.find(stop)
+        if found != -1:
+            end = min(end, found)
+    authority = rest[:end].rpartition("@")[2]
+    if not authority:
+        raise ValueError(f"the URL has no host: {url!r}")
+    if scheme == "https" and authority.endswith(":443"):
+        authority = authority[: -len(":443")]
+    return http_key("GET", "http", authority, rest[end:], namespace=namespace, drop=drop)
+
+
+def push_response(
+    admin_url: str,
+    url: str,
+    status: int,
+    headers: Headers = (),
+    body: bytes | bytearray | memoryview | str = b"",
+    ttl: float | None = 3600,
+    tags: Sequence[str] = (),
+    *,
+    stale: float = 0,
+    content_encoding: str = "identity",
+    namespace: str = "",
+    drop: Sequence[str] = DEFAULT_DROP,
+    token: str | None = None,
+    timeout: float = 5.0,
+) -> str:
+    """Stores an HTTP response in a running larder, to be served for `GET url`; returns the key it was stored under.
+
+    - `admin_url`: larder's admin API, e.g. `http://127.0.0.1:8081` (a bare `host:port` means http).
+    - `url`: the page's URL as clients request it through larder, e.g. `http://127.0.0.1:8080/page?id=3`
+      (see `proxy_key`); HEAD requests for it are answered from the same entry.
+    - `status`: 100-999. `headers`: a mapping or (name, value) pairs, str or bytes, in order, duplicates kept.
+      Names are stored lowercased. Content-Length and hop-by-hop fields (Connection and what it names, Keep-Alive,
+      Transfer-Encoding, TE, Trailer, Upgrade, Proxy-Connection) are left out: larder derives them when it serves.
+      A Content-Encoding field equal to `content_encoding` is left out too; one naming another coding larder knows
+      (gzip, br, zstd) is a ValueError; any other coding is kept and served as is.
+    - `body`: bytes, or a str stored as UTF-8, in the coding `content_encoding` says: `identity`, `gzip`, `br` or
+      `zstd`. larder sends an encoded body as is to clients that accept its coding and decodes it for the others.
+    - `ttl`: seconds the response is fresh (a positive int or float), or None for no expiry (until purged or
+      evicted). `stale`: seconds past expiry the entry is kept and may be served stale, as the response's
+      Cache-Control or larder's stale settings allow. `tags`: names to purge it by.
+    - `namespace`, `drop`: larder's `--namespace` and dropped query parameters, which the key depends on.
+    - `token`: the admin API's bearer token, if it has one. `timeout`: seconds to wait for each network step.
+
+    Raises ValueError or TypeError for arguments that cannot be stored (before sending anything), and `PushError`
+    when the admin API cannot be reached or refuses the entry (its `status` and `message` say why).
+    """
+    response = HttpResponse(status, _store_headers(headers, content_encoding), body, content_encoding)
+    key = proxy_key(url, namespace=namespace, drop=drop)
+    entry = encode_response(
+        response,
+        # As larder stores the responses it caches itself: a hit then serves the body without decompressing it.
+        compressor="none",
+        created_at=now_ms(),
+        ttl_ms=_ttl_ms(ttl),
+        stale_ms=_seconds_to_ms(stale, "stale"),
+        tags=tags,
+    )
+    push_entry(admin_url, key, entry, token=token, timeout=timeout)
+    return key
+
+
+def push_entry(
+    admin_url: str,
+    key: str,
+    entry: bytes | bytearray | memoryview,
+    *,
+    token: str | None = None,
+    timeout: float = 5.0,
+) -> None:
+    """PUTs entry bytes (spec/FORMAT.md) under `key`, exactly as given (the admin API checks them).
+
+    Raises `PushError`: status 400 with message `invalid entry: <kind>: <detail>` for bytes that are not a valid
+    entry, 401 without the right token, None when the admin API cannot be reached.
+    """
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"the key must be a non-empty str, not {key!r}")
+    target = _admin_base(admin_url) + "/entries/" + urllib.parse.quote(key, safe="")
+    headers = {"Content-Type": "application/octet-stream"}
+    status, reply = _request("PUT", target, bytes(entry), headers, token, timeout, PushError)
+    if not isinstance(reply, dict) or reply.get("stored") is not True:
+        raise PushError(f"unexpected answer {reply!r}", status=status, url=target)
+
+
+def purge(
+    admin_url: str,
+    *,
+    url: str | None = None,
+    prefix: str | None = None,
+    tag: str | None = None,
+    token: str | None = None,
+    timeout: float = 5.0,
+) -> int:
+    """Removes entries from a running larder: the one for `GET url`, every key starting with `prefix`, or every
+    entry tagged `tag` (give exactly one). Returns how many were removed.
+
+    `url` is sent as given and keyed by larder itself, with its own namespace. Raises ValueError unless exactly one
+    of `url`, `prefix`, `tag` is given, and `PurgeError` when the admin API cannot be reached or refuses.
+    """
+    given = {name: value for name, value in (("url", url), ("prefix", prefix), ("tag", tag)) if value is not None}
+    if len(given) != 1:
+        raise ValueError("give exactly one of url, prefix, tag")
+    for name, value in given.items():
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    target = _admin_base(admin_url) + "/purge"
+    headers = {"Content-Type": "application/json"}
+    body = json.dumps(given).encode("utf-8")
+    status, reply = _request("POST", target, body, headers, token, timeout, PurgeError)
+    purged = reply.get("purged") if isinstance(reply, dict) else None
+    if isinstance(purged, bool) or not isinstance(purged, int):
+        raise PurgeError(f"unexpected answer {reply!r}", status=status, url=target)
+    return purged
+
+
+def _store_headers(headers: Headers, content_encoding: str) -> list[tuple[bytes, bytes]]:
+    """The header pairs to store: names lowercased, fields larder derives when serving left out."""
+    if isinstance(headers, (str, bytes)):
+        raise TypeError("headers must be a mapping or (name, value) pairs, not a single string")
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    pairs: list[tuple[bytes, bytes]] = []
+    for pair in items:
+        name, value = pair
+        name_bytes = _as_bytes(name, "header name").lower()
+        value_bytes = _as_bytes(value, "header value").strip(b" \t")
+        if not _TOKEN.fullmatch(name_bytes):
+            raise ValueError(f"not a valid header name: {name!r}")
+        if _BAD_VALUE_BYTES.search(value_bytes):
+            raise ValueError(f"header {name!r} has a CR, LF or NUL in its value")
+        pairs.append((name_bytes, value_bytes))
+    named_by_connection = {
+        option.strip().lower()
+        for name, value in pairs
+        if name == b"connection"
+        for option in value.split(b",")
+        if option.strip()
+    }
+    kept = []
+    for name, value in pairs:
+        if name == b"content-length" or name in HOP_BY_HOP or name in named_by_connection:
+            continue
+        if name == b"content-encoding":
+            coding = value.decode("latin-1").lower()
+            if coding == content_encoding:
+                continue
+            # A coding larder knows belongs in content_encoding; an unknown one is kept and served as is, which
+            # only makes sense for a body that larder is told is not encoded otherwise.
+            if coding in CONTENT_ENCODINGS or content_encoding != "identity":
+                raise ValueError(
+                    f"the header says Content-Encoding: {coding} but content_encoding is {content_encoding!r}:"
+                    " give the body's coding as content_encoding= (and leave the header out)"
+                )
+        kept.append((name, value))
+    return kept
+
+
+def _ttl_ms(ttl: float | None) -> int | None:
+    if ttl is None:
+        return None  # no expiry: encode_response writes expires_at 0
+    ms = _seconds_to_ms(ttl, "ttl")
+    if ttl <= 0:
+        raise ValueError(f"ttl must be positive seconds, or None for no expiry, not {ttl!r}")
+    return max(ms, 1)  # 0 ms would mean "never expires"
+
+
+def _seconds_to_ms(seconds: float, what: str) -> int:
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise TypeError(f"{what} must be seconds as an int or float, not {type(seconds).__name__}")
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"{what} must be finite, non-negative seconds, not {seconds!r}")
+    return round(seconds * 1000)
+
+
+def _as_bytes(value: object, what: str) -> bytes:
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    raise TypeError(f"{what} must be bytes or str, not {type(value).__name__}")
+
+
+def _admin_base(admin_url: str) -> str:
+    if not isinstance(admin_url, str) or not admin_url:
+        raise ValueError(f"admin_url must be a URL such as http://127.0.0.1:8081, not {admin_url!r}")
+    base = admin_url if "://" in admin_url else "http://" + admin_url
+    parts = urllib.parse.urlsplit(base)
+    if parts.scheme.lower() not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+        raise ValueError(f"admin_url must be a URL such as http://127.0.0.1:8081, not {admin_url!r}")
+    return base.rstrip("/")
+
+
+# Direct connections only: an HTTP proxy from the environment has no business between a client and its admin API.
+_OPENER: Final = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def _request(
+    method: str,
+    url: str,
+    data: bytes,
+    headers: dict[str, str],
+    token: str | None,
+    timeout: float,
+    error: type[AdminError],
+) -> tuple[int, object]:
+    """Sends one request; returns the status and the decoded JSON answer (None if empty), or raises `error`."""
+    if token is not None:
+        headers = {**headers, "Authorization": f"Bearer {token}"}
+    request = urllib.request.Request(url, data=data, headers=headers, method=method)
+    try:
+        with _OPENER.open(request, timeout=timeout) as response:
+            status = int(response.status)
+            raw = response.read()
+    except urllib.error.HTTPError as e:
+        raise error(_error_message(e), status=e.code, url=url) from None
+    except urllib.error.URLError as e:
+        raise error(f"cannot reach the admin API: {e.reason}", url=url) from e
+    except (OSError, http.client.HTTPException) as e:  # a timeout or a broken connection while reading
+        raise error(f"cannot reach the admin API: {e or type(e).__name__}", url=url) from e
+    if not raw.strip():
+        return status, None
+    try:
+        return status, json.loads(raw)
+    except ValueError:
+        raise error(f"the answer is not JSON: {raw[:200]!r}", status=status, url=url) from None
+
+
+def _error_message(e: urllib.error.HTTPError) -> str:
+    """The `error` field of a JSON error body, else the body's text, else the status's reason phrase."""
+    try:
+        with e:
+            text = e.read(_MAX_ERROR_BODY).decode("utf-8", errors="replace").strip()
+    except (OSError, http.client.HTTPException):
+        text = ""
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict) and isinstance(parsed.get("error"), str):
+        return str(parsed["error"])
+    return text or str(e.reason or http.client.responses.get(e.code, "error"))
