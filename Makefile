@@ -14,7 +14,7 @@ LARDER_DEBUG := $(CURDIR)/target/debug/larder
 
 demo:
 	cargo build --release -p larder-cli
-	./target/release/larder bench codecs
+	./target/release/larder demo
 
 test: lint-rust test-rust test-python
 

@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 
 use base64::Engine;
+use larder_format::json::JsonNode;
 use rmpv::ValueRef;
 
 /// Python's `repr` of a float: shortest round-trip digits, positional for decimal exponents -4..=15, else
@@ -257,76 +258,8 @@ fn enter(level: usize) -> Result<(), DisplayError> {
     }
 }
 
-/// A JSON document as written, duplicate keys and number texts included (serde_json's own `Value` keeps only the
-/// last of duplicate keys, and the display must show them all).
-#[derive(Debug)]
-pub enum JsonNode {
-    Null,
-    Bool(bool),
-    Number(String),
-    String(String),
-    Array(Vec<JsonNode>),
-    Object(Vec<(String, JsonNode)>),
-}
-
-impl<'de> serde::Deserialize<'de> for JsonNode {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(JsonNodeVisitor)
-    }
-}
-
-struct JsonNodeVisitor;
-
-/// How serde_json (with `arbitrary_precision`) hands a number to a visitor: a one-entry map under this key.
-const SERDE_JSON_NUMBER: &str = "$serde_json::private::Number";
-
-impl<'de> serde::de::Visitor<'de> for JsonNodeVisitor {
-    type Value = JsonNode;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a JSON value")
-    }
-    fn visit_unit<E>(self) -> Result<JsonNode, E> {
-        Ok(JsonNode::Null)
-    }
-    fn visit_bool<E>(self, b: bool) -> Result<JsonNode, E> {
-        Ok(JsonNode::Bool(b))
-    }
-    fn visit_u64<E>(self, n: u64) -> Result<JsonNode, E> {
-        Ok(JsonNode::Number(n.to_string()))
-    }
-    fn visit_i64<E>(self, n: i64) -> Result<JsonNode, E> {
-        Ok(JsonNode::Number(n.to_string()))
-    }
-    fn visit_f64<E>(self, n: f64) -> Result<JsonNode, E> {
-        Ok(JsonNode::Number(format!("{n:e}")))
-    }
-    fn visit_str<E>(self, s: &str) -> Result<JsonNode, E> {
-        Ok(JsonNode::String(s.to_owned()))
-    }
-    fn visit_string<E>(self, s: String) -> Result<JsonNode, E> {
-        Ok(JsonNode::String(s))
-    }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<JsonNode, A::Error> {
-        let mut items = Vec::new();
-        while let Some(item) = seq.next_element()? {
-            items.push(item);
-        }
-        Ok(JsonNode::Array(items))
-    }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<JsonNode, A::Error> {
-        let mut pairs = Vec::new();
-        while let Some(key) = map.next_key::<String>()? {
-            if key == SERDE_JSON_NUMBER && pairs.is_empty() {
-                return Ok(JsonNode::Number(map.next_value::<String>()?));
-            }
-            pairs.push((key, map.next_value()?));
-        }
-        Ok(JsonNode::Object(pairs))
-    }
-}
-
-/// Appends a JSON value read from a json-serialized payload; `level` as for [`write_msgpack`].
+/// Appends a JSON value read from a json-serialized payload (duplicate keys and number texts as written);
+/// `level` as for [`write_msgpack`].
 pub fn write_json(out: &mut String, value: &JsonNode, level: usize, limits: &Limits) -> Result<(), DisplayError> {
     match value {
         JsonNode::Null => out.push_str("null"),

@@ -22,10 +22,11 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     Bench(commands::bench::BenchArgs),
+    Demo(commands::demo::DemoArgs),
     Encode(commands::encode::EncodeArgs),
     Inspect(commands::inspect::InspectArgs),
     Key(commands::key::KeyArgs),
-    Serve(commands::serve::ServeArgs),
+    Serve(Box<commands::serve::ServeArgs>),
 }
 
 /// Help and version go to stdout as clap prints them; usage errors become one `larder: ` line (spec/CLI.md).
@@ -37,7 +38,17 @@ fn usage_error(error: clap::Error) -> ExitCode {
             return ExitCode::SUCCESS;
         }
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            let _ = error.print();
+            // clap renders the whole help here (a bare `larder`, `larder bench`); one line names what is missing.
+            let rendered = error.render().to_string();
+            let command = rendered
+                .lines()
+                .find_map(|line| line.trim_start().strip_prefix("Usage: "))
+                .map(|usage| usage.split_whitespace().take_while(|w| !w.starts_with(['<', '['])).collect::<Vec<_>>())
+                .unwrap_or_default();
+            match command.get(1..).unwrap_or_default() {
+                [] => eprintln!("larder: a subcommand is required (see --help)"),
+                path => eprintln!("larder: {} needs a subcommand (see --help)", path.join(" ")),
+            }
             return ExitCode::from(2);
         }
         _ => {}
@@ -76,10 +87,11 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Bench(args) => commands::bench::run(args),
+        Command::Demo(args) => commands::demo::run(args),
         Command::Encode(args) => commands::encode::run(args),
         Command::Inspect(args) => commands::inspect::run(args),
         Command::Key(args) => commands::key::run(args),
-        Command::Serve(args) => commands::serve::run(args),
+        Command::Serve(args) => commands::serve::run(*args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -5,10 +5,11 @@ use std::path::PathBuf;
 
 use base64::Engine;
 use bytes::Bytes;
+use larder_format::json::{self, is_integer_text, msgpack_from_json, JsonNode};
 use larder_format::key::{http_key, namespaced_key, safe_key, url_key, KeyOptions};
 use larder_format::{
-    decode_response, encode_response, encode_serialized, json::msgpack_from_json, ContentEncoding, DecodeLimits,
-    EncodeOptions, Entry, EntryMeta, HttpResponse, Kind, Serializer,
+    decode_response, encode_response, encode_serialized, ContentEncoding, DecodeLimits, EncodeOptions, Entry,
+    EntryMeta, HttpResponse, Kind, Serializer,
 };
 use serde_json::Value;
 
@@ -19,6 +20,13 @@ fn vectors_dir() -> PathBuf {
 fn load(name: &str) -> Value {
     let text = std::fs::read_to_string(vectors_dir().join(name)).expect("vector file is readable");
     serde_json::from_str(&text).expect("vector file is JSON")
+}
+
+/// A vector file as written: the documents of the cases' `value` fields keep their number texts (`-0.0`,
+/// `1e+300`), which a `serde_json::Value` does not.
+fn load_document(name: &str) -> JsonNode {
+    let bytes = std::fs::read(vectors_dir().join(name)).expect("vector file is readable");
+    json::parse(&bytes).expect("vector file is JSON")
 }
 
 fn b64(text: &str) -> Vec<u8> {
@@ -74,47 +82,50 @@ fn response_of(case: &Value) -> HttpResponse {
     }
 }
 
+/// The document in a case's `value` field, as written.
+fn value_of(case: &JsonNode) -> &JsonNode {
+    case.get("value").expect("the case has a value")
+}
+
 /// The serialized payload a case's value should have, before compression.
-fn serialized_value(case: &Value, serializer: Serializer) -> Vec<u8> {
+fn serialized_value(case: &Value, document: &JsonNode, serializer: Serializer) -> Vec<u8> {
     match serializer {
         Serializer::MsgPack => {
             let mut out = Vec::new();
-            msgpack_from_json(&case["value"], &mut out).expect("value encodes");
+            msgpack_from_json(value_of(document), &mut out).expect("value encodes");
             out
         }
-        Serializer::Json => serde_json::to_vec(&case["value"]).expect("json"),
+        Serializer::Json => value_of(document).to_compact_vec(),
         Serializer::Text => str_field(case, "value_text").as_bytes().to_vec(),
         Serializer::Raw => b64(str_field(case, "value_base64")),
     }
 }
 
-fn encode_case(case: &Value) -> Vec<u8> {
+fn encode_case(case: &Value, document: &JsonNode) -> Vec<u8> {
     let options = &case["options"];
     let meta = meta_of(options);
     let opts = encode_options(options);
     if str_field(case, "kind") == "response" {
         encode_response(&response_of(case), &meta, &opts).expect("response encodes")
     } else {
-        encode_serialized(Kind::Value, opts.serializer, &serialized_value(case, opts.serializer), &meta, &opts)
-            .expect("value encodes")
+        let payload = serialized_value(case, document, opts.serializer);
+        encode_serialized(Kind::Value, opts.serializer, &payload, &meta, &opts).expect("value encodes")
     }
 }
 
-/// Numbers compare by value (the vector's `1e+300` and a decoder's `1e300` are the same float), everything else
-/// structurally.
-fn json_equal(a: &Value, b: &Value) -> bool {
+/// Numbers compare by value (the vector's `1e+300` and a decoder's `1e300` are the same float; an integer is never
+/// equal to a float), everything else structurally, map order and duplicate keys included.
+fn json_equal(a: &JsonNode, b: &JsonNode) -> bool {
     match (a, b) {
-        (Value::Number(x), Value::Number(y)) => {
-            let (xs, ys) = (x.as_str(), y.as_str());
-            let int = larder_format::json::is_integer_text;
-            match (int(xs), int(ys)) {
-                (true, true) => xs.parse::<i128>().ok() == ys.parse::<i128>().ok(),
-                (false, false) => xs.parse::<f64>().ok().map(f64::to_bits) == ys.parse::<f64>().ok().map(f64::to_bits),
-                _ => false,
-            }
+        (JsonNode::Number(xs), JsonNode::Number(ys)) => match (is_integer_text(xs), is_integer_text(ys)) {
+            (true, true) => xs.parse::<i128>().ok() == ys.parse::<i128>().ok(),
+            (false, false) => xs.parse::<f64>().ok().map(f64::to_bits) == ys.parse::<f64>().ok().map(f64::to_bits),
+            _ => false,
+        },
+        (JsonNode::Array(x), JsonNode::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_equal(a, b))
         }
-        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_equal(a, b)),
-        (Value::Object(x), Value::Object(y)) => {
+        (JsonNode::Object(x), JsonNode::Object(y)) => {
             x.len() == y.len() && x.iter().zip(y).all(|((ka, va), (kb, vb))| ka == kb && json_equal(va, vb))
         }
         _ => a == b,
@@ -122,7 +133,7 @@ fn json_equal(a: &Value, b: &Value) -> bool {
 }
 
 /// Decodes `bytes` and checks header and value against the case.
-fn check_decodes(case: &Value, bytes: &[u8]) {
+fn check_decodes(case: &Value, document: &JsonNode, bytes: &[u8]) {
     let name = str_field(case, "name");
     let options = &case["options"];
     let limits = DecodeLimits::default();
@@ -142,11 +153,13 @@ fn check_decodes(case: &Value, bytes: &[u8]) {
     match entry.header.serializer {
         Serializer::MsgPack => {
             let decoded: Value = rmp_serde::from_slice(&payload).expect("msgpack decodes");
-            assert!(json_equal(&decoded, &case["value"]), "{name}: value {decoded} != {}", case["value"]);
+            let decoded = JsonNode::from(&decoded);
+            let expected = value_of(document);
+            assert!(json_equal(&decoded, expected), "{name}: value {decoded} != {expected}");
         }
         Serializer::Json => {
-            let decoded: Value = serde_json::from_slice(&payload).expect("json decodes");
-            assert!(json_equal(&decoded, &case["value"]), "{name}: value");
+            let decoded = json::parse(&payload).expect("json decodes");
+            assert!(json_equal(&decoded, value_of(document)), "{name}: value");
         }
         Serializer::Text => assert_eq!(std::str::from_utf8(&payload).ok(), case["value_text"].as_str(), "{name}"),
         Serializer::Raw => assert_eq!(&payload[..], &b64(str_field(case, "value_base64"))[..], "{name}: bytes"),
@@ -157,33 +170,92 @@ fn check_decodes(case: &Value, bytes: &[u8]) {
 fn entries_decode_and_encode_as_the_vectors_say() {
     let bless = std::env::var_os("LARDER_BLESS").is_some();
     let mut doc = load("entries.json");
+    let mut document = load_document("entries.json");
     let cases = doc["cases"].as_array_mut().expect("cases");
     assert!(cases.len() >= 40, "the vector file lost cases");
-    for case in cases.iter_mut() {
+    let documents = case_documents(&mut document);
+    assert_eq!(documents.len(), cases.len());
+    for (case, case_document) in cases.iter_mut().zip(documents) {
         let fixed = case["decode_only"].as_bool() == Some(true) || case["hand_written"].as_bool() == Some(true);
         if bless {
             if !fixed {
-                case["entry_hex"] = Value::String(hex::encode(encode_case(case)));
+                let hex = hex::encode(encode_case(case, case_document));
+                set_string(case_document, "entry_hex", &hex);
+                case["entry_hex"] = Value::String(hex);
             }
             let bytes = hex::decode(str_field(case, "entry_hex")).expect("hex");
             let stored = Entry::parse(&bytes).expect("blessed entry parses").header.compressor.name();
+            set_string(case_document, "stored_compressor", stored);
             case["stored_compressor"] = Value::String(stored.to_owned());
         }
         let name = str_field(case, "name").to_owned();
         let expected = hex::decode(str_field(case, "entry_hex")).expect("hex");
-        check_decodes(case, &expected);
+        check_decodes(case, case_document, &expected);
         if case["decode_only"].as_bool() == Some(true) {
             continue;
         }
-        let ours = encode_case(case);
-        check_decodes(case, &ours);
+        let ours = encode_case(case, case_document);
+        check_decodes(case, case_document, &ours);
         if case["stored_compressor"] == "none" {
             assert_eq!(hex::encode(&ours), hex::encode(&expected), "{name}: bytes differ");
         }
     }
     if bless {
-        let text = serde_json::to_string_pretty(&doc).expect("serializes") + "\n";
+        // Written from the document, not the serde_json value, so that number texts stay as they are.
+        let mut text = String::new();
+        write_pretty(&document, 0, &mut text);
+        text.push('\n');
         std::fs::write(vectors_dir().join("entries.json"), text).expect("writes vectors");
+    }
+}
+
+/// The cases of a vector file, as documents.
+fn case_documents(document: &mut JsonNode) -> Vec<&mut JsonNode> {
+    let JsonNode::Object(pairs) = document else { panic!("the vector file is an object") };
+    match pairs.iter_mut().find(|(key, _)| key == "cases") {
+        Some((_, JsonNode::Array(cases))) => cases.iter_mut().collect(),
+        _ => panic!("the vector file has a list of cases"),
+    }
+}
+
+/// Sets the string field `key` of an object, adding it at the end if it is missing.
+fn set_string(object: &mut JsonNode, key: &str, value: &str) {
+    let JsonNode::Object(pairs) = object else { panic!("a case is an object") };
+    match pairs.iter_mut().find(|(k, _)| k == key) {
+        Some((_, slot)) => *slot = JsonNode::String(value.to_owned()),
+        None => pairs.push((key.to_owned(), JsonNode::String(value.to_owned()))),
+    }
+}
+
+/// `serde_json::to_string_pretty`'s layout (two-space indent, `": "`, empty containers as `[]` and `{}`), with
+/// numbers as written.
+fn write_pretty(node: &JsonNode, indent: usize, out: &mut String) {
+    let open_close =
+        |out: &mut String, items: usize, open: char, close: char, item: &mut dyn FnMut(&mut String, usize)| {
+            out.push(open);
+            if items == 0 {
+                out.push(close);
+                return;
+            }
+            for i in 0..items {
+                out.push_str(if i > 0 { ",\n" } else { "\n" });
+                out.push_str(&" ".repeat(indent + 2));
+                item(out, i);
+            }
+            out.push('\n');
+            out.push_str(&" ".repeat(indent));
+            out.push(close);
+        };
+    match node {
+        JsonNode::Array(items) => {
+            open_close(out, items.len(), '[', ']', &mut |out, i| write_pretty(&items[i], indent + 2, out));
+        }
+        JsonNode::Object(pairs) => open_close(out, pairs.len(), '{', '}', &mut |out, i| {
+            out.push_str(&JsonNode::String(pairs[i].0.clone()).to_string());
+            out.push_str(": ");
+            write_pretty(&pairs[i].1, indent + 2, out);
+        }),
+        scalar => out.push_str(&scalar.to_string()),
     }
 }
 

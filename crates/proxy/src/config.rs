@@ -29,6 +29,8 @@ pub struct ProxyConfig {
     pub cache_status_header: String,
     /// Client addresses allowed to send `PURGE` on the main listener.
     pub purge_allowed: Vec<IpAddr>,
+    /// Serving threads, each with its own runtime and listening socket (0 = one per core).
+    pub workers: usize,
     pub cache: CacheSection,
     pub limits: LimitsSection,
 }
@@ -95,6 +97,7 @@ impl Default for ProxyConfig {
             drop_query_params: larder_format::key::DEFAULT_DROP_PARAMS.iter().map(|s| (*s).to_owned()).collect(),
             cache_status_header: "x-cache".into(),
             purge_allowed: vec![IpAddr::from([127, 0, 0, 1]), IpAddr::from([0u16, 0, 0, 0, 0, 0, 0, 1])],
+            workers: 0,
             cache: CacheSection::default(),
             limits: LimitsSection::default(),
         }

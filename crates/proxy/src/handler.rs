@@ -272,12 +272,7 @@ impl<S: Store> Proxy<S> {
 
     /// A response just prepared for the store, read back as a stored one (so it is served exactly as a hit is).
     fn served_form(&self, key: String, prepared: stored::ToStore) -> Stored {
-        let mut headers = HeaderMap::with_capacity(prepared.response.headers.len());
-        for (name, value) in &prepared.response.headers {
-            if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name), http::HeaderValue::from_bytes(value)) {
-                headers.append(n, v);
-            }
-        }
+        let headers = stored::header_map(&prepared.response.headers);
         Stored { meta: prepared.meta, response: prepared.response, key, headers }
     }
 

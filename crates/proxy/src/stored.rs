@@ -39,12 +39,7 @@ pub struct Stored {
 impl Stored {
     pub fn from_entry(key: String, bytes: &Bytes) -> Option<Stored> {
         let (meta, response) = decode_response(bytes, &DecodeLimits::default()).ok()?;
-        let mut headers = HeaderMap::with_capacity(response.headers.len());
-        for (name, value) in &response.headers {
-            if let (Ok(name), Ok(value)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) {
-                headers.append(name, value);
-            }
-        }
+        let headers = header_map(&response.headers);
         Some(Stored { meta, response, key, headers })
     }
 
@@ -69,6 +64,17 @@ impl Stored {
     pub fn age_seconds(&self, now_ms: u64) -> u64 {
         freshness::age_seconds(&self.headers) + now_ms.saturating_sub(self.meta.created_at) / 1000
     }
+}
+
+/// Stored header pairs as a map; values share the entry's memory instead of being copied.
+pub fn header_map(pairs: &[(Bytes, Bytes)]) -> HeaderMap {
+    let mut headers = HeaderMap::with_capacity(pairs.len());
+    for (name, value) in pairs {
+        if let (Ok(name), Ok(value)) = (HeaderName::from_bytes(name), HeaderValue::from_maybe_shared(value.clone())) {
+            headers.append(name, value);
+        }
+    }
+    headers
 }
 
 /// Finds the stored response for a request: the base key holds either the response or a `Vary` marker naming the

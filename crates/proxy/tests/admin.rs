@@ -144,7 +144,8 @@ async fn a_token_guards_the_admin_api_when_set() {
 async fn pushed_entries_cannot_break_responses_or_smuggle_connection_fields() {
     let origin = Origin::start(cacheable(vec![])).await;
     let larder = Larder::start(&origin.url(), |_| {}).await;
-    let gzipped = larder_format::compress::compress(larder_format::Compressor::Gzip, None, b"hello hello").expect("gzip");
+    let gzipped =
+        larder_format::compress::compress(larder_format::Compressor::Gzip, None, b"hello hello").expect("gzip");
     let response = HttpResponse {
         status: 200,
         headers: vec![
@@ -157,12 +158,20 @@ async fn pushed_entries_cannot_break_responses_or_smuggle_connection_fields() {
         body: Bytes::from(gzipped),
         content_encoding: ContentEncoding::Identity,
     };
-    let entry = encode_response(&response, &EntryMeta::with_ttl(larder_format::now_ms(), 600_000), &EncodeOptions::default())
-        .expect("encodes");
+    let entry =
+        encode_response(&response, &EntryMeta::with_ttl(larder_format::now_ms(), 600_000), &EncodeOptions::default())
+            .expect("encodes");
     let key = key_of(&larder, "/pushed");
-    assert_eq!(send("PUT", &larder.admin_url(&format!("/entries/{}", escaped(&key))), &[], entry).await.status, StatusCode::CREATED);
+    assert_eq!(
+        send("PUT", &larder.admin_url(&format!("/entries/{}", escaped(&key))), &[], entry).await.status,
+        StatusCode::CREATED
+    );
     let plain = get(&larder.url("/pushed"), &[]).await;
-    assert_eq!((plain.status, plain.text().as_str()), (StatusCode::OK, "hello hello"), "decoded, with a correct length");
+    assert_eq!(
+        (plain.status, plain.text().as_str()),
+        (StatusCode::OK, "hello hello"),
+        "decoded, with a correct length"
+    );
     for gone in ["connection", "x-priv", "keep-alive", "content-encoding"] {
         assert_eq!(plain.header(gone), None, "{gone}");
     }

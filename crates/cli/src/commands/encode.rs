@@ -3,12 +3,11 @@
 use base64::Engine;
 use bytes::Bytes;
 use clap::{Args, ValueEnum};
-use larder_format::json::msgpack_from_json;
+use larder_format::json::{self, is_integer_text, msgpack_from_json, JsonNode};
 use larder_format::{
     encode_response, encode_serialized, now_ms, Compressor, ContentEncoding, EncodeOptions, EntryMeta, HttpResponse,
     Kind, Serializer,
 };
-use serde_json::Value;
 
 use crate::commands::read_stdin;
 use crate::Failure;
@@ -68,8 +67,10 @@ fn parse_compressor(s: &str) -> Result<Compressor, String> {
 
 pub fn run(args: EncodeArgs) -> Result<(), Failure> {
     let input = read_stdin()?;
-    let document: Value =
-        serde_json::from_slice(&input).map_err(|e| Failure::input(format!("stdin is not a JSON document: {e}")))?;
+    // A map keeps the last value of a duplicate key, where the first one stood, as the Python CLI's dict does.
+    let document = json::parse(&input)
+        .map_err(|e| Failure::input(format!("stdin is not a JSON document: {e}")))?
+        .without_duplicate_keys();
     let created_at = args.created_at.unwrap_or_else(now_ms);
     let mut meta = EntryMeta::with_ttl(created_at, args.ttl.saturating_mul(1000));
     meta.stale_ms = args.stale.saturating_mul(1000);
@@ -96,7 +97,7 @@ pub fn run(args: EncodeArgs) -> Result<(), Failure> {
     crate::output::write_stdout(&entry)
 }
 
-fn serialized_payload(document: &Value, serializer: Serializer) -> Result<Vec<u8>, Failure> {
+fn serialized_payload(document: &JsonNode, serializer: Serializer) -> Result<Vec<u8>, Failure> {
     Ok(match serializer {
         Serializer::MsgPack => {
             let mut out = Vec::new();
@@ -104,12 +105,13 @@ fn serialized_payload(document: &Value, serializer: Serializer) -> Result<Vec<u8
             out
         }
         Serializer::Json => {
-            larder_format::json::check_nesting(document)?;
+            json::check_nesting(document)?;
             reject_non_finite(document)?;
-            serde_json::to_vec(document)?
+            // Numbers as written: FORMAT.md §6 lets the JSON text differ between languages, not the values.
+            document.to_compact_vec()
         }
         Serializer::Text => match document {
-            Value::String(text) => text.clone().into_bytes(),
+            JsonNode::String(text) => text.clone().into_bytes(),
             _ => return Err(Failure::input("--serializer text needs a JSON string on stdin")),
         },
         Serializer::Raw => bytes_from_json(document, "--serializer raw needs a JSON string or {\"$base64\": ...}")?,
@@ -117,27 +119,27 @@ fn serialized_payload(document: &Value, serializer: Serializer) -> Result<Vec<u8
 }
 
 /// JSON has no infinities: a number too large for a float64 cannot go into a json payload.
-fn reject_non_finite(value: &Value) -> Result<(), Failure> {
+fn reject_non_finite(value: &JsonNode) -> Result<(), Failure> {
     match value {
-        Value::Number(n) if !larder_format::json::is_integer_text(n.as_str()) => {
-            if n.as_str().parse::<f64>().is_ok_and(f64::is_finite) {
+        JsonNode::Number(text) if !is_integer_text(text) => {
+            if text.parse::<f64>().is_ok_and(f64::is_finite) {
                 Ok(())
             } else {
-                Err(Failure::input(format!("the number {} does not fit a float64", n.as_str())))
+                Err(Failure::input(format!("the number {text} does not fit a float64")))
             }
         }
-        Value::Array(items) => items.iter().try_for_each(reject_non_finite),
-        Value::Object(map) => map.values().try_for_each(reject_non_finite),
+        JsonNode::Array(items) => items.iter().try_for_each(reject_non_finite),
+        JsonNode::Object(pairs) => pairs.iter().try_for_each(|(_, item)| reject_non_finite(item)),
         _ => Ok(()),
     }
 }
 
 /// A JSON string's UTF-8 bytes, or the bytes of `{"$base64": "..."}`.
-fn bytes_from_json(value: &Value, what: &str) -> Result<Vec<u8>, Failure> {
+fn bytes_from_json(value: &JsonNode, what: &str) -> Result<Vec<u8>, Failure> {
     match value {
-        Value::String(text) => Ok(text.clone().into_bytes()),
-        Value::Object(map) if map.len() == 1 => match map.get("$base64") {
-            Some(Value::String(b64)) => base64::engine::general_purpose::STANDARD
+        JsonNode::String(text) => Ok(text.clone().into_bytes()),
+        JsonNode::Object(pairs) if pairs.len() == 1 => match value.get("$base64") {
+            Some(JsonNode::String(b64)) => base64::engine::general_purpose::STANDARD
                 .decode(b64)
                 .map_err(|e| Failure::input(format!("bad base64: {e}"))),
             _ => Err(Failure::input(what)),
@@ -146,17 +148,17 @@ fn bytes_from_json(value: &Value, what: &str) -> Result<Vec<u8>, Failure> {
     }
 }
 
-fn response_from_json(document: &Value) -> Result<HttpResponse, Failure> {
-    let status = document
-        .get("status")
-        .and_then(Value::as_u64)
-        .and_then(|s| u16::try_from(s).ok())
-        .ok_or_else(|| Failure::input("a response document needs an integer \"status\""))?;
+fn response_from_json(document: &JsonNode) -> Result<HttpResponse, Failure> {
+    let status = match document.get("status") {
+        Some(JsonNode::Number(text)) if is_integer_text(text) => text.parse::<u16>().ok(),
+        _ => None,
+    };
+    let status = status.ok_or_else(|| Failure::input("a response document needs an integer \"status\""))?;
     let mut headers = Vec::new();
     if let Some(list) = document.get("headers") {
         let pairs = list.as_array().ok_or_else(|| Failure::input("\"headers\" must be a list of [name, value]"))?;
         for pair in pairs {
-            match pair.as_array().map(Vec::as_slice) {
+            match pair.as_array() {
                 Some([name, value]) => headers.push((
                     Bytes::from(bytes_from_json(name, "a header name must be a string")?),
                     Bytes::from(bytes_from_json(value, "a header value must be a string")?),
@@ -170,7 +172,7 @@ fn response_from_json(document: &Value) -> Result<HttpResponse, Failure> {
         None => Vec::new(),
     };
     let content_encoding = match document.get("content_encoding") {
-        Some(Value::String(name)) => name.parse::<ContentEncoding>().map_err(Failure::input)?,
+        Some(JsonNode::String(name)) => name.parse::<ContentEncoding>().map_err(Failure::input)?,
         Some(_) => return Err(Failure::input("\"content_encoding\" must be a string")),
         None => ContentEncoding::Identity,
     };

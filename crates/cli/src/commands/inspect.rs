@@ -171,7 +171,7 @@ fn value_display(serializer: Serializer, payload: &[u8]) -> Result<String, Decod
             display::write_msgpack(&mut out, &value, 0, &limits)
         }
         Serializer::Json => {
-            let value: display::JsonNode = serde_json::from_slice(payload).map_err(|e| bad(format!("json: {e}")))?;
+            let value = larder_format::json::parse(payload).map_err(|e| bad(format!("json: {e}")))?;
             display::write_json(&mut out, &value, 0, &limits)
         }
         Serializer::Text => {

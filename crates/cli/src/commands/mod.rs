@@ -1,6 +1,7 @@
 //! One module per `larder` subcommand.
 
 pub mod bench;
+pub mod demo;
 pub mod encode;
 pub mod inspect;
 pub mod key;

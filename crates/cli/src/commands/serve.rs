@@ -66,6 +66,9 @@ pub struct ServeArgs {
     /// Seconds to wait for the app's response head before answering 504.
     #[arg(long, env = "LARDER_UPSTREAM_TIMEOUT", value_name = "SECS")]
     upstream_timeout: Option<u64>,
+    /// Serving threads, each with its own listening socket [default: one per core].
+    #[arg(long, env = "LARDER_WORKERS", value_name = "N")]
+    workers: Option<usize>,
 }
 
 /// `1048576`, `512K`, `256M`, `2G` (binary multiples).
@@ -141,6 +144,9 @@ impl ServeArgs {
         if let Some(v) = self.upstream_timeout {
             config.limits.upstream_timeout_secs = v;
         }
+        if let Some(v) = self.workers {
+            config.workers = v;
+        }
         config.validate().map_err(|e| Failure::input(e.to_string()))?;
         Ok(config)
     }
@@ -165,23 +171,19 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
-    let runtime = tokio::runtime::Runtime::new().map_err(|e| Failure::input(format!("cannot start: {e}")))?;
-    runtime.block_on(async move {
-        let store = memory_store(&config)?;
-        let server = Server::bind(config.clone(), store, Arc::new(SystemClock))
-            .await
-            .map_err(|e| Failure::input(e.to_string()))?;
-        tracing::info!(
-            listen = ?server.local_addr(),
-            admin = ?server.admin_addr(),
-            upstream = %config.upstream,
-            capacity_bytes = config.cache.capacity_bytes,
-            "larder is serving"
-        );
-        server.run(shutdown_signal()).await;
-        tracing::info!("stopped");
-        Ok(())
-    })
+    let store = memory_store(&config)?;
+    let server =
+        Server::bind(config.clone(), store, Arc::new(SystemClock)).map_err(|e| Failure::input(e.to_string()))?;
+    tracing::info!(
+        listen = ?server.local_addr(),
+        admin = ?server.admin_addr(),
+        upstream = %config.upstream,
+        capacity_bytes = config.cache.capacity_bytes,
+        "larder is serving"
+    );
+    server.run_per_core(config.workers, shutdown_signal()).map_err(|e| Failure::input(e.to_string()))?;
+    tracing::info!("stopped");
+    Ok(())
 }
 
 /// SIGTERM or Ctrl-C.

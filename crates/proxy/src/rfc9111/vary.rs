@@ -36,7 +36,10 @@ pub fn selecting_values(names: &[String], request: &HeaderMap) -> String {
         out.push(':');
         let elements: Vec<String> = values
             .flat_map(|v| {
-                String::from_utf8_lossy(v.as_bytes()).split(',').map(|e| e.trim().to_owned()).collect::<Vec<_>>()
+                String::from_utf8_lossy(v.as_bytes())
+                    .split(',')
+                    .map(|e| e.trim_matches([' ', '\t']).to_owned())
+                    .collect::<Vec<_>>()
             })
             .collect();
         out.push_str(&elements.join(","));

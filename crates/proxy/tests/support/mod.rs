@@ -158,7 +158,7 @@ impl Larder {
             .maintenance_interval(None)
             .build()
             .expect("store");
-        let server = Server::bind(config, store, clock.clone()).await.expect("larder binds");
+        let server = Server::bind(config, store, clock.clone()).expect("larder binds");
         let addr = server.local_addr().expect("address");
         let admin = server.admin_addr();
         let proxy = server.proxy().clone();
