@@ -226,6 +226,19 @@ mod tests {
         assert!(toml::from_str::<ProxyConfig>("upstream_url = \"x\"").is_err());
     }
 
+    /// The configuration reference in docs/ARCHITECTURE.md parses and lists exactly the defaults.
+    #[test]
+    fn the_documented_configuration_is_the_default() {
+        let doc = include_str!("../../../docs/ARCHITECTURE.md");
+        let section = doc.split("### Configuration").nth(1).expect("the configuration section");
+        let block = section.split("```toml").nth(1).and_then(|b| b.split("```").next()).expect("a toml block");
+        let documented: ProxyConfig = toml::from_str(block).expect("the documented configuration parses");
+        assert_eq!(
+            format!("{documented:?}"),
+            format!("{:?}", ProxyConfig { admin_token: Some(String::new()), ..ProxyConfig::default() })
+        );
+    }
+
     #[test]
     fn validation_catches_what_would_fail_later() {
         let ok = ProxyConfig::default();

@@ -1,0 +1,659 @@
+#!/usr/bin/env bash
+# bench/peers.sh: larder against its peers on cached hits, side by side in one run.
+#
+# What it measures
+#   nginx proxy_cache, Varnish (malloc storage) and larder (release build, --capacity 256M) run on loopback in
+#   front of one origin (a separate nginx serving static /10k and /100k pages with Cache-Control: max-age=3600).
+#   Each proxy is warmed until it answers both pages from cache (checked with its cache-status header: nginx
+#   X-Cache-Status, Varnish X-Cache set in vcl_deliver from obj.hits, larder x-cache; the run stops if a warm-up
+#   request is not a HIT), then wrk measures cached hits: req/s and p99 latency for each server and page.
+#   Measurements are interleaved (round after round, each round visiting every server) and the median of the
+#   rounds is reported, so that the noise of a shared machine falls on every server alike. The origin's access
+#   log is counted around every measurement: a measurement that reached the origin is flagged, since it was not
+#   all hits. Last, larder holds 5,000 concurrent keep-alive connections (wrk -c5000) on a cached page, and every
+#   error wrk reports (connect, read, write, timeout, non-2xx) is counted.
+#
+# Why ratios
+#   This machine has 2 cores shared with wrk and with other tenants: absolute req/s move from run to run and
+#   from machine to machine. Ratios between servers measured in the same run under the same load generator are
+#   what carries over, so the report is larder's req/s divided by each peer's, and larder's p99 against each
+#   peer's. The issue's targets: larder >= 1.2x nginx proxy_cache and >= 1.5x Varnish in req/s on cached hits,
+#   with p99 no worse than nginx's.
+#
+# What it needs
+#   Debian 12 (or alike) as root when nginx, varnish, wrk or curl are missing: it installs them with apt-get and
+#   stops any service the packages started. It never touches system-wide services otherwise: every server runs
+#   in the foreground with its own config, pid file and temporary directory under /tmp, on loopback ports it
+#   picks, and everything is stopped on exit, Ctrl-C or error. larder is built (cargo build --release -p
+#   larder-cli) when target/release/larder is missing or lacks `serve`.
+#
+# Time: the default run takes about 4.5 minutes (6 rounds x 6 measurements x 5 s, a 60 s hold), --quick about one
+# minute, --hold-all adds two more holds.
+#
+# Usage: bench/peers.sh [--quick] [--duration SECS] [--rounds N] [--connections N] [--threads N]
+#                       [--hold-connections N] [--hold-duration SECS] [--no-hold] [--hold-all] [--build] [--json]
+#                       [--keep-tmp] [-h|--help]
+set -euo pipefail
+
+usage() {
+    cat <<'EOF'
+Usage: bench/peers.sh [options]
+
+Benchmarks cached hits through nginx proxy_cache, Varnish and larder in front of one origin (10 KB and 100 KB
+pages), prints req/s and p99 per server and larder's ratios to each peer, then holds 5,000 keep-alive
+connections against larder and counts wrk's errors.
+
+Options:
+  --quick               smoke run: 1 round of 5 s per measurement, a 10 s hold (about a minute)
+  --duration SECS       seconds per wrk measurement (default 5; --quick 5)
+  --rounds N            interleaved rounds; the median is reported (default 6; --quick 1)
+  --connections N       wrk connections for the hit measurements (default 64)
+  --threads N           wrk threads (default 2)
+  --hold-connections N  connections for larder's keep-alive hold (default 5000)
+  --hold-duration SECS  seconds to hold them (default 60; --quick 10)
+  --no-hold             skip the keep-alive hold
+  --hold-all            hold the connections against nginx and Varnish too, for reference (adds 2 holds)
+  --build               run cargo build --release -p larder-cli first (otherwise only when the binary is missing)
+  --json                print one JSON object per row instead of the table
+  --keep-tmp            keep the temporary directory (configs, logs, cache) after the run
+  -h, --help            this text
+
+Progress goes to stderr; the table (or the JSON rows) to stdout. LARDER_BIN=PATH benchmarks that larder binary
+instead of the workspace's target/release/larder (and builds nothing).
+EOF
+}
+
+# ---------------------------------------------------------------------------------------------------------------
+# Options
+
+QUICK=0
+DURATION=""
+ROUNDS=""
+CONNECTIONS=64
+THREADS=2
+HOLD_CONNECTIONS=5000
+HOLD_DURATION=""
+HOLD=1
+HOLD_ALL=0
+BUILD=0
+JSON=0
+KEEP_TMP=0
+
+die() {
+    echo "peers.sh: $*" >&2
+    exit 1
+}
+
+positive_int() { # NAME VALUE
+    [[ "$2" =~ ^[1-9][0-9]*$ ]] || die "$1 needs a positive whole number, not '$2'"
+}
+
+while (($#)); do
+    case "$1" in
+        --quick) QUICK=1 ;;
+        --duration | --rounds | --connections | --threads | --hold-connections | --hold-duration)
+            (($# >= 2)) || die "$1 needs a value"
+            positive_int "$1" "$2"
+            case "$1" in
+                --duration) DURATION=$2 ;;
+                --rounds) ROUNDS=$2 ;;
+                --connections) CONNECTIONS=$2 ;;
+                --threads) THREADS=$2 ;;
+                --hold-connections) HOLD_CONNECTIONS=$2 ;;
+                --hold-duration) HOLD_DURATION=$2 ;;
+            esac
+            shift
+            ;;
+        --duration=* | --rounds=* | --connections=* | --threads=* | --hold-connections=* | --hold-duration=*)
+            set -- "${1%%=*}" "${1#*=}" "${@:2}"
+            continue
+            ;;
+        --no-hold) HOLD=0 ;;
+        --hold-all) HOLD_ALL=1 ;;
+        --build) BUILD=1 ;;
+        --json) JSON=1 ;;
+        --keep-tmp) KEEP_TMP=1 ;;
+        -h | --help)
+            usage
+            exit 0
+            ;;
+        *)
+            usage >&2
+            die "unknown option '$1'"
+            ;;
+    esac
+    shift
+done
+
+if ((QUICK)); then
+    : "${DURATION:=5}" "${ROUNDS:=1}" "${HOLD_DURATION:=10}"
+else
+    # Many short rounds rather than a few long ones: on a shared machine the noise comes in bursts of seconds,
+    # and a median over more interleaved samples shrugs more of them off.
+    : "${DURATION:=5}" "${ROUNDS:=6}" "${HOLD_DURATION:=60}"
+fi
+((CONNECTIONS >= THREADS)) || die "--connections ($CONNECTIONS) must be at least --threads ($THREADS)"
+((HOLD_CONNECTIONS >= THREADS)) || die "--hold-connections must be at least --threads"
+
+# Warm-up wrk run per server and page before the measured rounds (not reported).
+WARM_SECS=2
+((QUICK)) && WARM_SECS=1
+
+PAGES=(10k 100k)
+declare -A PAGE_BYTES=([10k]=10240 [100k]=102400)
+SERVERS=(nginx varnish larder)
+HOLD_SERVERS=(larder)
+((HOLD_ALL)) && HOLD_SERVERS=(larder nginx varnish)
+# The issue's targets: larder req/s >= this many times the peer's.
+declare -A TARGET_RATIO=([nginx]=1.2 [varnish]=1.5)
+
+BENCH_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
+REPO_ROOT=$(cd -- "$BENCH_DIR/.." && pwd -P)
+TEMPLATES=$BENCH_DIR/peers
+LARDER=${LARDER_BIN:-$REPO_ROOT/target/release/larder}
+
+log() {
+    printf '[peers %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2
+}
+
+# ---------------------------------------------------------------------------------------------------------------
+# Tools: nginx, varnish, wrk and curl from Debian's packages when missing.
+
+export PATH="$PATH:/usr/sbin:/sbin"
+
+stop_package_service() { # NAME: a service the package may have started; ours run on other ports and paths
+    local name=$1
+    if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$name" 2>/dev/null; then
+        log "stopping the $name service the package started"
+        systemctl stop "$name" || true
+    elif command -v service >/dev/null 2>&1 && service "$name" status >/dev/null 2>&1; then
+        log "stopping the $name service the package started"
+        service "$name" stop >/dev/null 2>&1 || true
+    fi
+    if [[ $name == nginx && -s /run/nginx.pid ]]; then
+        local pid
+        pid=$(cat /run/nginx.pid)
+        if [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null; then
+            log "stopping the nginx master (pid $pid) the package started"
+            kill -QUIT "$pid" 2>/dev/null || true
+        fi
+    fi
+}
+
+install_tools() {
+    local -a missing=()
+    command -v nginx >/dev/null 2>&1 || missing+=(nginx)
+    command -v varnishd >/dev/null 2>&1 || missing+=(varnish)
+    command -v wrk >/dev/null 2>&1 || missing+=(wrk)
+    command -v curl >/dev/null 2>&1 || missing+=(curl)
+    ((${#missing[@]})) || return 0
+    ((EUID == 0)) || die "missing ${missing[*]}; run as root to install them with apt-get, or install them first"
+    command -v apt-get >/dev/null 2>&1 || die "missing ${missing[*]} and there is no apt-get to install them"
+    log "installing ${missing[*]} with apt-get"
+    export DEBIAN_FRONTEND=noninteractive
+    if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; then
+        apt-get update -q >&2
+        apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+    fi
+    local package
+    for package in "${missing[@]}"; do
+        case $package in
+            nginx) stop_package_service nginx ;;
+            varnish)
+                stop_package_service varnish
+                stop_package_service varnishncsa
+                ;;
+        esac
+    done
+}
+
+build_larder() {
+    command -v cargo >/dev/null 2>&1 || die "cargo is needed to build larder"
+    log "building larder (cargo build --release -p larder-cli)"
+    (cd "$REPO_ROOT" && cargo build --release -p larder-cli >&2) || die "cargo build failed"
+}
+
+install_tools
+if [[ -n ${LARDER_BIN:-} ]]; then
+    : # the caller's binary, as it is
+elif ((BUILD)) || [[ ! -x $LARDER ]] || ! "$LARDER" serve --help >/dev/null 2>&1; then
+    build_larder
+fi
+"$LARDER" serve --help >/dev/null 2>&1 || die "$LARDER has no 'serve' command even after building"
+
+# wrk needs a descriptor per connection, larder one per connection and one per upstream connection.
+NOFILE_WANTED=$((HOLD_CONNECTIONS * 2 + 4096))
+((NOFILE_WANTED >= 65536)) || NOFILE_WANTED=65536
+if (($(ulimit -Hn) < NOFILE_WANTED)); then
+    ulimit -Hn "$NOFILE_WANTED" 2>/dev/null || true
+fi
+ulimit -Sn "$NOFILE_WANTED" 2>/dev/null || ulimit -Sn "$(ulimit -Hn)"
+if ((HOLD)) && (($(ulimit -Sn) < HOLD_CONNECTIONS + 1024)); then
+    die "open files limit $(ulimit -Sn) is too low for $HOLD_CONNECTIONS connections (run as root or raise it)"
+fi
+
+# ---------------------------------------------------------------------------------------------------------------
+# Processes: everything started here is stopped on exit.
+
+TMP=$(mktemp -d /tmp/larder-peers.XXXXXX)
+chmod 755 "$TMP"
+declare -a PIDS=()
+declare -A PID_NAME=() SERVER_PID=()
+FAILED=1
+
+cleanup() {
+    local status=$? pid i
+    trap - EXIT INT TERM
+    for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+        pid=${PIDS[i]}
+        kill -TERM "$pid" 2>/dev/null || true
+    done
+    for pid in "${PIDS[@]}"; do
+        for i in $(seq 50); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        if kill -0 "$pid" 2>/dev/null; then
+            log "${PID_NAME[$pid]} (pid $pid) did not stop; killing it"
+            kill -KILL "$pid" 2>/dev/null || true
+        fi
+        wait "$pid" 2>/dev/null || true
+    done
+    if ((KEEP_TMP)) || ((FAILED)); then
+        log "logs and configs kept in $TMP"
+    else
+        rm -rf -- "$TMP"
+    fi
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'log "interrupted"; FAILED=0; exit 130' INT
+trap 'log "terminated"; FAILED=0; exit 143' TERM
+
+declare -A CHOSEN_PORT=()
+free_port() { # prints a loopback port nothing listens on, below the ephemeral range
+    local port tries
+    for ((tries = 0; tries < 200; tries++)); do
+        port=$((20000 + RANDOM % 10000))
+        [[ -z ${CHOSEN_PORT[$port]:-} ]] || continue
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            CHOSEN_PORT[$port]=1
+            echo "$port"
+            return 0
+        fi
+    done
+    die "found no free loopback port"
+}
+
+# free_port runs in a subshell when captured, so record the choice in the parent too.
+pick_port() { # VAR
+    local port
+    port=$(free_port)
+    CHOSEN_PORT[$port]=1
+    printf -v "$1" '%s' "$port"
+}
+pick_port ORIGIN_PORT
+pick_port NGINX_PORT
+pick_port VARNISH_PORT
+pick_port LARDER_PORT
+declare -A PORT=([nginx]=$NGINX_PORT [varnish]=$VARNISH_PORT [larder]=$LARDER_PORT)
+declare -A STATUS_HEADER=([nginx]=x-cache-status [varnish]=x-cache [larder]=x-cache)
+
+render() { # TEMPLATE OUT [PORT]
+    local user_line=""
+    ((EUID == 0)) && user_line="user root root;"
+    sed -e "s|@DIR@|$TMP|g" -e "s|@ORIGIN_PORT@|$ORIGIN_PORT|g" -e "s|@PORT@|${3:-}|g" \
+        -e "s|@USER_LINE@|$user_line|g" -e "s|@NOFILE@|$(ulimit -Sn)|g" "$TEMPLATES/$1" >"$2"
+}
+
+start() { # NAME LOG COMMAND...
+    local name=$1 logfile=$2
+    shift 2
+    "$@" >"$logfile" 2>&1 &
+    PIDS+=("$!")
+    PID_NAME[$!]=$name
+    SERVER_PID[$name]=$!
+}
+
+wait_listening() { # NAME PORT LOG
+    local name=$1 port=$2 logfile=$3 pid=${PIDS[-1]} i
+    for ((i = 0; i < 200; i++)); do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            tail -n 30 "$logfile" >&2 || true
+            die "$name exited while starting (log above, $logfile)"
+        fi
+        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            return 0
+        fi
+        sleep 0.1
+    done
+    tail -n 30 "$logfile" >&2 || true
+    die "$name is not listening on 127.0.0.1:$port after 20 s"
+}
+
+mkdir -p "$TMP/www" "$TMP/origin-tmp" "$TMP/nginx-tmp" "$TMP/nginx-cache" "$TMP/varnish"
+for page in "${PAGES[@]}"; do
+    head -c "${PAGE_BYTES[$page]}" /dev/zero | tr '\0' 'x' >"$TMP/www/$page"
+done
+
+log "origin: nginx serving /10k and /100k on 127.0.0.1:$ORIGIN_PORT"
+render nginx-origin.conf.in "$TMP/origin.conf"
+start origin "$TMP/origin.log" nginx -p "$TMP" -e "$TMP/origin.error.log" -c "$TMP/origin.conf"
+wait_listening origin "$ORIGIN_PORT" "$TMP/origin.log"
+
+log "nginx proxy_cache on 127.0.0.1:$NGINX_PORT"
+render nginx-proxy.conf.in "$TMP/nginx.conf" "$NGINX_PORT"
+start nginx "$TMP/nginx.log" nginx -p "$TMP" -e "$TMP/nginx.error.log" -c "$TMP/nginx.conf"
+wait_listening nginx "$NGINX_PORT" "$TMP/nginx.log"
+
+# Two thread pools (one per core) of at least 100 threads, so that wrk's connections never wait for a thread to be
+# made; the ceiling of 1000 per pool (more when --hold-all asks Varnish to hold more connections, since it needs a
+# thread per busy connection) is never reached by the hit measurements. -j none: run as the invoking user, inside
+# our own work directory.
+VARNISH_THREADS_MAX=1000
+if ((HOLD && HOLD_ALL && HOLD_CONNECTIONS / 2 + 200 > VARNISH_THREADS_MAX)); then
+    VARNISH_THREADS_MAX=$((HOLD_CONNECTIONS / 2 + 200))
+fi
+log "varnish (malloc 256m) on 127.0.0.1:$VARNISH_PORT"
+render varnish.vcl.in "$TMP/varnish.vcl"
+start varnish "$TMP/varnish.log" varnishd -F -j none -n "$TMP/varnish" -a "127.0.0.1:$VARNISH_PORT" \
+    -T 127.0.0.1:0 -f "$TMP/varnish.vcl" -s malloc,256m -P "$TMP/varnish.pid" \
+    -p thread_pools=2 -p thread_pool_min=100 -p thread_pool_max="$VARNISH_THREADS_MAX"
+wait_listening varnish "$VARNISH_PORT" "$TMP/varnish.log"
+
+log "larder (--capacity 256M) on 127.0.0.1:$LARDER_PORT"
+start larder "$TMP/larder.log" env RUST_LOG=warn "$LARDER" serve --upstream "http://127.0.0.1:$ORIGIN_PORT" \
+    --listen "127.0.0.1:$LARDER_PORT" --no-admin --capacity 256M
+wait_listening larder "$LARDER_PORT" "$TMP/larder.log"
+
+# ---------------------------------------------------------------------------------------------------------------
+# Warm-up: the first request may be a MISS, the next ones must be HITs of the full page.
+
+cache_status() { # SERVER PAGE: prints "HTTP-CODE BYTES CACHE-STATUS"
+    local server=$1 page=$2 headers code size status
+    headers=$TMP/headers.$server.$page
+    if ! read -r code size < <(curl -sS -o /dev/null -D "$headers" -w '%{http_code} %{size_download}\n' \
+        --max-time 10 "http://127.0.0.1:${PORT[$server]}/$page"); then
+        die "$server: no answer for /$page"
+    fi
+    status=$(tr -d '\r' <"$headers" | awk -v h="${STATUS_HEADER[$server]}" \
+        'BEGIN { FS = ":[ \t]*" } tolower($1) == h { s = $2 } END { print (s == "" ? "-" : s) }')
+    echo "$code $size $status"
+}
+
+origin_requests() {
+    if [[ -f $TMP/origin.access.log ]]; then wc -l <"$TMP/origin.access.log" | tr -d ' '; else echo 0; fi
+}
+
+for server in "${SERVERS[@]}"; do
+    for page in "${PAGES[@]}"; do
+        read -r code size status < <(cache_status "$server" "$page")
+        [[ $code == 200 && $size == "${PAGE_BYTES[$page]}" ]] ||
+            die "$server: /$page answered $code with $size bytes on the first request"
+        for i in 1 2; do
+            read -r code size status < <(cache_status "$server" "$page")
+            if [[ $code != 200 || $size != "${PAGE_BYTES[$page]}" || ${status^^} != HIT ]]; then
+                echo "--- response headers from $server for /$page:" >&2
+                cat "$TMP/headers.$server.$page" >&2
+                die "$server: warm-up request $((i + 1)) for /$page was not a cache hit" \
+                    "(status $code, $size bytes, ${STATUS_HEADER[$server]}: $status)"
+            fi
+        done
+    done
+    log "$server: /10k and /100k are cache HITs"
+done
+
+# ---------------------------------------------------------------------------------------------------------------
+# wrk and its output
+
+# Parses wrk's output into "RPS P99_MS REQUESTS CONNECT READ WRITE TIMEOUT NON2XX P50_MS MAX_MS" (-1 for a
+# latency it did not print); fails when it has no Requests/sec. wrk prints the Socket errors and Non-2xx lines only
+# when they are not zero. Its "timeout" counts responses slower than its --timeout (2 s), not dropped ones.
+parse_wrk() { # FILE
+    awk '
+        function ms(text,   value, unit) {
+            value = text + 0
+            unit = text
+            sub(/^[0-9.]+/, "", unit)
+            if (unit == "us") return value / 1000
+            if (unit == "ms") return value
+            if (unit == "s") return value * 1000
+            if (unit == "m") return value * 60000
+            if (unit == "h") return value * 3600000
+            return -1
+        }
+        /^[ \t]*Latency Distribution/ { in_dist = 1; next }
+        in_dist && $1 == "50%" { p50 = ms($2) }
+        in_dist && $1 == "99%" { p99 = ms($2); in_dist = 0 }
+        $1 == "Latency" && NF >= 4 && !in_dist { max = ms($4) }
+        / requests in / { requests = $1 }
+        /^[ \t]*Socket errors:/ {
+            line = $0
+            sub(/.*Socket errors:[ \t]*/, "", line)
+            n = split(line, parts, /,[ \t]*/)
+            for (i = 1; i <= n; i++) {
+                split(parts[i], kv, /[ \t]+/)
+                errors[kv[1]] = kv[2] + 0
+            }
+        }
+        /^[ \t]*Non-2xx or 3xx responses:/ { non2xx = $NF + 0 }
+        /^Requests\/sec:/ { rps = $2 + 0; have_rps = 1 }
+        END {
+            if (!have_rps) exit 1
+            if (p99 == "") p99 = -1
+            if (p50 == "") p50 = -1
+            if (max == "") max = -1
+            printf "%.2f %.3f %d %d %d %d %d %d %.3f %.3f\n", rps, p99, requests + 0, errors["connect"] + 0,
+                errors["read"] + 0, errors["write"] + 0, errors["timeout"] + 0, non2xx + 0, p50, max
+        }
+    ' "$1"
+}
+
+run_wrk() { # OUT-FILE CONNECTIONS SECS URL: runs wrk and prints parse_wrk's line
+    local out=$1 connections=$2 secs=$3 url=$4 parsed
+    wrk -t "$THREADS" -c "$connections" -d "${secs}s" --latency "$url" >"$out" 2>&1 || true
+    if ! parsed=$(parse_wrk "$out"); then
+        cat "$out" >&2
+        die "wrk printed no Requests/sec for $url (output above)"
+    fi
+    echo "$parsed"
+}
+
+log "warming each server with wrk (${WARM_SECS} s per server and page)"
+for server in "${SERVERS[@]}"; do
+    for page in "${PAGES[@]}"; do
+        run_wrk "$TMP/wrk.warm.$server.$page" "$CONNECTIONS" "$WARM_SECS" \
+            "http://127.0.0.1:${PORT[$server]}/$page" >/dev/null
+    done
+done
+
+# Results: one line per measurement in $TMP/results: SERVER PAGE ROUND RPS P99 REQUESTS C R W T N2 ORIGIN
+: >"$TMP/results"
+total=$((ROUNDS * ${#PAGES[@]} * ${#SERVERS[@]}))
+n=0
+origin_before_all=$(origin_requests)
+for ((round = 1; round <= ROUNDS; round++)); do
+    for page in "${PAGES[@]}"; do
+        # Rotate the order each round so that no server always runs first or last.
+        for ((k = 0; k < ${#SERVERS[@]}; k++)); do
+            server=${SERVERS[$(((k + round - 1) % ${#SERVERS[@]}))]}
+            n=$((n + 1))
+            before=$(origin_requests)
+            parsed=$(run_wrk "$TMP/wrk.$server.$page.$round" "$CONNECTIONS" "$DURATION" \
+                "http://127.0.0.1:${PORT[$server]}/$page")
+            reached=$(($(origin_requests) - before))
+            read -r rps p99 req c r w t n2 _ <<<"$parsed"
+            log "[$n/$total] round $round $server /$page: $rps req/s, p99 $p99 ms"
+            if ((reached > 0)); then
+                log "WARNING: $server /$page reached the origin $reached times during measurement: not all hits"
+            fi
+            echo "$server $page $round $rps $p99 $req $c $r $w $t $n2 $reached" >>"$TMP/results"
+        done
+    done
+done
+
+# Still hits afterwards (nothing was evicted or expired).
+for server in "${SERVERS[@]}"; do
+    for page in "${PAGES[@]}"; do
+        read -r code size status < <(cache_status "$server" "$page")
+        [[ $code == 200 && ${status^^} == HIT ]] ||
+            log "WARNING: $server /$page after the measurements: $code, ${STATUS_HEADER[$server]}: $status"
+    done
+done
+origin_during=$(($(origin_requests) - origin_before_all))
+
+# ---------------------------------------------------------------------------------------------------------------
+# The keep-alive hold against larder.
+
+declare -A HOLD_RESULT=()
+if ((HOLD)); then
+    for server in "${HOLD_SERVERS[@]}"; do
+        log "holding $HOLD_CONNECTIONS keep-alive connections to $server for ${HOLD_DURATION} s (/10k)"
+        HOLD_RESULT[$server]=$(run_wrk "$TMP/wrk.hold.$server" "$HOLD_CONNECTIONS" "$HOLD_DURATION" \
+            "http://127.0.0.1:${PORT[$server]}/10k")
+        if ! kill -0 "${SERVER_PID[$server]}" 2>/dev/null; then
+            tail -n 30 "$TMP/$server.log" >&2 || true
+            die "$server died during the keep-alive hold (log above)"
+        fi
+        read -r code size status < <(cache_status "$server" 10k)
+        [[ $code == 200 && ${status^^} == HIT ]] ||
+            log "WARNING: $server answered $code (${STATUS_HEADER[$server]}: $status) after the hold"
+    done
+fi
+
+# ---------------------------------------------------------------------------------------------------------------
+# Report: medians over the rounds, larder's ratios to each peer.
+
+# Prints per server and page: SERVER PAGE RPS P99 RPS_MIN RPS_MAX REQUESTS C R W T N2 ORIGIN
+summary=$(awk '
+    function median(list,   n, a, i, j, t) {
+        n = split(list, a, " ")
+        for (i = 2; i <= n; i++) { t = a[i] + 0; for (j = i - 1; j >= 1 && a[j] + 0 > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    {
+        key = $1 " " $2
+        if (!(key in rps)) { order[++count] = key; lo[key] = $4; hi[key] = $4 }
+        rps[key] = rps[key] " " $4
+        p99[key] = p99[key] " " $5
+        if ($4 + 0 < lo[key] + 0) lo[key] = $4
+        if ($4 + 0 > hi[key] + 0) hi[key] = $4
+        for (i = 6; i <= 12; i++) sum[key, i] += $i
+    }
+    END {
+        for (k = 1; k <= count; k++) {
+            key = order[k]
+            printf "%s %.2f %.3f %.2f %.2f", key, median(rps[key]), median(p99[key]), lo[key], hi[key]
+            for (i = 6; i <= 12; i++) printf " %d", sum[key, i]
+            printf "\n"
+        }
+    }
+' "$TMP/results")
+
+declare -A S_RPS S_P99 S_LO S_HI S_REQ S_CONN S_READ S_WRITE S_TIMEOUT S_NON2XX S_ORIGIN
+while read -r server page rps p99 lo hi req c r w t n2 origin; do
+    key="$server/$page"
+    S_RPS[$key]=$rps S_P99[$key]=$p99 S_LO[$key]=$lo S_HI[$key]=$hi S_REQ[$key]=$req
+    S_CONN[$key]=$c S_READ[$key]=$r S_WRITE[$key]=$w S_TIMEOUT[$key]=$t S_NON2XX[$key]=$n2 S_ORIGIN[$key]=$origin
+done <<<"$summary"
+
+calc() { awk "BEGIN { printf \"%s\", $1 }"; }
+
+if ((JSON)); then
+    for page in "${PAGES[@]}"; do
+        lrps=${S_RPS[larder/$page]} lp99=${S_P99[larder/$page]}
+        for server in "${SERVERS[@]}"; do
+            key="$server/$page"
+            errors=$((S_CONN[$key] + S_READ[$key] + S_WRITE[$key] + S_TIMEOUT[$key] + S_NON2XX[$key]))
+            rps_ratio=$(calc "(${S_RPS[$key]} > 0) ? sprintf(\"%.3f\", $lrps / ${S_RPS[$key]}) : \"null\"")
+            p99_ratio=$(calc "(${S_P99[$key]} > 0) ? sprintf(\"%.3f\", $lp99 / ${S_P99[$key]}) : \"null\"")
+            target=${TARGET_RATIO[$server]:-}
+            if [[ -n $target ]]; then
+                rps_met=$(calc "($rps_ratio != \"null\" && $lrps >= $target * ${S_RPS[$key]}) ? \"true\" : \"false\"")
+            else
+                target=null rps_met=null
+            fi
+            if [[ $server == nginx ]]; then
+                p99_met=$(calc "($lp99 <= ${S_P99[$key]}) ? \"true\" : \"false\"")
+            else
+                p99_met=null
+            fi
+            printf '{"server":"%s","page":"%s","test":"hits","connections":%d,"threads":%d,"duration_s":%d,' \
+                "$server" "$page" "$CONNECTIONS" "$THREADS" "$DURATION"
+            printf '"rounds":%d,"requests_per_s":%s,"requests_per_s_min":%s,"requests_per_s_max":%s,' \
+                "$ROUNDS" "${S_RPS[$key]}" "${S_LO[$key]}" "${S_HI[$key]}"
+            printf '"p99_ms":%s,"requests":%d,"errors":%d,"errors_connect":%d,"errors_read":%d,' \
+                "${S_P99[$key]}" "${S_REQ[$key]}" "$errors" "${S_CONN[$key]}" "${S_READ[$key]}"
+            printf '"errors_write":%d,"errors_timeout":%d,"errors_non2xx":%d,"origin_requests":%d,' \
+                "${S_WRITE[$key]}" "${S_TIMEOUT[$key]}" "${S_NON2XX[$key]}" "${S_ORIGIN[$key]}"
+            printf '"larder_requests_per_s":%s,"larder_p99_ms":%s,"larder_rps_ratio":%s,"larder_p99_ratio":%s,' \
+                "$lrps" "$lp99" "$rps_ratio" "$p99_ratio"
+            printf '"target_rps_ratio":%s,"rps_target_met":%s,"p99_target_met":%s}\n' "$target" "$rps_met" "$p99_met"
+        done
+    done
+    for server in "${HOLD_SERVERS[@]}"; do
+        [[ -n ${HOLD_RESULT[$server]:-} ]] || continue
+        read -r rps p99 req c r w t n2 p50 max <<<"${HOLD_RESULT[$server]}"
+        errors=$((c + r + w + t + n2))
+        printf '{"server":"%s","page":"10k","test":"hold","connections":%d,"threads":%d,"duration_s":%d,' \
+            "$server" "$HOLD_CONNECTIONS" "$THREADS" "$HOLD_DURATION"
+        printf '"requests_per_s":%s,"p50_ms":%s,"p99_ms":%s,"max_ms":%s,"requests":%d,"errors":%d,' \
+            "$rps" "$p50" "$p99" "$max" "$req" "$errors"
+        printf '"errors_connect":%d,"errors_read":%d,"errors_write":%d,"errors_timeout":%d,"errors_non2xx":%d,' \
+            "$c" "$r" "$w" "$t" "$n2"
+        printf '"zero_errors":%s}\n' "$( ((errors == 0)) && echo true || echo false)"
+    done
+else
+    echo
+    echo "Cached hits: wrk -t$THREADS -c$CONNECTIONS --latency, ${DURATION} s per measurement, median of $ROUNDS" \
+        "interleaved round(s); $(nproc) cores shared by wrk and the servers"
+    echo "nginx $(nginx -v 2>&1 | sed 's|.*/||'), varnish $(varnishd -V 2>&1 | sed -n 's/.*varnish-\([0-9.]*\).*/\1/p;q')," \
+        "larder $("$LARDER" --version 2>/dev/null | awk '{print $NF}')"
+    echo
+    fmt='%-8s %-5s %11s %15s %9s %7s %10s %10s  %s\n'
+    # shellcheck disable=SC2059
+    printf "$fmt" server page "req/s" "(min-max)" "p99 ms" errors "ratio" "p99 ratio" "targets"
+    for page in "${PAGES[@]}"; do
+        lrps=${S_RPS[larder/$page]} lp99=${S_P99[larder/$page]}
+        for server in "${SERVERS[@]}"; do
+            key="$server/$page"
+            errors=$((S_CONN[$key] + S_READ[$key] + S_WRITE[$key] + S_TIMEOUT[$key] + S_NON2XX[$key]))
+            ratio=$(calc "(${S_RPS[$key]} > 0) ? sprintf(\"%.2fx\", $lrps / ${S_RPS[$key]}) : \"-\"")
+            p99r=$(calc "(${S_P99[$key]} > 0) ? sprintf(\"%.2fx\", $lp99 / ${S_P99[$key]}) : \"-\"")
+            verdict=""
+            if [[ -n ${TARGET_RATIO[$server]:-} ]]; then
+                verdict=$(calc "($lrps >= ${TARGET_RATIO[$server]} * ${S_RPS[$key]}) ? \"req/s >= ${TARGET_RATIO[$server]}x met\" : \"req/s >= ${TARGET_RATIO[$server]}x MISSED\"")
+            fi
+            if [[ $server == nginx ]]; then
+                verdict+=$(calc "($lp99 <= ${S_P99[$key]}) ? \"; p99 <= nginx met\" : \"; p99 <= nginx MISSED\"")
+            fi
+            [[ $server == larder ]] && ratio="" p99r=""
+            ((S_ORIGIN[$key] > 0)) && verdict+=" (origin reached ${S_ORIGIN[$key]}x: not all hits)"
+            # shellcheck disable=SC2059
+            printf "$fmt" "$server" "$page" "${S_RPS[$key]}" "(${S_LO[$key]%.*}-${S_HI[$key]%.*})" "${S_P99[$key]}" \
+                "$errors" "$ratio" "$p99r" "$verdict"
+        done
+    done
+    echo
+    echo "ratio = larder req/s / that server's req/s (above 1: larder is faster); p99 ratio = larder p99 / that"
+    echo "server's p99 (below 1: larder's tail is shorter). Targets: ratio >= 1.2 vs nginx, >= 1.5 vs Varnish, p99 ratio <= 1 vs nginx."
+    echo "Origin requests during the measurements: $origin_during (0 means every measured request was a cache hit)."
+    if ((${#HOLD_RESULT[@]})); then
+        echo
+        echo "Keep-alive hold: wrk -t$THREADS -c$HOLD_CONNECTIONS -d${HOLD_DURATION}s --latency on /10k" \
+            "(wrk's timeout = a response slower than 2 s)"
+        hfmt='%-8s %11s %9s %9s %9s %8s %8s %8s %8s %8s  %s\n'
+        # shellcheck disable=SC2059
+        printf "$hfmt" server "req/s" "p50 ms" "p99 ms" "max ms" connect read write timeout non-2xx result
+        for server in "${HOLD_SERVERS[@]}"; do
+            [[ -n ${HOLD_RESULT[$server]:-} ]] || continue
+            read -r rps p99 req c r w t n2 p50 max <<<"${HOLD_RESULT[$server]}"
+            errors=$((c + r + w + t + n2))
+            # shellcheck disable=SC2059
+            printf "$hfmt" "$server" "$rps" "$p50" "$p99" "$max" "$c" "$r" "$w" "$t" "$n2" \
+                "$( ((errors == 0)) && echo "zero errors" || echo "$errors errors")"
+        done
+    fi
+fi
+
+FAILED=0
