@@ -113,7 +113,7 @@ impl Default for CacheSection {
             heuristic_max_secs: 0,
             cache_set_cookie: false,
             stale_while_revalidate_secs: 0,
-            stale_if_error_secs: 0,
+            stale_if_error_secs: 300,
             revalidation_window_secs: 3600,
             honor_request_cache_control: false,
             targeted_fields: vec!["CDN-Cache-Control".into()],
