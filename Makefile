@@ -47,6 +47,7 @@ fuzz:
 	$(PYTHON) -c 'import json; [open("fuzz/corpus/decode_entry/" + c["name"], "wb").write(bytes.fromhex(c["entry_hex"])) for c in json.load(open("spec/vectors/entries.json"))["cases"]]'
 	cd fuzz && cargo +nightly fuzz run decode_entry -- -runs=$${RUNS:-1000000} -max_len=4096
 	cd fuzz && cargo +nightly fuzz run derive_key -- -runs=$${RUNS:-1000000} -max_len=1024
+	cd fuzz && cargo +nightly fuzz run parse_json -- -runs=$${RUNS:-1000000} -max_len=4096
 
 clean:
 	cargo clean

@@ -272,3 +272,20 @@ async fn requests_with_credentials_are_not_shared() {
     assert_eq!(origin.count("/public"), 1);
     tokio::time::sleep(Duration::from_millis(1)).await;
 }
+
+#[tokio::test]
+async fn http2_cleartext_clients_get_the_same_cache() {
+    use http_body_util::{BodyExt, Full};
+    let origin = Origin::start(cacheable(vec![("cache-control", "max-age=60".into())])).await;
+    let larder = Larder::start(&origin.url(), |_| {}).await;
+    let client: hyper_util::client::legacy::Client<_, Full<Bytes>> =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).http2_only(true).build_http();
+    for expected in ["MISS", "HIT"] {
+        let request = http::Request::get(larder.url("/h2")).body(Full::new(Bytes::new())).expect("request");
+        let response = client.request(request).await.expect("an HTTP/2 response");
+        assert_eq!(response.version(), http::Version::HTTP_2);
+        assert_eq!(response.headers().get("x-cache").map(|v| v.as_bytes()), Some(expected.as_bytes()));
+        let body = response.into_body().collect().await.expect("body").to_bytes();
+        assert_eq!(body, Bytes::from_static(b"/h2 #1"));
+    }
+}
