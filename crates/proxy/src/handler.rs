@@ -218,56 +218,11 @@ impl<S: Store> Proxy<S> {
         let request_time = self.clock.now_ms();
         let result =
             self.upstream.send(method.clone(), path, &upstream_headers, Some(client), &[], ProxyBody::empty()).await;
-        let upstream = match result {
-            Ok((response, elapsed)) => {
-                self.metrics.observe_upstream(elapsed);
-                response
-            }
-            Err(error) => {
-                Metrics::bump(&self.metrics.upstream_errors);
-                return (self.stale_or_error(stale, method, headers, error), false);
-            }
+        let upstream = match self.recorded(result) {
+            Ok(response) => response,
+            Err(error) => return (self.stale_or_error(stale, method, headers, error), false),
         };
-        if upstream.status().is_server_error() {
-            if let Some(stale) = stale.filter(|s| self.within_stale_if_error(s)) {
-                Metrics::bump(&self.metrics.stale_served);
-                let now = self.clock.now_ms();
-                return (
-                    respond::from_stored(stale, method, headers, now, &self.status_header, CacheStatus::Stale),
-                    false,
-                );
-            }
-        }
-        let response_time = self.clock.now_ms();
-        let plan =
-            self.rules.storage(method, headers, upstream.status(), upstream.headers(), request_time, response_time);
-        let Ok(plan) = plan else {
-            return (respond::passed_through(upstream, &self.status_header, CacheStatus::Miss), false);
-        };
-        let (parts, body) = upstream.into_parts();
-        let body = match collect_up_to(body, self.max_body).await {
-            Ok(Collected::Whole(body)) => body,
-            Ok(Collected::TooLarge(prefix, rest)) => {
-                let body = ProxyBody::Prefixed(Some(prefix), rest);
-                return (respond::with_parts(parts, body, &self.status_header, CacheStatus::Miss), false);
-            }
-            Err(_) => {
-                Metrics::bump(&self.metrics.upstream_errors);
-                return (
-                    respond::error(StatusCode::BAD_GATEWAY, "upstream response broke off", &self.status_header),
-                    false,
-                );
-            }
-        };
-        let prepared = stored::prepare(parts.status, &parts.headers, body, &plan, response_time, self.compress);
-        let stored_key = stored::store(&self.cache, key, headers, &plan.vary, &prepared).await;
-        if stored_key.is_some() {
-            Metrics::bump(&self.metrics.stored);
-        }
-        let served = self.served_form(stored_key.unwrap_or_else(|| key.to_owned()), prepared);
-        let now = self.clock.now_ms();
-        let response = respond::from_stored(&served, method, headers, now, &self.status_header, CacheStatus::Miss);
-        (response, true)
+        self.absorb(upstream, stale, method, headers, key, request_time).await
     }
 
     /// A response just prepared for the store, read back as a stored one (so it is served exactly as a hit is).
@@ -342,19 +297,13 @@ impl<S: Store> Proxy<S> {
             .upstream
             .send(Method::GET, path, &upstream_headers, Some(client), &validators, ProxyBody::empty())
             .await;
-        let upstream = match result {
-            Ok((response, elapsed)) => {
-                self.metrics.observe_upstream(elapsed);
-                response
-            }
-            Err(error) => {
-                Metrics::bump(&self.metrics.upstream_errors);
-                return (self.stale_or_error(Some(stored), method, headers, error), false);
-            }
+        let upstream = match self.recorded(result) {
+            Ok(response) => response,
+            Err(error) => return (self.stale_or_error(Some(stored), method, headers, error), false),
         };
         if upstream.status() != StatusCode::NOT_MODIFIED {
             // A new response: handle it as a fill would, with the stored one as the stale fallback.
-            return self.finish_fill(upstream, stored, method, headers, key, request_time).await;
+            return self.absorb(upstream, Some(stored), method, headers, key, request_time).await;
         }
         let response_time = self.clock.now_ms();
         // The stored Age described the old response; the 304 brings its own Date (or arrives now) and Age.
@@ -394,57 +343,82 @@ impl<S: Store> Proxy<S> {
         (respond::from_stored(&served, method, headers, now, &self.status_header, CacheStatus::Hit), ok)
     }
 
-    /// The rest of a fill once the upstream answered a revalidation with a full response.
-    async fn finish_fill(
+    /// What to do with an upstream response to a fill or a revalidation: a 5xx may be covered by `stale` within
+    /// stale-if-error; a storable response is read (up to the body limit), stored and served as a hit would be;
+    /// anything else is passed through. A stale response that the new one cannot replace is dropped.
+    async fn absorb(
         self: &Arc<Self>,
         upstream: Response<Incoming>,
-        stale: &Stored,
+        stale: Option<&Stored>,
         method: &Method,
         headers: &HeaderMap,
         key: &str,
         request_time: u64,
     ) -> (Response<ProxyBody>, bool) {
-        if upstream.status().is_server_error() && self.within_stale_if_error(stale) {
-            Metrics::bump(&self.metrics.stale_served);
-            let now = self.clock.now_ms();
-            return (respond::from_stored(stale, method, headers, now, &self.status_header, CacheStatus::Stale), false);
+        if upstream.status().is_server_error() {
+            if let Some(stale) = stale.filter(|s| self.within_stale_if_error(s)) {
+                Metrics::bump(&self.metrics.stale_served);
+                let now = self.clock.now_ms();
+                let response =
+                    respond::from_stored(stale, method, headers, now, &self.status_header, CacheStatus::Stale);
+                return (response, false);
+            }
         }
         let response_time = self.clock.now_ms();
-        let plan = self.rules.storage(
-            &Method::GET,
-            headers,
-            upstream.status(),
-            upstream.headers(),
-            request_time,
-            response_time,
-        );
+        let status = upstream.status();
+        let plan = self.rules.storage(method, headers, status, upstream.headers(), request_time, response_time);
         let Ok(plan) = plan else {
-            let _ = self.cache.store().delete(&stale.key).await;
+            self.drop_stale(stale).await;
             return (respond::passed_through(upstream, &self.status_header, CacheStatus::Miss), false);
         };
         let (parts, body) = upstream.into_parts();
         let body = match collect_up_to(body, self.max_body).await {
             Ok(Collected::Whole(body)) => body,
             Ok(Collected::TooLarge(prefix, rest)) => {
-                let _ = self.cache.store().delete(&stale.key).await;
+                self.drop_stale(stale).await;
                 let body = ProxyBody::Prefixed(Some(prefix), rest);
                 return (respond::with_parts(parts, body, &self.status_header, CacheStatus::Miss), false);
             }
             Err(_) => {
-                return (
-                    respond::error(StatusCode::BAD_GATEWAY, "upstream response broke off", &self.status_header),
-                    false,
-                )
+                Metrics::bump(&self.metrics.upstream_errors);
+                let response =
+                    respond::error(StatusCode::BAD_GATEWAY, "upstream response broke off", &self.status_header);
+                return (response, false);
             }
         };
         let prepared = stored::prepare(parts.status, &parts.headers, body, &plan, response_time, self.compress);
         let stored_key = stored::store(&self.cache, key, headers, &plan.vary, &prepared).await;
+        if stored_key.is_some() {
+            Metrics::bump(&self.metrics.stored);
+        }
         let served = self.served_form(stored_key.clone().unwrap_or_else(|| key.to_owned()), prepared);
         let now = self.clock.now_ms();
-        (
-            respond::from_stored(&served, method, headers, now, &self.status_header, CacheStatus::Miss),
-            stored_key.is_some(),
-        )
+        let response = respond::from_stored(&served, method, headers, now, &self.status_header, CacheStatus::Miss);
+        (response, stored_key.is_some())
+    }
+
+    /// Removes a stored response that a newer, unstorable one supersedes.
+    async fn drop_stale(&self, stale: Option<&Stored>) {
+        if let Some(stale) = stale {
+            let _ = self.cache.store().delete(&stale.key).await;
+        }
+    }
+
+    /// Counts an upstream round trip in the metrics (its latency, or its failure).
+    fn recorded(
+        &self,
+        result: Result<(Response<Incoming>, Duration), UpstreamError>,
+    ) -> Result<Response<Incoming>, UpstreamError> {
+        match result {
+            Ok((response, elapsed)) => {
+                self.metrics.observe_upstream(elapsed);
+                Ok(response)
+            }
+            Err(error) => {
+                Metrics::bump(&self.metrics.upstream_errors);
+                Err(error)
+            }
+        }
     }
 
     fn within_stale_if_error(&self, stored: &Stored) -> bool {
@@ -497,15 +471,9 @@ impl<S: Store> Proxy<S> {
         let (parts, body) = request.into_parts();
         let body = ProxyBody::Limited { inner: body, remaining: self.max_request_body };
         let result = self.upstream.send(parts.method.clone(), path, &parts.headers, Some(client), &[], body).await;
-        let upstream = match result {
-            Ok((response, elapsed)) => {
-                self.metrics.observe_upstream(elapsed);
-                response
-            }
-            Err(error) => {
-                Metrics::bump(&self.metrics.upstream_errors);
-                return self.stale_or_error(None, &parts.method, &parts.headers, error);
-            }
+        let upstream = match self.recorded(result) {
+            Ok(response) => response,
+            Err(error) => return self.stale_or_error(None, &parts.method, &parts.headers, error),
         };
         for target in invalidation::targets(&parts.method, upstream.status(), authority, path, upstream.headers()) {
             let _ = self.cache.store().delete(&self.key_for(authority, &target)).await;
