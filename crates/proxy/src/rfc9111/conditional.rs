@@ -75,15 +75,8 @@ pub fn validators(stored: &HeaderMap) -> Vec<(HeaderName, http::HeaderValue)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http::HeaderValue;
 
-    fn map(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for (n, v) in pairs {
-            h.append(*n, HeaderValue::from_static(v));
-        }
-        h
-    }
+    use crate::rfc9111::test_headers as map;
 
     #[test]
     fn if_none_match_uses_weak_comparison_and_wins_over_if_modified_since() {

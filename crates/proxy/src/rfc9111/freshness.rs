@@ -96,16 +96,7 @@ mod tests {
     use super::*;
     use http::HeaderValue;
 
-    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for (name, value) in pairs {
-            h.append(
-                http::HeaderName::from_bytes(name.as_bytes()).expect("name"),
-                HeaderValue::from_str(value).expect("value"),
-            );
-        }
-        h
-    }
+    use crate::rfc9111::test_headers as headers;
 
     const NOW: u64 = 1_700_000_000_000;
 

@@ -186,6 +186,17 @@ impl Rules {
     }
 }
 
+/// Header maps from literal pairs, for the tests of this module and its children.
+#[cfg(test)]
+pub(crate) fn test_headers(pairs: &[(&str, &str)]) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    for (name, value) in pairs {
+        let name = http::HeaderName::from_bytes(name.as_bytes()).expect("a valid name");
+        h.append(name, http::HeaderValue::from_str(value).expect("a valid value"));
+    }
+    h
+}
+
 /// Statuses whose semantics this cache implements (for `must-understand`).
 fn understood(status: StatusCode) -> bool {
     matches!(status.as_u16(), 200 | 203 | 204 | 300 | 301 | 302 | 303 | 307 | 308 | 404 | 405 | 410 | 414 | 451 | 501)
@@ -235,17 +246,10 @@ pub enum NotStored {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http::HeaderValue;
 
     const NOW: u64 = 1_700_000_000_000;
 
-    fn map(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for (n, v) in pairs {
-            h.append(*n, HeaderValue::from_static(v));
-        }
-        h
-    }
+    use super::test_headers as map;
 
     fn store(response: &[(&'static str, &'static str)]) -> Result<StorePlan, NotStored> {
         Rules::default().storage(&Method::GET, &HeaderMap::new(), StatusCode::OK, &map(response), NOW, NOW)

@@ -51,15 +51,8 @@ pub fn selecting_values(names: &[String], request: &HeaderMap) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http::HeaderValue;
 
-    fn map(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for (n, v) in pairs {
-            h.append(*n, HeaderValue::from_static(v));
-        }
-        h
-    }
+    use crate::rfc9111::test_headers as map;
 
     #[test]
     fn names_are_normalised_and_star_means_never() {
