@@ -289,3 +289,56 @@ async fn http2_cleartext_clients_get_the_same_cache() {
         assert_eq!(body, Bytes::from_static(b"/h2 #1"));
     }
 }
+
+#[tokio::test]
+async fn accept_encoding_does_not_split_the_cache() {
+    let origin = Origin::start(|_| {
+        let headers = vec![("cache-control", "max-age=60".into()), ("vary", "Accept-Encoding, Accept-Language".into())];
+        (StatusCode::OK, headers, Bytes::from_static(b"page"))
+    })
+    .await;
+    let larder = Larder::start(&origin.url(), |_| {}).await;
+    let encodings = ["gzip, deflate, br", "gzip", "br;q=1.0, gzip;q=0.8, *;q=0.1", "identity", ""];
+    for (i, accept) in encodings.iter().enumerate() {
+        let got = get(&larder.url("/ae"), &[("accept-encoding", accept), ("accept-language", "en")]).await;
+        assert_eq!((got.cache(), got.text().as_str()), (if i == 0 { "MISS" } else { "HIT" }, "page"), "{accept:?}");
+    }
+    assert_eq!(get(&larder.url("/ae"), &[("accept-language", "fr")]).await.cache(), "MISS", "other headers still vary");
+    assert_eq!(origin.count("/ae"), 2);
+}
+
+#[tokio::test]
+async fn an_undecodable_coding_keeps_varying_on_accept_encoding() {
+    let origin = Origin::start(|_| {
+        let headers = vec![
+            ("cache-control", "max-age=60".into()),
+            ("vary", "Accept-Encoding".into()),
+            ("content-encoding", "deflate".into()),
+        ];
+        (StatusCode::OK, headers, Bytes::from_static(b"x\x9c+H\x04\x00\x00q\x00q"))
+    })
+    .await;
+    let larder = Larder::start(&origin.url(), |_| {}).await;
+    assert_eq!(get(&larder.url("/d"), &[("accept-encoding", "deflate")]).await.cache(), "MISS");
+    assert_eq!(get(&larder.url("/d"), &[("accept-encoding", "deflate")]).await.cache(), "HIT");
+    let plain = get(&larder.url("/d"), &[("accept-encoding", "identity")]).await;
+    assert_eq!(plain.cache(), "MISS", "deflate bytes must not reach a client that did not accept them");
+    assert_eq!(origin.count("/d"), 2);
+}
+
+#[tokio::test]
+async fn expires_gives_freshness_when_cache_control_does_not() {
+    let clock = larder_store::ManualClock::new(larder_format::now_ms());
+    let expires_clock = clock.clone();
+    let origin = Origin::stamped(clock.clone(), move |_| {
+        let at = std::time::UNIX_EPOCH + Duration::from_millis(larder_store::Clock::now_ms(&*expires_clock) + 30_000);
+        (StatusCode::OK, vec![("expires", httpdate::fmt_http_date(at))], Bytes::from_static(b"e"))
+    })
+    .await;
+    let larder = Larder::start_at(&origin.url(), clock.clone(), |_| {}).await;
+    get(&larder.url("/e"), &[]).await;
+    clock.advance_ms(20_000);
+    assert_eq!(get(&larder.url("/e"), &[]).await.cache(), "HIT");
+    clock.advance_ms(15_000);
+    assert_eq!(get(&larder.url("/e"), &[]).await.cache(), "MISS");
+}

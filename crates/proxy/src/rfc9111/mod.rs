@@ -17,8 +17,11 @@ pub mod vary;
 
 use std::time::Duration;
 
-use http::header::{HeaderName, AUTHORIZATION, CACHE_CONTROL, ETAG, LAST_MODIFIED, PRAGMA, SET_COOKIE};
+use http::header::{
+    HeaderName, AUTHORIZATION, CACHE_CONTROL, CONTENT_ENCODING, ETAG, LAST_MODIFIED, PRAGMA, SET_COOKIE,
+};
 use http::{HeaderMap, Method, StatusCode};
+use larder_format::ContentEncoding;
 
 use self::cache_control::Directives;
 use self::freshness::LifetimeSource;
@@ -124,7 +127,13 @@ impl Rules {
         if response.contains_key(SET_COOKIE) && !self.cache_set_cookie {
             return Err(NotStored::SetCookie);
         }
-        let vary = vary::vary_names(response).ok_or(NotStored::VaryStar)?;
+        // Accept-Encoding does not select a variant when larder can decode the stored coding: it is sent to
+        // clients that accept it and decoded for the others, so one entry serves every Accept-Encoding. A coding
+        // larder cannot decode (say `deflate`) is passed through as is, so there the origin's Vary must stay.
+        let mut vary = vary::vary_names(response).ok_or(NotStored::VaryStar)?;
+        if coding_is_decodable(response) {
+            vary.retain(|name| name != "accept-encoding");
+        }
         let has_validator = response.contains_key(ETAG) || response.contains_key(LAST_MODIFIED);
         let lifetime = freshness::lifetime_ms(status, response, &d, use_expires, self.heuristic_cap, response_time_ms);
         let (lifetime_ms, source) = match lifetime {
@@ -195,6 +204,17 @@ pub(crate) fn test_headers(pairs: &[(&str, &str)]) -> HeaderMap {
         h.append(name, http::HeaderValue::from_str(value).expect("a valid value"));
     }
     h
+}
+
+/// Whether larder can serve this response's coding to any client: no coding, or one it can decode to identity
+/// (the same test the hit path applies before deciding to decode).
+fn coding_is_decodable(response: &HeaderMap) -> bool {
+    let mut codings = response.get_all(CONTENT_ENCODING).iter();
+    match (codings.next(), codings.next()) {
+        (None, _) => true,
+        (Some(value), None) => value.to_str().is_ok_and(|v| v.trim().parse::<ContentEncoding>().is_ok()),
+        (Some(_), Some(_)) => false,
+    }
 }
 
 /// Statuses whose semantics this cache implements (for `must-understand`).
