@@ -189,6 +189,15 @@ def sized_json_values(draw: st.DrawFn) -> Any:
     return value
 
 
+def values_for(serializer: str) -> st.SearchStrategy[Any]:
+    """Values `serializer` can hold, some long and repetitive enough that compression is kept."""
+    if serializer in ("msgpack", "json"):
+        return sized_json_values()
+    if serializer == "text":
+        return st.one_of(st.text(), st.text(min_size=1, max_size=5).map(lambda t: t * 400))
+    return st.one_of(st.binary(), st.binary(min_size=1, max_size=5).map(lambda b: b * 400))
+
+
 header_texts = st.text(max_size=20)
 
 http_responses = st.builds(
@@ -277,6 +286,13 @@ class Run:
     status: int
     stdout: bytes
     stderr: str
+
+    def assert_one_line_error(self, status: int = 2) -> None:
+        """The CLI's failure contract: exit `status`, nothing on stdout, a single `larder: ` line on stderr."""
+        assert self.status == status, (self.status, self.stderr)
+        assert self.stdout == b""
+        assert self.stderr.startswith("larder: "), self.stderr
+        assert self.stderr.count("\n") == 1, self.stderr
 
     @property
     def error_kind(self) -> str:

@@ -72,11 +72,8 @@ def test_encode_response_document() -> None:
 )
 def test_usage_errors_are_one_line_and_exit_2(args: list[str]) -> None:
     run = run_python(args, b"1")
-    assert run.status == 2
-    assert run.stdout == b""
-    assert run.stderr.startswith("larder: ")
+    run.assert_one_line_error(2)
     assert run.stderr.endswith(" (see --help)\n")  # as the Rust CLI words them
-    assert run.stderr.count("\n") == 1
 
 
 def test_bad_input_is_not_worded_as_a_usage_error() -> None:
@@ -89,9 +86,8 @@ def test_bad_input_is_not_worded_as_a_usage_error() -> None:
 
 def test_invalid_entry_exits_1_naming_the_kind() -> None:
     run = run_python(["inspect"], b"\xc1\x4c\x01\x00\x01\x06" + bytes(17))
-    assert (run.status, run.stdout) == (1, b"")
+    run.assert_one_line_error(1)
     assert run.stderr.startswith("larder: invalid entry: unknown_codec: ")
-    assert run.stderr.count("\n") == 1
 
 
 def test_key_flags() -> None:

@@ -32,6 +32,7 @@ from support import (
     run_rust,
     same_json,
     sized_json_values,
+    values_for,
 )
 
 ENTRIES = load_vectors("entries.json")["cases"]
@@ -68,10 +69,9 @@ def test_every_invalid_vector_fails_alike(rust: Path, case: dict[str, Any]) -> N
     args = ["inspect", "--max-size", str(case.get("max_size", larder.DEFAULT_MAX_SIZE))]
     data = bytes.fromhex(case["entry_hex"])
     rust_run, python_run = run_rust(rust, args, data), run_python(args, data)
-    assert (rust_run.status, python_run.status) == (1, 1)
-    assert python_run.stdout == rust_run.stdout == b""
+    for run in (rust_run, python_run):
+        run.assert_one_line_error(1)
     assert python_run.error_kind == rust_run.error_kind == case["error"]
-    assert python_run.stderr.count("\n") == rust_run.stderr.count("\n") == 1
 
 
 def test_the_invalid_vectors_include_the_cases_rust_was_lenient_about() -> None:
@@ -91,14 +91,6 @@ def test_the_invalid_vectors_include_the_cases_rust_was_lenient_about() -> None:
     } <= names
 
 
-def _value_for(serializer: str) -> st.SearchStrategy[Any]:
-    if serializer in ("msgpack", "json"):
-        return sized_json_values()
-    if serializer == "text":
-        return st.one_of(st.text(), st.text(min_size=1, max_size=4).map(lambda t: t * 400))
-    return st.one_of(st.binary(), st.binary(min_size=1, max_size=4).map(lambda b: b * 400))
-
-
 @settings(max_examples=examples(60))
 @given(data=st.data(), options=entry_options())
 def test_inspect_of_generated_entries_is_identical(rust: Path, data: st.DataObject, options: dict[str, Any]) -> None:
@@ -107,7 +99,7 @@ def test_inspect_of_generated_entries_is_identical(rust: Path, data: st.DataObje
         entry = larder.encode_response(data.draw(http_responses, label="response"), **options)
     else:
         serializer = data.draw(st.sampled_from(larder.SERIALIZERS), label="serializer")
-        value = data.draw(_value_for(serializer), label="value")
+        value = data.draw(values_for(serializer), label="value")
         entry = larder.encode(value, serializer=serializer, **options)
     for args in (["inspect"], ["inspect", "--json"]):
         rust_run, python_run = run_rust(rust, args, entry), run_python(args, entry)
@@ -385,11 +377,8 @@ def test_numbers_beyond_float64_cannot_be_json_payloads(rust: Path, document: by
     """JSON has no infinity, so the json serializer refuses them (exit 2); msgpack stores a float64 infinity."""
     args = ["encode", "--serializer", "json"]
     rust_run, python_run = run_rust(rust, args, document), run_python(args, document)
-    assert (rust_run.status, python_run.status) == (2, 2), (rust_run.stderr, python_run.stderr)
     for run in (rust_run, python_run):
-        assert run.stdout == b""
-        assert run.stderr.startswith("larder: ")
-        assert run.stderr.count("\n") == 1
+        run.assert_one_line_error(2)
     args = ["encode", "--serializer", "msgpack", "--compressor", "none", "--created-at", "0"]
     rust_run, python_run = run_rust(rust, args, document), run_python(args, document)
     assert rust_run.status == 0, rust_run.stderr
@@ -413,21 +402,15 @@ def test_numbers_beyond_float64_cannot_be_json_payloads(rust: Path, document: by
 def test_usage_errors_are_one_line_in_both(rust: Path, args: list[str]) -> None:
     rust_run, python_run = run_rust(rust, args, b"1"), run_python(args, b"1")
     for run in (rust_run, python_run):
-        assert run.status == 2, run.stderr
-        assert run.stdout == b""
-        assert run.stderr.startswith("larder: ")
-        assert run.stderr.count("\n") == 1, run.stderr
+        run.assert_one_line_error(2)
         assert run.stderr.endswith(" (see --help)\n")
 
 
 def test_no_command_at_all_is_a_usage_error_in_both(rust: Path) -> None:
     """Bare `larder`: exit 2, nothing on stdout, one `larder: ` line on stderr in both (the wording differs)."""
     rust_run, python_run = run_rust(rust, []), run_python([])
-    assert (rust_run.status, python_run.status) == (2, 2)
-    assert rust_run.stdout == python_run.stdout == b""
     for run in (rust_run, python_run):
-        assert run.stderr.startswith("larder: "), run.stderr
-        assert run.stderr.count("\n") == 1, run.stderr
+        run.assert_one_line_error(2)
         assert run.stderr.endswith(" (see --help)\n")
 
 
@@ -467,11 +450,8 @@ def test_the_worked_example_is_encoded_alike_by_both_and_by_python_m_larder(rust
 )
 def test_bad_input_exits_2_in_both(rust: Path, args: list[str], stdin: bytes) -> None:
     rust_run, python_run = run_rust(rust, args, stdin), run_python(args, stdin)
-    assert (rust_run.status, python_run.status) == (2, 2), (rust_run.stderr, python_run.stderr)
     for run in (rust_run, python_run):
-        assert run.stdout == b""
-        assert run.stderr.startswith("larder: ")
-        assert run.stderr.count("\n") == 1
+        run.assert_one_line_error(2)
 
 
 def test_python_m_larder_exits_like_the_library_says() -> None:
@@ -479,10 +459,7 @@ def test_python_m_larder_exits_like_the_library_says() -> None:
     assert run_python_process(["inspect"], invalid).status == 1
     assert run_python_process(["inspect", "--json"], invalid).error_kind == INVALID[0]["error"]
     assert run_python_process(["key", "no-scheme"]).status == 2
-    usage = run_python_process(["encode", "--ttl", "-1"], b"1")
-    assert usage.status == 2
-    assert usage.stderr.startswith("larder: ")
-    assert usage.stderr.count("\n") == 1
+    run_python_process(["encode", "--ttl", "-1"], b"1").assert_one_line_error(2)
     assert run_python_process(["key", "HTTP://Example.COM:80"]).stdout == b"GET:http://example.com/\n"
 
 

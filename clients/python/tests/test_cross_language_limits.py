@@ -143,9 +143,7 @@ def test_encode_of_documents_nested_to_the_limit(rust: Path, serializer: str, sh
     assert python_run.stdout == rust_run.stdout
     if depth > 100:
         for run in (rust_run, python_run):
-            assert run.stdout == b""
-            assert run.stderr.startswith("larder: ")
-            assert run.stderr.count("\n") == 1
+            run.assert_one_line_error(2)
             assert "nested more than 100" in run.stderr
     else:
         assert _inspect_alike(rust, python_run.stdout[23:], serializer) is None

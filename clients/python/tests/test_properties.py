@@ -22,18 +22,10 @@ from support import (
     msgpack_objects,
     pack_msgpack,
     same_json,
-    sized_json_values,
+    values_for,
 )
 
 COMPRESSORS = larder.COMPRESSORS
-
-
-def _values_for(serializer: str) -> st.SearchStrategy[Any]:
-    if serializer in ("msgpack", "json"):
-        return sized_json_values()
-    if serializer == "text":
-        return st.one_of(st.text(), st.text(min_size=1, max_size=5).map(lambda t: t * 400))
-    return st.one_of(st.binary(), st.binary(min_size=1, max_size=5).map(lambda b: b * 400))
 
 
 @pytest.mark.parametrize("compressor", COMPRESSORS)
@@ -41,7 +33,7 @@ def _values_for(serializer: str) -> st.SearchStrategy[Any]:
 @settings(max_examples=examples(25))
 @given(data=st.data())
 def test_values_round_trip(serializer: str, compressor: str, data: st.DataObject) -> None:
-    value = data.draw(_values_for(serializer), label="value")
+    value = data.draw(values_for(serializer), label="value")
     threshold = data.draw(st.sampled_from([0, 1024]), label="threshold")
     encoded = larder.encode(value, serializer=serializer, compressor=compressor, threshold=threshold, created_at=1)
     entry = larder.decode(encoded)

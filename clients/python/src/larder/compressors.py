@@ -22,6 +22,7 @@ import lz4.block
 import zstandard
 
 from .errors import CORRUPT_PAYLOAD, TOO_LARGE, InvalidEntry
+from .header import U64_MAX
 
 #: Default maximum decompressed size: 64 MiB.
 DEFAULT_MAX_SIZE: Final = 64 * 1024 * 1024
@@ -34,7 +35,6 @@ LZ4_MAX_RATIO: Final = 255
 
 _ZSTD_MAX_LEVEL: Final = 22
 _U32_MAX: Final = 0xFFFF_FFFF
-_U64_MAX: Final = 0xFFFF_FFFF_FFFF_FFFF
 #: The longest varint a u64 takes (7 bits a byte), and the longest a raw Snappy preamble (a u32) may take.
 _VARINT_MAX_BYTES: Final = 10
 _SNAPPY_PREAMBLE_MAX_BYTES: Final = 5
@@ -149,7 +149,7 @@ def _snappy_preamble(data: bytes) -> tuple[int, int]:
             raise _corrupt(f"snappy length preamble is longer than {_VARINT_MAX_BYTES} bytes")
         value |= (byte & 0x7F) << (7 * i)
         if byte < 0x80:
-            return value & _U64_MAX, i + 1
+            return value & U64_MAX, i + 1
     raise _corrupt("snappy length preamble is cut short")
 
 
