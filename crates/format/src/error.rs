@@ -74,3 +74,10 @@ pub enum EncodeError {
     #[error("compression failed: {0}")]
     Compress(String),
 }
+
+impl EncodeError {
+    /// A serializer's own failure, kept as its message.
+    pub(crate) fn serialize(error: impl std::fmt::Display) -> Self {
+        EncodeError::Serialize(error.to_string())
+    }
+}

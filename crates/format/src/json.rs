@@ -578,10 +578,6 @@ pub fn check_nesting<D: JsonDocument + ?Sized>(value: &D) -> Result<(), EncodeEr
     Ok(())
 }
 
-fn write_error(e: rmp::encode::ValueWriteError) -> EncodeError {
-    EncodeError::Serialize(e.to_string())
-}
-
 fn len_u32(len: usize) -> Result<u32, EncodeError> {
     u32::try_from(len).map_err(|_| EncodeError::Invalid(format!("collection of {len} items is too long")))
 }
@@ -597,20 +593,20 @@ impl JsonDocument for JsonNode {
 
     fn write_msgpack(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
         match self {
-            JsonNode::Null => rmp::encode::write_nil(out).map_err(|e| EncodeError::Serialize(e.to_string()))?,
-            JsonNode::Bool(b) => rmp::encode::write_bool(out, *b).map_err(|e| EncodeError::Serialize(e.to_string()))?,
+            JsonNode::Null => rmp::encode::write_nil(out).map_err(EncodeError::serialize)?,
+            JsonNode::Bool(b) => rmp::encode::write_bool(out, *b).map_err(EncodeError::serialize)?,
             JsonNode::Number(text) => write_number_text(text, out)?,
-            JsonNode::String(s) => rmp::encode::write_str(out, s).map_err(write_error)?,
+            JsonNode::String(s) => rmp::encode::write_str(out, s).map_err(EncodeError::serialize)?,
             JsonNode::Array(items) => {
-                rmp::encode::write_array_len(out, len_u32(items.len())?).map_err(write_error)?;
+                rmp::encode::write_array_len(out, len_u32(items.len())?).map_err(EncodeError::serialize)?;
                 for item in items {
                     item.write_msgpack(out)?;
                 }
             }
             JsonNode::Object(pairs) => {
-                rmp::encode::write_map_len(out, len_u32(pairs.len())?).map_err(write_error)?;
+                rmp::encode::write_map_len(out, len_u32(pairs.len())?).map_err(EncodeError::serialize)?;
                 for (key, item) in pairs {
-                    rmp::encode::write_str(out, key).map_err(write_error)?;
+                    rmp::encode::write_str(out, key).map_err(EncodeError::serialize)?;
                     item.write_msgpack(out)?;
                 }
             }
@@ -622,15 +618,15 @@ impl JsonDocument for JsonNode {
 fn write_number_text(text: &str, out: &mut Vec<u8>) -> Result<(), EncodeError> {
     if !is_integer_text(text) {
         let float: f64 = text.parse().map_err(|_| EncodeError::Invalid(format!("bad number {text}")))?;
-        rmp::encode::write_f64(out, float).map_err(write_error)?;
+        rmp::encode::write_f64(out, float).map_err(EncodeError::serialize)?;
     } else if let Ok(unsigned) = text.parse::<u64>() {
-        rmp::encode::write_uint(out, unsigned).map_err(write_error)?;
+        rmp::encode::write_uint(out, unsigned).map_err(EncodeError::serialize)?;
     } else if let Ok(signed) = text.parse::<i64>() {
         // `-0` parses here as 0 and takes the unsigned form, as in every other language.
         if signed >= 0 {
-            rmp::encode::write_uint(out, signed as u64).map_err(write_error)?;
+            rmp::encode::write_uint(out, signed as u64).map_err(EncodeError::serialize)?;
         } else {
-            rmp::encode::write_sint(out, signed).map_err(write_error)?;
+            rmp::encode::write_sint(out, signed).map_err(EncodeError::serialize)?;
         }
     } else {
         return Err(EncodeError::Invalid(format!("integer {text} is outside the MessagePack range [-2^63, 2^64-1]")));
@@ -650,30 +646,30 @@ impl JsonDocument for serde_json::Value {
     fn write_msgpack(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
         use serde_json::Value;
         match self {
-            Value::Null => rmp::encode::write_nil(out).map_err(|e| EncodeError::Serialize(e.to_string()))?,
-            Value::Bool(b) => rmp::encode::write_bool(out, *b).map_err(|e| EncodeError::Serialize(e.to_string()))?,
+            Value::Null => rmp::encode::write_nil(out).map_err(EncodeError::serialize)?,
+            Value::Bool(b) => rmp::encode::write_bool(out, *b).map_err(EncodeError::serialize)?,
             Value::Number(n) => {
                 if let Some(unsigned) = n.as_u64() {
-                    rmp::encode::write_uint(out, unsigned).map_err(write_error)?;
+                    rmp::encode::write_uint(out, unsigned).map_err(EncodeError::serialize)?;
                 } else if let Some(signed) = n.as_i64() {
-                    rmp::encode::write_sint(out, signed).map_err(write_error)?;
+                    rmp::encode::write_sint(out, signed).map_err(EncodeError::serialize)?;
                 } else if let Some(float) = n.as_f64() {
-                    rmp::encode::write_f64(out, float).map_err(write_error)?;
+                    rmp::encode::write_f64(out, float).map_err(EncodeError::serialize)?;
                 } else {
                     return Err(EncodeError::Invalid(format!("number {n} is not representable")));
                 }
             }
-            Value::String(s) => rmp::encode::write_str(out, s).map_err(write_error)?,
+            Value::String(s) => rmp::encode::write_str(out, s).map_err(EncodeError::serialize)?,
             Value::Array(items) => {
-                rmp::encode::write_array_len(out, len_u32(items.len())?).map_err(write_error)?;
+                rmp::encode::write_array_len(out, len_u32(items.len())?).map_err(EncodeError::serialize)?;
                 for item in items {
                     item.write_msgpack(out)?;
                 }
             }
             Value::Object(map) => {
-                rmp::encode::write_map_len(out, len_u32(map.len())?).map_err(write_error)?;
+                rmp::encode::write_map_len(out, len_u32(map.len())?).map_err(EncodeError::serialize)?;
                 for (key, item) in map {
-                    rmp::encode::write_str(out, key).map_err(write_error)?;
+                    rmp::encode::write_str(out, key).map_err(EncodeError::serialize)?;
                     item.write_msgpack(out)?;
                 }
             }

@@ -73,21 +73,20 @@ impl HttpResponse {
 
     /// Appends the MessagePack payload of this response to `out`.
     pub fn write_payload(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
-        let io = |e: rmp::encode::ValueWriteError| EncodeError::Serialize(e.to_string());
         if !(100..=999).contains(&self.status) {
             return Err(EncodeError::Invalid(format!("status {} is outside 100-999", self.status)));
         }
         let header_count = len_u32(self.headers.len(), "header list")?;
-        rmp::encode::write_array_len(out, 4).map_err(io)?;
-        rmp::encode::write_uint(out, u64::from(self.status)).map_err(io)?;
-        rmp::encode::write_array_len(out, header_count).map_err(io)?;
+        rmp::encode::write_array_len(out, 4).map_err(EncodeError::serialize)?;
+        rmp::encode::write_uint(out, u64::from(self.status)).map_err(EncodeError::serialize)?;
+        rmp::encode::write_array_len(out, header_count).map_err(EncodeError::serialize)?;
         for (name, value) in &self.headers {
-            rmp::encode::write_array_len(out, 2).map_err(io)?;
-            rmp::encode::write_bin(out, name).map_err(io)?;
-            rmp::encode::write_bin(out, value).map_err(io)?;
+            rmp::encode::write_array_len(out, 2).map_err(EncodeError::serialize)?;
+            rmp::encode::write_bin(out, name).map_err(EncodeError::serialize)?;
+            rmp::encode::write_bin(out, value).map_err(EncodeError::serialize)?;
         }
-        rmp::encode::write_bin(out, &self.body).map_err(io)?;
-        rmp::encode::write_str(out, self.content_encoding.name()).map_err(io)?;
+        rmp::encode::write_bin(out, &self.body).map_err(EncodeError::serialize)?;
+        rmp::encode::write_str(out, self.content_encoding.name()).map_err(EncodeError::serialize)?;
         Ok(())
     }
 

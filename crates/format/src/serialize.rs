@@ -15,10 +15,8 @@ pub fn serialize_into<T: Serialize + ?Sized>(
     out: &mut Vec<u8>,
 ) -> Result<(), EncodeError> {
     match serializer {
-        Serializer::MsgPack => {
-            rmp_serde::encode::write_named(out, value).map_err(|e| EncodeError::Serialize(e.to_string()))
-        }
-        Serializer::Json => serde_json::to_writer(out, value).map_err(|e| EncodeError::Serialize(e.to_string())),
+        Serializer::MsgPack => rmp_serde::encode::write_named(out, value).map_err(EncodeError::serialize),
+        Serializer::Json => serde_json::to_writer(out, value).map_err(EncodeError::serialize),
         Serializer::Raw | Serializer::Text => {
             let text_only = serializer == Serializer::Text;
             value.serialize(BytesCapture { out, text_only })
