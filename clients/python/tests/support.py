@@ -10,6 +10,9 @@ import math
 import os
 import struct
 import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -302,21 +305,87 @@ class Run:
         return self.stderr[len(prefix) :].split(":", 1)[0]
 
 
-def run_python(args: list[str], stdin: bytes = b"") -> Run:
-    """`python -m larder ARGS`, run in this process (larder.cli.main) for speed."""
+def command_env(force_tty: str | None = None) -> dict[str, str]:
+    """This process's environment for a CLI run: $LARDER_FORCE_TTY set to `force_tty`, or removed when it is None
+    (so a developer's own setting cannot change what the tests see)."""
+    env = {name: value for name, value in os.environ.items() if name != cli.FORCE_TTY_VAR}
+    if force_tty is not None:
+        env[cli.FORCE_TTY_VAR] = force_tty
+    return env
+
+
+@contextmanager
+def _forced_tty(force_tty: str | None) -> Iterator[None]:
+    """$LARDER_FORCE_TTY as `force_tty` (removed when None) while the block runs in this process."""
+    saved = os.environ.pop(cli.FORCE_TTY_VAR, None)
+    if force_tty is not None:
+        os.environ[cli.FORCE_TTY_VAR] = force_tty
+    try:
+        yield
+    finally:
+        os.environ.pop(cli.FORCE_TTY_VAR, None)
+        if saved is not None:
+            os.environ[cli.FORCE_TTY_VAR] = saved
+
+
+def run_python(args: list[str], stdin: bytes = b"", *, force_tty: str | None = None) -> Run:
+    """`python -m larder ARGS`, run in this process (larder.cli.main) for speed; stdout is not a terminal unless
+    `force_tty` says so ($LARDER_FORCE_TTY)."""
     out, err = io.BytesIO(), io.BytesIO()
-    status = cli.main(args, stdin=io.BytesIO(stdin), stdout=out, stderr=err)
+    with _forced_tty(force_tty):
+        status = cli.main(args, stdin=io.BytesIO(stdin), stdout=out, stderr=err)
     return Run(status, out.getvalue(), err.getvalue().decode("utf-8"))
 
 
-def run_python_process(args: list[str], stdin: bytes = b"") -> Run:
-    """`python -m larder ARGS` as a separate process, exactly as a user runs it."""
-    import sys
+def python_command() -> list[str]:
+    """The command that runs `python -m larder` as a user runs it."""
+    return [sys.executable, "-m", "larder"]
 
+
+def run_python_process(args: list[str], stdin: bytes = b"", *, force_tty: str | None = None) -> Run:
+    """`python -m larder ARGS` as a separate process, exactly as a user runs it."""
     done = subprocess.run(
-        [sys.executable, "-m", "larder", *args], input=stdin, capture_output=True, timeout=60, check=False
+        [*python_command(), *args],
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+        check=False,
+        env=command_env(force_tty),
     )
     return Run(done.returncode, done.stdout, done.stderr.decode("utf-8", errors="replace"))
+
+
+def run_in_terminal(command: list[str]) -> Run:
+    """`command` with stdout a pseudo-terminal (so `isatty` is true, with $LARDER_FORCE_TTY removed) and stdin
+    empty. The terminal's output processing is turned off, so `\n` arrives as written rather than as `\r\n`."""
+    import pty
+    import termios
+
+    leader, follower = pty.openpty()
+    attributes = termios.tcgetattr(follower)
+    attributes[1] &= ~termios.OPOST
+    termios.tcsetattr(follower, termios.TCSANOW, attributes)
+    try:
+        process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=follower, stderr=subprocess.PIPE, env=command_env()
+        )
+    finally:
+        os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 1 << 16)
+        except OSError:  # EIO: every writer to the terminal has closed it
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert process.stderr is not None
+    stderr = process.stderr.read()
+    process.stderr.close()
+    status = process.wait(timeout=60)
+    return Run(status, b"".join(chunks), stderr.decode("utf-8", errors="replace"))
 
 
 def larder_bin() -> Path:
@@ -333,7 +402,14 @@ def larder_bin() -> Path:
     return path
 
 
-def run_rust(binary: Path, args: list[str], stdin: bytes = b"") -> Run:
-    """The Rust `larder ARGS`."""
-    done = subprocess.run([str(binary), *args], input=stdin, capture_output=True, timeout=60, check=False)
+def run_rust(binary: Path, args: list[str], stdin: bytes = b"", *, force_tty: str | None = None) -> Run:
+    """The Rust `larder ARGS`; stdout is not a terminal unless `force_tty` says so ($LARDER_FORCE_TTY)."""
+    done = subprocess.run(
+        [str(binary), *args],
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+        check=False,
+        env=command_env(force_tty),
+    )
     return Run(done.returncode, done.stdout, done.stderr.decode("utf-8", errors="replace"))

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
 
 import larder
+from larder import cli
 from support import run_python, run_python_process
 
 EXAMPLE_ARGS = ["encode", "--created-at", "1700000000000", "--ttl", "60", "--version", "v1", "--tag", "user:7"]
@@ -31,9 +33,14 @@ def test_encode_then_inspect_from_a_file_and_from_stdin(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "stdin", "value"),
     [
-        (["encode", "--serializer", "text"], b'"h\\u00e9llo"', "héllo"),
-        (["encode", "--serializer", "raw"], b'{"$base64": "/wA="}', b"\xff\x00"),
-        (["encode", "--serializer", "raw"], b'"text"', b"text"),
+        (["encode", "--serializer", "text"], "héllo\n".encode(), "héllo\n"),
+        (["encode", "--serializer", "text"], b'"h\\u00e9llo"', '"h\\u00e9llo"'),
+        (["encode", "--serializer", "text"], b"", ""),
+        (["encode", "--serializer", "raw"], b"\xff\x00\n", b"\xff\x00\n"),
+        (["encode", "--serializer", "text", "--json-input"], b'"h\\u00e9llo"', "héllo"),
+        (["encode", "--serializer", "raw", "--json-input"], b'{"$base64": "/wA="}', b"\xff\x00"),
+        (["encode", "--serializer", "raw", "--json-input"], b'"text"', b"text"),
+        (["encode", "--serializer", "msgpack", "--json-input"], b"[1]", [1]),
         (["encode", "--serializer", "json"], b'{"b": [1, 2.5], "a": null}', {"b": [1, 2.5], "a": None}),
         (["encode", "--compressor", "zstd", "--threshold", "0", "--level", "19"], b'"' + b"z" * 500 + b'"', "z" * 500),
     ],
@@ -105,3 +112,42 @@ def test_help_exits_0() -> None:
     assert run.status == 0
     assert b"encode" in run.stdout
     assert b"inspect" in run.stdout
+
+
+class _Terminal(io.BytesIO):
+    """A stdout that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(
+    ("stdout", "force_tty", "cut"),
+    [
+        (_Terminal, None, True),
+        (_Terminal, "0", False),
+        (_Terminal, "yes", True),  # only 0 and 1 override: anything else asks the stream
+        (io.BytesIO, None, False),
+        (io.BytesIO, "1", True),
+        (io.BytesIO, "", False),
+    ],
+)
+def test_inspect_asks_its_stdout_whether_it_is_a_terminal(
+    monkeypatch: pytest.MonkeyPatch, stdout: type[io.BytesIO], force_tty: str | None, cut: bool
+) -> None:
+    if force_tty is None:
+        monkeypatch.delenv("LARDER_FORCE_TTY", raising=False)
+    else:
+        monkeypatch.setenv("LARDER_FORCE_TTY", force_tty)
+    entry = larder.encode("x" * 201, serializer="text", created_at=0)
+    out = stdout()
+    assert cli.main(["inspect"], stdin=io.BytesIO(entry), stdout=out, stderr=io.BytesIO()) == 0
+    last = out.getvalue().decode().splitlines()[-1]
+    assert last == ('value:       "' + "x" * 199 + "… (3 more characters)" if cut else f'value:       "{"x" * 201}"')
+
+
+def test_help_describes_the_input_and_body_flags() -> None:
+    encode_help, inspect_help = run_python_process(["encode", "--help"]), run_python_process(["inspect", "--help"])
+    assert b"--json-input" in encode_help.stdout
+    assert b"--body" in inspect_help.stdout
+    assert b"--full" in inspect_help.stdout

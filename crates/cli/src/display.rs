@@ -2,6 +2,7 @@
 //! can be compared byte for byte. Floats are written as Python's `repr` writes them, bytes that are not UTF-8 as
 //! `{"$base64":…}`, and maps keep their order and duplicate keys.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use base64::Engine;
@@ -145,6 +146,22 @@ pub fn bytes_text(bytes: &[u8]) -> String {
             let mut out = String::new();
             write_bytes(&mut out, bytes);
             out
+        }
+    }
+}
+
+/// On a terminal, `inspect` shows at most this many characters of a line's text (or of a body) unless --full.
+pub const CUT_AT: usize = 200;
+
+/// `text` cut to its first `limit` characters (Unicode scalar values, as every language can count them) followed
+/// by `… (N more characters)`; unchanged when it is no longer than `limit`.
+pub fn cut_text(text: &str, limit: usize) -> Cow<'_, str> {
+    match text.char_indices().nth(limit) {
+        None => Cow::Borrowed(text),
+        Some((end, _)) => {
+            let more = text[end..].chars().count();
+            let noun = if more == 1 { "character" } else { "characters" };
+            Cow::Owned(format!("{}… ({more} more {noun})", &text[..end]))
         }
     }
 }
@@ -317,6 +334,15 @@ mod tests {
         let mut out = String::new();
         write_msgpack(&mut out, &value, 0, &limits)?;
         limits.check_final(&out).map(|()| out)
+    }
+
+    #[test]
+    fn cut_counts_characters_and_names_what_it_left_out() {
+        assert_eq!(cut_text("abc", 3), "abc");
+        assert_eq!(cut_text("abcd", 3), "abc… (1 more character)");
+        assert_eq!(cut_text("ééééé", 2), "éé… (3 more characters)");
+        assert_eq!(cut_text("", 0), "");
+        assert_eq!(cut_text("🍞x", 0), "… (2 more characters)");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Writing to stdout the way command-line tools should: a closed pipe (`larder … | head`) ends output quietly
-//! instead of panicking, and any other write error is reported.
+//! instead of panicking, any other write error is reported, and output meant for people can tell whether a
+//! person is reading (a terminal) or a program is.
 
-use std::io::{ErrorKind, Write};
+use std::io::{ErrorKind, IsTerminal, Write};
 
 use crate::Failure;
 
@@ -21,4 +22,17 @@ pub fn print_line(line: &str) -> Result<(), Failure> {
     text.push_str(line);
     text.push('\n');
     write_stdout(text.as_bytes())
+}
+
+/// Overrides terminal detection (spec/CLI.md): `1` treats stdout as a terminal, `0` as not, so that tests and
+/// scripts can see either form whatever stdout is.
+pub const FORCE_TTY_VAR: &str = "LARDER_FORCE_TTY";
+
+/// Whether stdout is a terminal, unless [`FORCE_TTY_VAR`] says otherwise.
+pub fn stdout_is_terminal() -> bool {
+    match std::env::var_os(FORCE_TTY_VAR) {
+        Some(value) if value == "1" => true,
+        Some(value) if value == "0" => false,
+        _ => std::io::stdout().is_terminal(),
+    }
 }

@@ -1,11 +1,25 @@
-//! The `encode`, `inspect` and `key` commands, run as a user runs them: exit statuses, output forms, and entries
-//! that survive encode → inspect.
+//! The `encode`, `inspect` and `key` commands, run as a user runs them: exit statuses, output forms (for programs
+//! and for a person on a terminal), and entries that survive encode → inspect.
 
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
+/// Overrides terminal detection in `inspect` (spec/CLI.md).
+const FORCE_TTY: &str = "LARDER_FORCE_TTY";
+
 fn larder(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_larder"))
+    larder_with(args, stdin, None)
+}
+
+/// `larder ARGS` with stdout a pipe; `force_tty` sets LARDER_FORCE_TTY, which is otherwise removed so that the
+/// caller's environment cannot change what the tests see.
+fn larder_with(args: &[&str], stdin: &[u8], force_tty: Option<&str>) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_larder"));
+    match force_tty {
+        Some(value) => command.env(FORCE_TTY, value),
+        None => command.env_remove(FORCE_TTY),
+    };
+    let mut child = command
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -90,14 +104,14 @@ fn inspect_refuses_invalid_entries_with_status_1_and_the_kind() {
 #[test]
 fn encode_refuses_bad_input_with_status_2() {
     assert_eq!(larder(&["encode"], b"{not json").status.code(), Some(2));
-    assert_eq!(larder(&["encode", "--serializer", "text"], b"[1]").status.code(), Some(2));
+    assert_eq!(larder(&["encode", "--serializer", "text", "--json-input"], b"[1]").status.code(), Some(2));
     assert_eq!(larder(&["encode"], b"18446744073709551616").status.code(), Some(2));
     assert_eq!(larder(&["encode", "--serializer", "bogus"], b"1").status.code(), Some(2));
 }
 
 #[test]
 fn raw_values_take_base64_and_show_non_utf8_as_base64() {
-    let entry = larder(&["encode", "--serializer", "raw"], br#"{"$base64":"/wA="}"#);
+    let entry = larder(&["encode", "--serializer", "raw", "--json-input"], br#"{"$base64":"/wA="}"#);
     assert!(entry.status.success());
     let out = larder(&["inspect", "--json"], &entry.stdout);
     assert!(stdout(&out).contains(r#""value":{"$base64":"/wA="}"#), "{}", stdout(&out));
@@ -192,7 +206,11 @@ fn encode_keeps_the_last_of_duplicate_keys_where_the_first_stood() {
     expected = vec![0x81, 0xa1, b'a', 0x01];
     assert_eq!(payload_of(&encode_bare("msgpack", deep.as_bytes())), &expected[..]);
     // Raw and response documents too.
-    assert_eq!(payload_of(&encode_bare("raw", br#"{"$base64":"!!","$base64":"/wA="}"#)), b"\xff\x00");
+    let raw = larder(
+        &["encode", "--serializer", "raw", "--json-input", "--created-at", "0"],
+        br#"{"$base64":"!!","$base64":"/wA="}"#,
+    );
+    assert_eq!(payload_of(&raw), b"\xff\x00");
     let response = larder(&["encode", "--kind", "response"], br#"{"status":200,"headers":[],"status":404}"#);
     assert!(stdout(&larder(&["inspect"], &response.stdout)).contains("status:      404\n"));
 }
@@ -229,4 +247,191 @@ fn no_subcommand_is_a_one_line_usage_error_and_help_still_prints() {
     assert_eq!(help.status.code(), Some(0));
     assert!(stdout(&help).contains("Usage: larder"), "{}", stdout(&help));
     assert!(help.stderr.is_empty());
+}
+
+#[test]
+fn text_and_raw_store_stdin_verbatim() {
+    // A final newline, a byte order mark, JSON-looking text: all kept, nothing unwrapped or trimmed.
+    for text in [&b"h\xc3\xa9llo\n"[..], b"\xef\xbb\xbfbom", b"\"quoted\"\n", b"", b"\n\n"] {
+        assert_eq!(payload_of(&encode_bare("text", text)), text);
+    }
+    for bytes in [&b"\xff\x00{"[..], br#"{"$base64":"/wA="}"#, b"", b"\r\n"] {
+        assert_eq!(payload_of(&encode_bare("raw", bytes)), bytes);
+    }
+    let out = larder(&["inspect", "--json"], &encode_bare("text", b"line\n").stdout);
+    assert!(stdout(&out).ends_with(",\"value\":\"line\\n\"}\n"), "{}", stdout(&out));
+}
+
+#[test]
+fn text_refuses_stdin_that_is_not_utf8_in_one_line() {
+    // A lone 0xff, a surrogate (ED A0 80), an overlong '/' (C0 AF), a sequence cut short.
+    for stdin in [&b"ok\xff"[..], b"\xed\xa0\x80", b"\xc0\xaf", b"\xe2\x82"] {
+        let out = encode_bare("text", stdin);
+        assert_eq!(out.status.code(), Some(2));
+        assert!(out.stdout.is_empty());
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            "larder: stdin is not UTF-8 text (--serializer text); use --serializer raw for other bytes\n"
+        );
+    }
+}
+
+#[test]
+fn json_input_keeps_the_json_forms_of_text_and_raw() {
+    let bare_json = |serializer: &str, stdin: &[u8]| {
+        larder(
+            &["encode", "--serializer", serializer, "--json-input", "--compressor", "none", "--created-at", "0"],
+            stdin,
+        )
+    };
+    assert_eq!(payload_of(&bare_json("text", br#""h\u00e9llo""#)), "héllo".as_bytes());
+    assert_eq!(payload_of(&bare_json("raw", br#"{"$base64":"/wA="}"#)), b"\xff\x00");
+    assert_eq!(payload_of(&bare_json("raw", br#""text""#)), b"text");
+    assert_eq!(bare_json("text", b"hello").status.code(), Some(2), "not a JSON document");
+    assert_eq!(bare_json("raw", b"[1]").status.code(), Some(2));
+    // With msgpack it changes nothing: the document is JSON anyway.
+    assert_eq!(payload_of(&bare_json("msgpack", b"[1]")), b"\x91\x01");
+}
+
+/// The human form's first lines for an entry encoded with `--created-at 0` and no optional header fields.
+fn human_head(serializer: &str, kind: &str, stored: usize, payload: usize) -> String {
+    format!(
+        "format:      1\nkind:        {kind}\nserializer:  {serializer}\ncompressor:  none\n\
+         created_at:  0 (1970-01-01T00:00:00.000Z)\nexpires_at:  never\nstale_ms:    0\nversion:     (none)\n\
+         tags:        (none)\nsize:        {stored} bytes stored, {payload} bytes payload\n"
+    )
+}
+
+fn encode_response(document: &[u8]) -> Vec<u8> {
+    let out = larder(&["encode", "--kind", "response", "--compressor", "none", "--created-at", "0"], document);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    out.stdout
+}
+
+#[test]
+fn inspect_body_prints_a_response_body_as_stored_after_an_empty_line() {
+    // A gzip content coding is not undone: the stored bytes are printed, not UTF-8 and no newline added.
+    let entry = encode_response(
+        br#"{"status":200,"headers":[["content-type","text/plain"]],"body":{"$base64":"/wBoaQ=="},"content_encoding":"gzip"}"#,
+    );
+    let out = larder(&["inspect", "--body"], &entry);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut expected = human_head("msgpack", "response", 65, 42).into_bytes();
+    expected.extend_from_slice(
+        b"status:      200\nencoding:    gzip\nheader:      content-type: text/plain\nbody:        4 bytes\n\n\xff\x00hi",
+    );
+    assert_eq!(out.stdout, expected);
+    // The JSON form always holds the whole body: --body changes nothing there.
+    let json = larder(&["inspect", "--json", "--body"], &entry);
+    assert!(stdout(&json).ends_with("\"content_encoding\":\"gzip\",\"body\":{\"$base64\":\"/wBoaQ==\"}}}\n"));
+    assert_eq!(json.stdout, larder(&["inspect", "--json"], &entry).stdout);
+}
+
+#[test]
+fn inspect_body_of_a_value_prints_its_decompressed_payload() {
+    let out = larder(&["inspect", "--body"], &encode_bare("text", b"hi").stdout);
+    let expected = human_head("text", "value", 25, 2) + "value:       \"hi\"\n\nhi";
+    assert_eq!(stdout(&out), expected);
+    // A compressed msgpack value: the MessagePack bytes, decompressed.
+    let document = format!("[{}]", vec!["1"; 2000].join(","));
+    let entry = larder(&["encode", "--compressor", "zstd", "--threshold", "0"], document.as_bytes());
+    assert!(entry.stdout.len() < 500, "stored compressed");
+    let out = larder(&["inspect", "--body"], &entry.stdout);
+    let mut msgpack = vec![0xdc, 0x07, 0xd0];
+    msgpack.extend(std::iter::repeat_n(0x01, 2000));
+    assert!(out.stdout.ends_with(&[b"\n\n".as_slice(), &msgpack].concat()), "ends with the payload");
+}
+
+#[test]
+fn inspect_cuts_long_texts_on_a_terminal_unless_full() {
+    let text = "x".repeat(300);
+    let entry = encode_bare("text", text.as_bytes()).stdout;
+    let cut_line = format!("value:       \"{}… (102 more characters)\n", "x".repeat(199));
+    let out = larder_with(&["inspect"], &entry, Some("1"));
+    assert_eq!(stdout(&out), human_head("text", "value", 323, 300) + &cut_line);
+    let whole_line = format!("value:       \"{text}\"\n");
+    for (args, tty) in [(&["inspect", "--full"][..], Some("1")), (&["inspect"], Some("0")), (&["inspect"], None)] {
+        assert_eq!(stdout(&larder_with(args, &entry, tty)), human_head("text", "value", 323, 300) + &whole_line);
+    }
+    // Never in the JSON form.
+    let json = larder_with(&["inspect", "--json"], &entry, Some("1"));
+    assert!(stdout(&json).ends_with(&format!("\"value\":\"{text}\"}}\n")), "{}", stdout(&json));
+}
+
+#[test]
+fn inspect_cuts_headers_and_bodies_on_a_terminal_and_counts_characters() {
+    let document =
+        format!(r#"{{"status":200,"headers":[["x-long","{}"]],"body":"{}"}}"#, "v".repeat(300), "b".repeat(250));
+    let entry = encode_response(document.as_bytes());
+    let out = larder_with(&["inspect", "--body"], &entry, Some("1"));
+    let expected = human_head("msgpack", "response", 600, 577)
+        + "status:      200\nencoding:    identity\n"
+        + &format!("header:      x-long: {}… (108 more characters)\n", "v".repeat(192))
+        + "body:        250 bytes\n\n"
+        + &format!("{}… (50 more characters)\n", "b".repeat(200));
+    assert_eq!(stdout(&out), expected);
+    // Two-byte characters: cut after 200 characters (quotes included), not 200 bytes; one is "character".
+    let entry = encode_bare("raw", "é".repeat(200).as_bytes()).stdout;
+    let out = larder_with(&["inspect"], &entry, Some("1"));
+    assert!(stdout(&out).ends_with(&format!("value:       \"{}… (2 more characters)\n", "é".repeat(199))));
+    let entry = encode_bare("text", "é".repeat(199).as_bytes()).stdout;
+    let out = larder_with(&["inspect", "--body"], &entry, Some("1"));
+    assert!(stdout(&out).ends_with(&format!("\"{}… (1 more character)\n\n{}\n", "é".repeat(199), "é".repeat(199))));
+}
+
+#[test]
+fn inspect_on_a_terminal_shows_binary_bodies_as_base64_and_ends_the_line() {
+    let entry = encode_response(br#"{"status":200,"body":{"$base64":"/wA="}}"#);
+    let head =
+        human_head("msgpack", "response", 40, 17) + "status:      200\nencoding:    identity\nbody:        2 bytes\n\n";
+    for args in [&["inspect", "--body"][..], &["inspect", "--body", "--full"]] {
+        assert_eq!(stdout(&larder_with(args, &entry, Some("1"))), head.clone() + "{\"$base64\":\"/wA=\"}\n");
+    }
+    let piped = larder_with(&["inspect", "--body"], &entry, Some("0"));
+    assert_eq!(piped.stdout, [head.as_bytes(), b"\xff\x00"].concat());
+    // A body that ends with a newline gets no second one; an empty body nothing at all.
+    let entry = encode_response(br#"{"status":200,"body":"ok\n"}"#);
+    assert!(stdout(&larder_with(&["inspect", "--body"], &entry, Some("1"))).ends_with("3 bytes\n\nok\n"));
+    let entry = encode_response(br#"{"status":204}"#);
+    assert!(stdout(&larder_with(&["inspect", "--body"], &entry, Some("1"))).ends_with("0 bytes\n\n"));
+}
+
+/// A real terminal, through `script` (util-linux), without LARDER_FORCE_TTY: `inspect` must notice it itself.
+#[test]
+fn inspect_detects_a_real_terminal() {
+    let dir = std::env::temp_dir().join(format!("larder-tty-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("long.entry");
+    std::fs::write(&file, encode_bare("text", "x".repeat(300).as_bytes()).stdout).expect("entry written");
+    let command = format!("'{}' inspect '{}'", env!("CARGO_BIN_EXE_larder"), file.display());
+    let run = Command::new("script").args(["-q", "-e", "-c", &command, "/dev/null"]).env_remove(FORCE_TTY).output();
+    let _ = std::fs::remove_dir_all(&dir);
+    let Ok(out) = run else {
+        eprintln!("skipped: `script` (util-linux) is not installed");
+        return;
+    };
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // The terminal turns each \n into \r\n.
+    let shown = stdout(&out).replace("\r\n", "\n");
+    assert!(shown.ends_with(&format!("value:       \"{}… (102 more characters)\n", "x".repeat(199))), "{shown}");
+}
+
+#[test]
+fn help_lists_the_accepted_values_of_every_option_with_a_fixed_set() {
+    let help = stdout(&larder(&["encode", "--help"], b""));
+    for values in [
+        "[possible values: raw, msgpack, json, text]",
+        "[possible values: none, lz4, snappy, zstd, brotli, gzip]",
+        "[possible values: value, response]",
+    ] {
+        assert!(help.contains(values), "{values} missing from\n{help}");
+    }
+    let help = stdout(&larder(&["bench", "hit-ratio", "--help"], b""));
+    assert!(help.contains("[possible values: arc, lirs, cache2k, oracle-general]"), "{help}");
+    // An unknown value is still a one-line usage error.
+    let out = larder(&["encode", "--serializer", "yaml"], b"1");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("larder: invalid value 'yaml' for '--serializer <SERIALIZER>'"), "{err}");
+    assert_eq!(err.lines().count(), 1);
 }

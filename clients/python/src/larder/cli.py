@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import base64
 import binascii
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -20,13 +21,19 @@ from .entry import DEFAULT_THRESHOLD, encode, encode_response
 from .errors import InvalidEntry
 from .header import COMPRESSORS, SERIALIZERS, U64_MAX
 from .keys import DEFAULT_DROP, url_key
-from .report import inspect_text
+from .report import Report
 from .response import CONTENT_ENCODINGS, HttpResponse
 from .serializers import parse_json_text
 
 _UNSIGNED = re.compile(r"\+?[0-9]+")
 _SIGNED = re.compile(r"[+-]?[0-9]+")
 _I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
+
+#: Overrides terminal detection (spec/CLI.md): `1` treats stdout as a terminal, `0` as not, so that tests and
+#: scripts can see either form of `inspect` whatever stdout is.
+FORCE_TTY_VAR = "LARDER_FORCE_TTY"
+#: The same words in every implementation (spec/CLI.md), with no byte offset, whose counting could differ.
+NOT_UTF8_TEXT = "stdin is not UTF-8 text (--serializer text); use --serializer raw for other bytes"
 
 
 class Failure(Exception):
@@ -75,7 +82,7 @@ def main(
     stderr = stderr if stderr is not None else sys.stderr.buffer
     try:
         args = _parser().parse_args(argv)
-        output = args.run(args, stdin)
+        output = args.run(args, stdin, stdout)
     except Failure as failure:
         stderr.write(f"larder: {failure}\n".encode("utf-8", errors="backslashreplace"))
         stderr.flush()
@@ -99,11 +106,11 @@ def _parser() -> _Parser:
 
     encode_cmd = commands.add_parser(
         "encode",
-        help="encode the JSON document on stdin as an entry, written to stdout",
-        description="Encode the JSON document on stdin as a larder entry, written to stdout. With --serializer "
-        'text or raw the document must be a JSON string (raw also takes {"$base64": "..."}); with --kind '
-        'response it is {"status": 200, "headers": [["name", "value"], ...], "body": "...", '
-        '"content_encoding": "identity"}.',
+        help="encode stdin as an entry, written to stdout",
+        description="Encode stdin as a larder entry, written to stdout. With --serializer text, stdin's text "
+        "(UTF-8) is stored verbatim, a trailing newline included; with raw, stdin's bytes. With msgpack or json, "
+        'stdin is one JSON document; with --kind response it is {"status": 200, "headers": [["name", "value"], '
+        '...], "body": "...", "content_encoding": "identity"}.',
     )
     encode_cmd.add_argument(
         "--serializer", action=_Once, choices=SERIALIZERS, default="msgpack", help="how the value is serialized"
@@ -134,12 +141,21 @@ def _parser() -> _Parser:
     encode_cmd.add_argument(
         "--kind", action=_Once, choices=("value", "response"), default="value", help="what the document is"
     )
+    encode_cmd.add_argument(
+        "--json-input",
+        action=_Once,
+        nargs=0,
+        default=False,
+        help='read stdin as a JSON document with text and raw too: a JSON string, or for raw {"$base64": "..."}',
+    )
     encode_cmd.set_defaults(run=_encode)
 
     inspect_cmd = commands.add_parser(
         "inspect",
         help="print an entry's header and decoded value",
-        description="Print an entry's header and decoded value. Exits 1, naming the error kind, for an invalid entry.",
+        description="Print an entry's header and decoded value. Exits 1, naming the error kind, for an invalid entry. "
+        "On a terminal (not with --json), texts longer than 200 characters are cut, saying how many characters were "
+        "left out.",
     )
     inspect_cmd.add_argument("file", nargs="?", default="-", metavar="FILE", help="the entry file; - for stdin")
     inspect_cmd.add_argument(
@@ -153,6 +169,16 @@ def _parser() -> _Parser:
         metavar="BYTES",
         help="largest payload to decompress",
     )
+    inspect_cmd.add_argument(
+        "--body",
+        action=_Once,
+        nargs=0,
+        default=False,
+        help="after the lines, print an empty line and the body: a response's body as stored (still compressed if "
+        "its content_encoding says so), or a value's payload (decompressed, still serialized); on a terminal as "
+        'text, or {"$base64":...} when not UTF-8. The JSON form always holds the whole body.',
+    )
+    inspect_cmd.add_argument("--full", action=_Once, nargs=0, default=False, help="do not cut long texts on a terminal")
     inspect_cmd.set_defaults(run=_inspect)
 
     key_cmd = commands.add_parser(
@@ -171,8 +197,8 @@ def _parser() -> _Parser:
     return parser
 
 
-def _encode(args: argparse.Namespace, stdin: BinaryIO) -> bytes:
-    document = _read_json_document(stdin)
+def _encode(args: argparse.Namespace, stdin: BinaryIO, _stdout: BinaryIO) -> bytes:
+    data = _read_stdin(stdin)
     options: dict[str, Any] = {
         "compressor": args.compressor,
         "threshold": args.threshold,
@@ -187,13 +213,17 @@ def _encode(args: argparse.Namespace, stdin: BinaryIO) -> bytes:
         if args.kind == "response":
             if args.serializer != "msgpack":
                 raise Failure(2, "--kind response needs --serializer msgpack")
-            return encode_response(_response_from_json(document), **options)
-        return encode(_value_from_json(document, args.serializer), serializer=args.serializer, **options)
+            return encode_response(_response_from_json(_json_document(data)), **options)
+        if args.serializer in ("text", "raw") and not args.json_input:
+            value: Any = _verbatim_value(data, args.serializer)
+        else:
+            value = _value_from_json(_json_document(data), args.serializer)
+        return encode(value, serializer=args.serializer, **options)
     except (TypeError, ValueError) as e:
         raise Failure(2, f"cannot encode: {e}") from None
 
 
-def _inspect(args: argparse.Namespace, stdin: BinaryIO) -> bytes:
+def _inspect(args: argparse.Namespace, stdin: BinaryIO, stdout: BinaryIO) -> bytes:
     if args.file == "-":
         data = _read_stdin(stdin)
     else:
@@ -203,13 +233,31 @@ def _inspect(args: argparse.Namespace, stdin: BinaryIO) -> bytes:
         except OSError as e:
             raise Failure(2, f"cannot read {args.file}: {e.strerror or e}") from None
     try:
-        text = inspect_text(data, as_json=args.json, max_size=args.max_size)
+        report = Report.of(data, args.max_size)
     except InvalidEntry as e:
         raise Failure(1, f"invalid entry: {e.kind}: {e.detail}") from None
-    return text.encode("utf-8")
+    if args.json:
+        return report.json().encode("utf-8")
+    terminal = _stdout_is_terminal(stdout)
+    cut = terminal and not args.full
+    output = report.human(cut=cut).encode("utf-8")
+    if args.body:
+        output += b"\n" + report.body_output(terminal=terminal, cut=cut)
+    return output
 
 
-def _key(args: argparse.Namespace, stdin: BinaryIO) -> bytes:
+def _stdout_is_terminal(stdout: BinaryIO) -> bool:
+    """Whether stdout is a terminal, unless `FORCE_TTY_VAR` says otherwise."""
+    forced = os.environ.get(FORCE_TTY_VAR)
+    if forced in ("0", "1"):
+        return forced == "1"
+    try:
+        return stdout.isatty()
+    except (AttributeError, ValueError):  # a stream without a file behind it, or a closed one
+        return False
+
+
+def _key(args: argparse.Namespace, stdin: BinaryIO, _stdout: BinaryIO) -> bytes:
     drop = ([] if args.no_default_drops else list(DEFAULT_DROP)) + args.drops
     try:
         key = url_key(args.method, args.url, namespace=args.namespace, drop=drop)
@@ -225,21 +273,31 @@ def _read_stdin(stdin: BinaryIO) -> bytes:
         raise Failure(2, f"cannot read stdin: {e}") from None
 
 
-def _read_json_document(stdin: BinaryIO) -> Any:
-    data = _read_stdin(stdin)
+def _json_document(data: bytes) -> Any:
     try:
         return parse_json_text(data.decode("utf-8"))
     except ValueError as e:  # UnicodeDecodeError and json.JSONDecodeError are ValueErrors
         raise Failure(2, f"stdin is not a JSON document: {e}") from None
 
 
+def _verbatim_value(data: bytes, serializer: str) -> str | bytes:
+    """Stdin stored as it came, for text and raw: nothing is unwrapped or trimmed, not even a final newline."""
+    if serializer == "raw":
+        return data
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Failure(2, NOT_UTF8_TEXT) from None
+
+
 def _value_from_json(document: Any, serializer: str) -> Any:
+    """The value of a JSON document read with `--json-input` or for the msgpack and json serializers."""
     if serializer == "text":
         if not isinstance(document, str):
-            raise Failure(2, "--serializer text needs a JSON string on stdin")
+            raise Failure(2, "--serializer text --json-input needs a JSON string on stdin")
         return document
     if serializer == "raw":
-        return _bytes_from_json(document, '--serializer raw needs a JSON string or {"$base64": ...}')
+        return _bytes_from_json(document, '--serializer raw --json-input needs a JSON string or {"$base64": ...}')
     return document
 
 

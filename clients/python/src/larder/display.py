@@ -267,6 +267,19 @@ def bytes_json(data: bytes) -> str:
         return f'{{"$base64":"{_b64(data)}"}}'
 
 
+#: On a terminal, `inspect` shows at most this many characters of a line's text (or of a body) unless --full.
+CUT_AT: Final = 200
+
+
+def cut_text(text: str, limit: int) -> str:
+    """`text` cut to its first `limit` characters (code points, as every language can count them) followed by
+    `… (N more characters)`; unchanged when it is no longer than `limit`."""
+    more = len(text) - limit
+    if more <= 0:
+        return text
+    return f"{text[:limit]}… ({more} more {'character' if more == 1 else 'characters'})"
+
+
 def bytes_text(data: bytes) -> str:
     """A byte string as shown in a human-form line: its text, unquoted, when UTF-8, else `{"$base64":"…"}`."""
     try:

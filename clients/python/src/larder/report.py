@@ -1,7 +1,9 @@
-"""What `inspect` prints (spec/CLI.md): an entry's header and value, as labelled lines or as one JSON object.
+"""What `inspect` prints (spec/CLI.md): an entry's header and value, as labelled lines or as one JSON object, and
+on request its body.
 
 The text is specified to the byte so that every implementation's `inspect` can be compared with every other's; the
 value is decoded for display here (pairs kept, exact ext bytes, see msgpack_reader) rather than through `decode`.
+A person reading on a terminal gets long texts cut (`cut=True`), which programs never see.
 """
 
 from __future__ import annotations
@@ -11,7 +13,17 @@ from dataclasses import dataclass
 from typing import Final
 
 from .compressors import DEFAULT_MAX_SIZE
-from .display import DisplayTooDeep, DisplayTooLarge, JsonIntegerText, bytes_json, bytes_text, display_json, quote
+from .display import (
+    CUT_AT,
+    DisplayTooDeep,
+    DisplayTooLarge,
+    JsonIntegerText,
+    bytes_json,
+    bytes_text,
+    cut_text,
+    display_json,
+    quote,
+)
 from .entry import decode_payload
 from .errors import BAD_VALUE, TOO_LARGE, InvalidEntry
 from .header import Header
@@ -30,12 +42,14 @@ _EPOCH: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 @dataclass(frozen=True)
 class Report:
-    """An entry decoded for display: its header, its sizes, and its value in display JSON (or its response)."""
+    """An entry decoded for display: its header, its sizes, its value in display JSON (or its response), and the
+    decompressed payload it was read from."""
 
     header: Header
     stored_bytes: int
     payload_bytes: int
     value: str | HttpResponse
+    payload: bytes
 
     @classmethod
     def of(cls, data: bytes, max_size: int = DEFAULT_MAX_SIZE) -> Report:
@@ -50,10 +64,11 @@ class Report:
             value = HttpResponse.from_payload(payload)
         else:
             value = value_display(header.serializer, payload)
-        return cls(header, len(data), len(payload), value)
+        return cls(header, len(data), len(payload), value, payload)
 
-    def human(self) -> str:
-        """The labelled-lines form, each line `printf "%-12s %s\\n"`, ending with a newline."""
+    def human(self, *, cut: bool = False) -> str:
+        """The labelled-lines form, each line `printf "%-12s %s\\n"`, ending with a newline; with `cut` (a person on a
+        terminal), each text after a label is cut to `CUT_AT` characters."""
         h = self.header
         lines = [
             ("format", "1"),
@@ -75,7 +90,22 @@ class Report:
             lines.append(("body", f"{len(response.body)} bytes"))
         else:
             lines.append(("value", self.value))
-        return "".join(f"{label + ':':<12} {text}\n" for label, text in lines)
+        shown = (lambda text: cut_text(text, CUT_AT)) if cut else (lambda text: text)
+        return "".join(f"{label + ':':<12} {shown(text)}\n" for label, text in lines)
+
+    def body_output(self, *, terminal: bool, cut: bool) -> bytes:
+        """What `--body` prints after the empty line: an HTTP response's body as stored, or a value's payload. As
+        they are for a program; for a person on a terminal, their display text (cut to `CUT_AT` characters with
+        `cut`) and a newline to end the output, unless it is empty or ends with one already."""
+        body = self.value.body if isinstance(self.value, HttpResponse) else self.payload
+        if not terminal:
+            return bytes(body)
+        text = bytes_text(bytes(body))
+        if cut:
+            text = cut_text(text, CUT_AT)
+        if text and not text.endswith("\n"):
+            text += "\n"
+        return text.encode("utf-8")
 
     def json(self) -> str:
         """The one-line JSON form, ending with a newline."""

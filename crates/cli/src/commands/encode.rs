@@ -1,7 +1,8 @@
-//! `larder encode`: a JSON document on stdin to entry bytes on stdout (spec/CLI.md).
+//! `larder encode`: stdin (text, bytes or a JSON document) to entry bytes on stdout (spec/CLI.md).
 
 use base64::Engine;
 use bytes::Bytes;
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, ValueEnum};
 use larder_format::json::{self, is_integer_text, msgpack_from_json, JsonNode};
 use larder_format::{
@@ -12,18 +13,18 @@ use larder_format::{
 use crate::commands::read_stdin;
 use crate::Failure;
 
-/// Encode the JSON document on stdin as a larder entry, written to stdout.
+/// Encode stdin as a larder entry, written to stdout.
 ///
-/// With --serializer text or raw the document must be a JSON string (raw also takes {"$base64": "..."});
-/// with --kind response it is {"status": 200, "headers": [["name", "value"], ...], "body": "...",
-/// "content_encoding": "identity"}.
+/// With --serializer text, stdin's text (UTF-8) is stored verbatim, a trailing newline included; with raw,
+/// stdin's bytes. With msgpack or json, stdin is one JSON document; with --kind response it is {"status": 200,
+/// "headers": [["name", "value"], ...], "body": "...", "content_encoding": "identity"}.
 #[derive(Args)]
 pub struct EncodeArgs {
     /// How the value is serialized.
-    #[arg(long, default_value = "msgpack", value_parser = parse_serializer)]
+    #[arg(long, default_value = "msgpack", value_parser = names_of(Serializer::ALL, Serializer::name))]
     serializer: Serializer,
     /// Compressor to try; kept only if the payload is at least --threshold bytes and it shrinks.
-    #[arg(long, default_value = "lz4", value_parser = parse_compressor)]
+    #[arg(long, default_value = "lz4", value_parser = names_of(Compressor::ALL, Compressor::name))]
     compressor: Compressor,
     /// Seconds until the entry expires (0 = never).
     #[arg(long, default_value_t = 0, value_name = "SECS")]
@@ -49,6 +50,9 @@ pub struct EncodeArgs {
     /// What the document describes.
     #[arg(long, value_enum, default_value_t = KindArg::Value)]
     kind: KindArg,
+    /// Read stdin as a JSON document with text and raw too: a JSON string, or for raw {"$base64": "..."}.
+    #[arg(long)]
+    json_input: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -57,20 +61,16 @@ enum KindArg {
     Response,
 }
 
-fn parse_serializer(s: &str) -> Result<Serializer, String> {
-    s.parse()
-}
-
-fn parse_compressor(s: &str) -> Result<Compressor, String> {
-    s.parse()
+/// A parser that accepts exactly the names of `all`, so that `--help` lists them as possible values.
+fn names_of<T: std::str::FromStr<Err = String> + Clone + Send + Sync + 'static>(
+    all: &'static [T],
+    name: fn(T) -> &'static str,
+) -> impl TypedValueParser<Value = T> {
+    PossibleValuesParser::new(all.iter().cloned().map(name)).try_map(|text| text.parse::<T>())
 }
 
 pub fn run(args: EncodeArgs) -> Result<(), Failure> {
     let input = read_stdin()?;
-    // A map keeps the last value of a duplicate key, where the first one stood, as the Python CLI's dict does.
-    let document = json::parse(&input)
-        .map_err(|e| Failure::input(format!("stdin is not a JSON document: {e}")))?
-        .without_duplicate_keys();
     let created_at = args.created_at.unwrap_or_else(now_ms);
     let mut meta = EntryMeta::with_ttl(created_at, args.ttl.saturating_mul(1000));
     meta.stale_ms = args.stale.saturating_mul(1000);
@@ -87,16 +87,39 @@ pub fn run(args: EncodeArgs) -> Result<(), Failure> {
             if args.serializer != Serializer::MsgPack {
                 return Err(Failure::input("--kind response needs --serializer msgpack"));
             }
-            encode_response(&response_from_json(&document)?, &meta, &options)?
+            encode_response(&response_from_json(&json_document(&input)?)?, &meta, &options)?
         }
         KindArg::Value => {
-            let payload = serialized_payload(&document, args.serializer)?;
+            let payload = match args.serializer {
+                Serializer::Text | Serializer::Raw if !args.json_input => verbatim_payload(input, args.serializer)?,
+                serializer => serialized_payload(&json_document(&input)?, serializer)?,
+            };
             encode_serialized(Kind::Value, args.serializer, &payload, &meta, &options)?
         }
     };
     crate::output::write_stdout(&entry)
 }
 
+/// Stdin as one JSON document. A map keeps the last value of a duplicate key, where the first one stood, as the
+/// Python CLI's dict does.
+fn json_document(input: &[u8]) -> Result<JsonNode, Failure> {
+    Ok(json::parse(input)
+        .map_err(|e| Failure::input(format!("stdin is not a JSON document: {e}")))?
+        .without_duplicate_keys())
+}
+
+/// Stdin stored as it came, for text and raw: nothing is unwrapped or trimmed, not even a final newline.
+fn verbatim_payload(input: Vec<u8>, serializer: Serializer) -> Result<Vec<u8>, Failure> {
+    if serializer == Serializer::Text && std::str::from_utf8(&input).is_err() {
+        return Err(Failure::input(NOT_UTF8_TEXT));
+    }
+    Ok(input)
+}
+
+/// The same words in every implementation (spec/CLI.md), with no byte offset, whose counting could differ.
+const NOT_UTF8_TEXT: &str = "stdin is not UTF-8 text (--serializer text); use --serializer raw for other bytes";
+
+/// The payload of a JSON document read with `--json-input` or for the msgpack and json serializers.
 fn serialized_payload(document: &JsonNode, serializer: Serializer) -> Result<Vec<u8>, Failure> {
     Ok(match serializer {
         Serializer::MsgPack => {
@@ -112,9 +135,11 @@ fn serialized_payload(document: &JsonNode, serializer: Serializer) -> Result<Vec
         }
         Serializer::Text => match document {
             JsonNode::String(text) => text.clone().into_bytes(),
-            _ => return Err(Failure::input("--serializer text needs a JSON string on stdin")),
+            _ => return Err(Failure::input("--serializer text --json-input needs a JSON string on stdin")),
         },
-        Serializer::Raw => bytes_from_json(document, "--serializer raw needs a JSON string or {\"$base64\": ...}")?,
+        Serializer::Raw => {
+            bytes_from_json(document, "--serializer raw --json-input needs a JSON string or {\"$base64\": ...}")?
+        }
     })
 }
 

@@ -1,5 +1,7 @@
-//! `larder inspect`: an entry's header and decoded value, in the human or JSON form of spec/CLI.md.
+//! `larder inspect`: an entry's header and decoded value, in the human or JSON form of spec/CLI.md, with its body
+//! on request, and cut to a readable length when a person reads it on a terminal.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -15,7 +17,8 @@ use crate::Failure;
 
 /// Print an entry's header and decoded value.
 ///
-/// Exits 1 with one line naming the error kind (spec/FORMAT.md §7) when the entry is invalid.
+/// Exits 1 with one line naming the error kind (spec/FORMAT.md §7) when the entry is invalid. On a terminal
+/// (not with --json), texts longer than 200 characters are cut, saying how many characters were left out.
 #[derive(Args)]
 pub struct InspectArgs {
     /// The entry file; - or nothing for stdin.
@@ -26,6 +29,34 @@ pub struct InspectArgs {
     /// Refuse payloads that decompress to more than this many bytes.
     #[arg(long, default_value_t = larder_format::compress::DEFAULT_MAX_SIZE, value_name = "BYTES")]
     max_size: usize,
+    /// After the lines, print an empty line and the body (a response's body, or a value's payload).
+    ///
+    /// An HTTP response's body is printed as stored: still compressed if its content_encoding says so. A value's
+    /// payload is printed decompressed but still serialized. On a terminal it is shown as text, or as
+    /// {"$base64":...} when it is not UTF-8. The JSON form always holds the whole body, with or without --body.
+    #[arg(long)]
+    body: bool,
+    /// Do not cut long texts on a terminal.
+    #[arg(long)]
+    full: bool,
+}
+
+/// Who reads the human form: a program gets it whole and exact; a person on a terminal gets long texts cut
+/// (unless --full) and binary bodies as base64.
+#[derive(Clone, Copy)]
+struct View {
+    terminal: bool,
+    cut: bool,
+}
+
+impl View {
+    fn shown<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        if self.cut {
+            display::cut_text(text, display::CUT_AT)
+        } else {
+            Cow::Borrowed(text)
+        }
+    }
 }
 
 pub fn run(args: InspectArgs) -> Result<(), Failure> {
@@ -38,7 +69,17 @@ pub fn run(args: InspectArgs) -> Result<(), Failure> {
     let limits = DecodeLimits { max_size: args.max_size };
     let report = Report::build(Bytes::from(bytes), &limits)
         .map_err(|e| Failure { status: 1, message: format!("invalid entry: {}: {}", e.kind(), e.detail()) })?;
-    crate::output::print_line(&if args.json { report.json() } else { report.human() })
+    if args.json {
+        return crate::output::print_line(&report.json());
+    }
+    let terminal = crate::output::stdout_is_terminal();
+    let view = View { terminal, cut: terminal && !args.full };
+    let mut out = report.human(view).into_bytes();
+    if args.body {
+        out.push(b'\n');
+        report.write_body(&mut out, view);
+    }
+    crate::output::write_stdout(&out)
 }
 
 /// What `inspect` prints, decoded once and rendered in either form.
@@ -53,8 +94,11 @@ struct Report {
 }
 
 enum Body {
-    /// The value in display JSON.
-    Value(String),
+    /// The value in display JSON, and the payload it was read from (for --body).
+    Value {
+        display: String,
+        payload: Vec<u8>,
+    },
     Response(HttpResponse),
 }
 
@@ -66,7 +110,9 @@ impl Report {
         let h = &entry.header;
         let body = match h.kind {
             Kind::Response => Body::Response(decode_response(&bytes, limits)?.1),
-            Kind::Value => Body::Value(value_display(h.serializer, &payload)?),
+            Kind::Value => {
+                Body::Value { display: value_display(h.serializer, &payload)?, payload: payload.into_owned() }
+            }
         };
         Ok(Report {
             kind: h.kind,
@@ -79,11 +125,12 @@ impl Report {
         })
     }
 
-    fn human(&self) -> String {
+    /// The labelled lines, each ending with a newline.
+    fn human(&self, view: View) -> String {
         let h = &self.meta;
         let mut out = String::new();
         let mut line = |label: &str, value: &str| {
-            let _ = writeln!(out, "{:<12} {value}", format!("{label}:"));
+            let _ = writeln!(out, "{:<12} {}", format!("{label}:"), view.shown(value));
         };
         line("format", "1");
         line("kind", self.kind.name());
@@ -96,7 +143,7 @@ impl Report {
         line("tags", &if h.tags.is_empty() { "(none)".to_owned() } else { h.tags.join(", ") });
         line("size", &format!("{} bytes stored, {} bytes payload", self.stored_bytes, self.payload_bytes));
         match &self.body {
-            Body::Value(value) => line("value", value),
+            Body::Value { display, .. } => line("value", display),
             Body::Response(response) => {
                 line("status", &response.status.to_string());
                 line("encoding", response.content_encoding.name());
@@ -106,8 +153,26 @@ impl Report {
                 line("body", &format!("{} bytes", response.body.len()));
             }
         }
-        out.pop();
         out
+    }
+
+    /// What --body prints: the bytes as they are for a program; for a person, their display text (cut unless
+    /// --full) and a newline to end the output, unless it is empty or ends with one already.
+    fn write_body(&self, out: &mut Vec<u8>, view: View) {
+        let body = match &self.body {
+            Body::Value { payload, .. } => &payload[..],
+            Body::Response(response) => &response.body[..],
+        };
+        if !view.terminal {
+            out.extend_from_slice(body);
+            return;
+        }
+        let text = display::bytes_text(body);
+        let shown = view.shown(&text);
+        out.extend_from_slice(shown.as_bytes());
+        if !shown.is_empty() && !shown.ends_with('\n') {
+            out.push(b'\n');
+        }
     }
 
     fn json(&self) -> String {
@@ -135,7 +200,7 @@ impl Report {
         let _ =
             write!(out, "],\"stored_bytes\":{},\"payload_bytes\":{},\"value\":", self.stored_bytes, self.payload_bytes);
         match &self.body {
-            Body::Value(value) => out.push_str(value),
+            Body::Value { display, .. } => out.push_str(display),
             Body::Response(response) => {
                 let _ = write!(out, "{{\"status\":{},\"headers\":[", response.status);
                 for (i, (name, value)) in response.headers.iter().enumerate() {
