@@ -11,6 +11,10 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::coalesce::InFlight;
+
+/// What a `fetch` leader hands its waiters: the value (type-erased, since different keys hold different types) or
+/// the error every waiter gets.
+pub(crate) type Outcome = Result<Arc<dyn std::any::Any + Send + Sync>, CacheError>;
 use crate::error::CacheError;
 use crate::stats::{CacheCounters, CacheStats};
 
@@ -152,7 +156,7 @@ pub(crate) struct Shared<S> {
     pub(crate) default_stale: Duration,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) lock_ttl: Duration,
-    pub(crate) inflight: InFlight,
+    pub(crate) inflight: InFlight<Outcome>,
     pub(crate) counters: CacheCounters,
 }
 
@@ -201,30 +205,6 @@ impl<S: Store> Cache<S> {
     /// How many keys this process is computing right now.
     pub fn computing(&self) -> usize {
         self.shared.inflight.len()
-    }
-
-    /// The coalescer `fetch` uses, for callers that compute entries themselves (the proxy fills the cache from
-    /// an upstream server, one request per key).
-    pub fn coalescer(&self) -> &InFlight {
-        &self.shared.inflight
-    }
-
-    /// The stored bytes under a full store key (no namespace applied), absorbing store failures as misses
-    /// (counted). For callers that handle entries themselves, such as the proxy's HTTP responses.
-    pub async fn get_entry(&self, store_key: &str) -> Option<Value> {
-        self.get_raw(store_key).await
-    }
-
-    /// Stores entry bytes under a full store key; a store failure is absorbed and counted, and reported as
-    /// `false`, since losing a cache write must not fail the request that produced it.
-    pub async fn put_entry(&self, store_key: &str, entry: &[u8], ttl: Option<Duration>) -> bool {
-        match self.shared.store.set(store_key, entry, ttl).await {
-            Ok(()) => true,
-            Err(_) => {
-                CacheCounters::bump(&self.shared.counters.store_errors);
-                false
-            }
-        }
     }
 
     /// The store key for `key` in this cache's namespace.

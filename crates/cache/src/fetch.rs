@@ -18,8 +18,9 @@ use larder_store::Store;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::cache::Outcome;
 use crate::cache::{Cache, Lookup, WriteOptions};
-use crate::coalesce::{self, Lead, Role};
+use crate::coalesce::{Lead, Role};
 use crate::error::CacheError;
 use crate::stats::CacheCounters;
 
@@ -75,9 +76,9 @@ impl<S: Store> Cache<S> {
                 }
                 Lookup::Miss => match self.shared.inflight.join_or_lead(&store_key) {
                     Role::Lead(lead) => return self.load_and_store(&store_key, options, take(&mut loader), lead).await,
-                    Role::Wait(rx) => {
+                    Role::Wait(waiter) => {
                         CacheCounters::bump(&self.shared.counters.coalesced_waits);
-                        match coalesce::wait(rx).await {
+                        match waiter.wait().await {
                             Some(Ok(shared)) => match shared.downcast_ref::<T>() {
                                 Some(value) => return Ok(value.clone()),
                                 // Another call site computed this key as another type: read it as ours.
@@ -134,7 +135,7 @@ impl<S: Store> Cache<S> {
         store_key: &str,
         options: &WriteOptions,
         loader: F,
-        lead: Lead<'_>,
+        lead: Lead<Outcome>,
     ) -> Result<T, CacheError>
     where
         T: Cacheable,

@@ -18,6 +18,7 @@
 
 mod cache;
 pub mod coalesce;
+mod entries;
 mod error;
 mod fetch;
 mod stats;

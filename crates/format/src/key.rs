@@ -67,32 +67,49 @@ impl KeyOptions {
 
 /// The key of a request, from its parts as a server sees them (spec/FORMAT.md §5.3).
 pub fn http_key(method: &str, scheme: &str, authority: &str, path_and_query: &str, options: &KeyOptions) -> String {
-    let mut base = String::with_capacity(method.len() + scheme.len() + authority.len() + path_and_query.len() + 8);
+    let target = normalized_target(path_and_query, options);
+    let mut base = String::with_capacity(method.len() + scheme.len() + authority.len() + target.len() + 8);
     base.push_str(&method.to_ascii_uppercase());
     base.push(':');
     let scheme = scheme.to_ascii_lowercase();
     base.push_str(&scheme);
     base.push_str("://");
     base.push_str(&normalize_authority(&scheme, authority));
+    base.push_str(&target);
+    namespaced_key(&options.namespace, &base)
+}
 
+/// A request target as keys see it (spec/FORMAT.md §5.3 steps 4 and 5): no fragment, `/` for an empty path, the
+/// query without dropped parameters and sorted by name. A proxy forwards exactly this target, so that what it
+/// keys on and what the app receives cannot differ.
+pub fn normalized_target(path_and_query: &str, options: &KeyOptions) -> String {
     let without_fragment = path_and_query.split('#').next().unwrap_or_default();
     let (path, query) = match without_fragment.split_once('?') {
         Some((path, query)) => (path, query),
         None => (without_fragment, ""),
     };
-    base.push_str(if path.is_empty() { "/" } else { path });
-
+    let mut target = String::with_capacity(without_fragment.len() + 1);
+    target.push_str(if path.is_empty() { "/" } else { path });
     let mut parts: Vec<&str> = query
         .split('&')
         .filter(|part| !part.is_empty())
         .filter(|part| !options.drops(param_name(part).as_bytes()))
         .collect();
     parts.sort_by(|a, b| param_name(a).as_bytes().cmp(param_name(b).as_bytes()));
-    if !parts.is_empty() {
-        base.push('?');
-        base.push_str(&parts.join("&"));
+    if let Some((first, rest)) = parts.split_first() {
+        target.push('?');
+        target.push_str(first);
+        for part in rest {
+            target.push('&');
+            target.push_str(part);
+        }
     }
-    namespaced_key(&options.namespace, &base)
+    target
+}
+
+/// `authority` as keys write it (spec/FORMAT.md §5.3 step 3): no userinfo, lowercase, no empty or default port.
+pub fn key_authority(scheme: &str, authority: &str) -> String {
+    normalize_authority(&scheme.to_ascii_lowercase(), authority)
 }
 
 /// The key of a request given as a URL text (`scheme://authority/path?query`).

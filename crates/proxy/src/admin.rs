@@ -1,35 +1,55 @@
-//! The admin API, on its own listener (loopback unless configured, and then only with a bearer token):
+//! The admin API, on its own listener (loopback unless configured, and then only with a bearer token; in
+//! `larder serve` on a thread of its own, so nothing here stalls a core that serves hits):
 //!
 //! - `PUT /entries/{key}` stores entry bytes (spec/FORMAT.md) that any language produced: an app can push a
-//!   pre-rendered page and larder serves it without asking the app. `GET` reads one back, `DELETE` removes it.
-//! - `POST /purge` with `{"url": …}`, `{"prefix": …}` or `{"tag": …}` removes entries.
-//! - `GET /metrics` (Prometheus text) and `GET /health`.
+//!   pre-rendered page and larder serves it without asking the app. The entry is decoded completely first (on the
+//!   blocking pool), and the answer warns when the proxy would never look the key up. `GET` reads one back,
+//!   `DELETE` removes it.
+//! - `POST /purge` with one of `{"url": …}` (every variant and coding of that URL), `{"url_prefix": …}` (every
+//!   URL that starts with it), `{"prefix": …}` (store keys that start with it), `{"tag": …}` or
+//!   `{"tags": […]}`. A purge that matches nothing says why it may have missed.
+//! - `GET /metrics` (Prometheus text), `GET /health` (the process, and the upstream as larder last found it),
+//!   `GET /ready` (503 while the upstream cannot be reached).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{AUTHORIZATION, CONTENT_TYPE};
 use http::{HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use larder_format::Entry;
+use larder_format::key::{key_authority, MAX_KEY_LEN};
+use larder_format::{ContentEncoding, Entry, Kind};
 use larder_store::Store;
 use percent_encoding::percent_decode_str;
 use serde::Deserialize;
+use serde_json::json;
 
-use crate::body::{collect_up_to, Collected, ProxyBody};
+use crate::body::ProxyBody;
 use crate::handler::Proxy;
 use crate::metrics::Metrics;
+use crate::respond;
+use crate::stored::VaryMarker;
 
 /// Largest entry accepted by PUT.
 const MAX_PUT: usize = 256 << 20;
+/// Largest purge request body.
+const MAX_PURGE: usize = 64 << 10;
+/// How long `/ready` waits for a connection to the upstream.
+const READY_CONNECT: Duration = Duration::from_secs(1);
+/// Hashed keys keep this many readable bytes (spec/FORMAT.md §5.1): a longer prefix cannot match them.
+const HASHED_PREFIX_LEN: usize = 180;
 
-/// A purge request: exactly one of the three.
-#[derive(Debug, Deserialize)]
+/// A purge request: exactly one criterion.
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PurgeRequest {
     url: Option<String>,
+    url_prefix: Option<String>,
     prefix: Option<String>,
     tag: Option<String>,
+    tags: Option<Vec<String>>,
 }
 
 pub struct Admin<S> {
@@ -44,162 +64,377 @@ impl<S: Store> Admin<S> {
 
     pub async fn handle(&self, request: Request<Incoming>) -> Response<ProxyBody> {
         let path = request.uri().path().to_owned();
-        if path == "/health" && request.method() == Method::GET {
-            return text(StatusCode::OK, "ok\n");
+        let method = request.method().clone();
+        match (&method, path.as_str()) {
+            (&Method::GET, "/health") => return self.health(),
+            (&Method::GET, "/ready") => return self.ready().await,
+            _ => {}
         }
         if let Some(token) = &self.token {
-            let expected = format!("Bearer {token}");
-            let given = request.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes);
-            if !given.is_some_and(|g| constant_time_eq(g, expected.as_bytes())) {
-                let mut response = json(StatusCode::UNAUTHORIZED, r#"{"error":"a bearer token is required"}"#);
+            if !bearer_matches(request.headers().get(AUTHORIZATION), token) {
+                let mut response = error(StatusCode::UNAUTHORIZED, "a bearer token is required");
                 response.headers_mut().insert("www-authenticate", HeaderValue::from_static("Bearer"));
                 return response;
             }
         }
-        let method = request.method().clone();
         match (method, path.as_str()) {
-            (Method::GET, "/metrics") => {
-                let stats = self.proxy.cache().store().stats().await.unwrap_or_default();
-                let mut response = text(StatusCode::OK, &self.proxy.metrics().render(&stats));
-                response
-                    .headers_mut()
-                    .insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
-                response
-            }
+            (Method::GET, "/metrics") => self.metrics().await,
             (Method::POST, "/purge") => self.purge(request).await,
             (method, p) if p.starts_with("/entries/") => {
                 let raw = &p["/entries/".len()..];
                 let Ok(key) = percent_decode_str(raw).decode_utf8() else {
-                    return json(StatusCode::BAD_REQUEST, r#"{"error":"the key is not UTF-8"}"#);
+                    return error(StatusCode::BAD_REQUEST, "the key is not UTF-8");
                 };
                 let key = key.into_owned();
                 match method {
                     Method::PUT => self.put(&key, request).await,
                     Method::GET => self.get(&key).await,
                     Method::DELETE => self.delete(&key).await,
-                    _ => json(StatusCode::METHOD_NOT_ALLOWED, r#"{"error":"use PUT, GET or DELETE"}"#),
+                    _ => error(StatusCode::METHOD_NOT_ALLOWED, "use PUT, GET or DELETE"),
                 }
             }
-            _ => json(StatusCode::NOT_FOUND, r#"{"error":"no such endpoint"}"#),
+            _ => error(StatusCode::NOT_FOUND, "no such endpoint"),
         }
+    }
+
+    fn health(&self) -> Response<ProxyBody> {
+        let report = self.proxy.health.report();
+        let state = match report.up {
+            None => "unknown",
+            Some(true) => "up",
+            Some(false) => "down",
+        };
+        let body = json!({
+            "status": "ok",
+            "upstream": {
+                "address": self.proxy.upstream.address(),
+                "state": state,
+                "consecutive_failures": report.consecutive_failures,
+                "last_answer_ms": report.last_answer_ms,
+                "last_error": report.last_failure.map(|(at, error)| json!({"at_ms": at, "error": error})),
+            },
+        });
+        respond::json(StatusCode::OK, body.to_string())
+    }
+
+    async fn ready(&self) -> Response<ProxyBody> {
+        match self.proxy.upstream.reachable(READY_CONNECT).await {
+            Ok(()) => respond::json(StatusCode::OK, json!({"ready": true}).to_string()),
+            Err(reason) => {
+                respond::json(StatusCode::SERVICE_UNAVAILABLE, json!({"ready": false, "upstream": reason}).to_string())
+            }
+        }
+    }
+
+    async fn metrics(&self) -> Response<ProxyBody> {
+        let stats = self.proxy.cache().store_stats().await.unwrap_or_default();
+        let text = self.proxy.metrics().render(&stats, &self.proxy.cache().stats(), self.proxy.health.report().up);
+        let mut response = Response::new(ProxyBody::full(Bytes::from(text)));
+        response
+            .headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
+        response
     }
 
     async fn put(&self, key: &str, request: Request<Incoming>) -> Response<ProxyBody> {
-        let body = match collect_up_to(request.into_body(), MAX_PUT).await {
-            Ok(Collected::Whole(body)) => body,
-            Ok(Collected::TooLarge(..)) => {
-                return json(StatusCode::PAYLOAD_TOO_LARGE, r#"{"error":"entry too large"}"#)
-            }
-            Err(e) => return error_json(StatusCode::BAD_REQUEST, &format!("cannot read the body: {e}")),
+        let body = match read_body(request.into_body(), MAX_PUT).await {
+            Ok(body) => body,
+            Err(response) => return response,
         };
-        if let Err(e) = validate(&body) {
-            return error_json(StatusCode::BAD_REQUEST, &format!("invalid entry: {}: {}", e.kind(), e.detail()));
+        let max_decoded = self.proxy.settings.max_decoded;
+        let checked = {
+            let body = body.clone();
+            tokio::task::spawn_blocking(move || validate(&body, max_decoded)).await
+        };
+        let kind = match checked {
+            Ok(Ok(kind)) => kind,
+            Ok(Err(message)) => return error(StatusCode::BAD_REQUEST, &format!("invalid entry: {message}")),
+            Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+        };
+        if let Err(e) = self.proxy.cache().write_entry(key, &body, None).await {
+            return error(StatusCode::INSUFFICIENT_STORAGE, &e.to_string());
         }
-        match self.proxy.cache().store().set(key, &body, None).await {
-            Ok(()) => {
-                Metrics::bump(&self.proxy.metrics().stored);
-                json(StatusCode::CREATED, r#"{"stored":true}"#)
+        Metrics::bump(&self.proxy.metrics().stored);
+        let mut answer = json!({"stored": true});
+        if let Some(warning) = self.unserved_key_warning(key, kind, &body) {
+            answer["warning"] = json!(warning);
+        }
+        respond::json(StatusCode::CREATED, answer.to_string())
+    }
+
+    /// Why the proxy would never serve an entry stored under `key`, if it would not.
+    fn unserved_key_warning(&self, key: &str, kind: Kind, entry: &[u8]) -> Option<String> {
+        let namespace = self.proxy.namespace();
+        let unprefixed = if namespace.is_empty() {
+            key
+        } else {
+            match key.strip_prefix(namespace).and_then(|k| k.strip_prefix(':')) {
+                Some(rest) => rest,
+                None if is_hashed(key) => return None,
+                None => {
+                    return Some(format!(
+                        "the proxy's namespace is {namespace:?}, so it looks up keys beginning \"{namespace}:\"; \
+                         it will never serve this one"
+                    ))
+                }
             }
-            Err(e) => error_json(StatusCode::INSUFFICIENT_STORAGE, &e.to_string()),
+        };
+        if is_hashed(key) {
+            return None;
         }
+        let url = unprefixed.strip_prefix("GET:").filter(|u| u.starts_with("http://") || u.starts_with("https://"));
+        let Some(url) = url else {
+            return (kind == Kind::Response).then(|| {
+                format!(
+                    "the proxy looks responses up under keys of the form {}GET:http://host/path, so it will \
+                     never serve this one (see `larder key`)",
+                    if namespace.is_empty() { String::new() } else { format!("{namespace}:") }
+                )
+            });
+        };
+        if kind == Kind::Value && Entry::parse(entry).and_then(|e| e.value::<VaryMarker>(&Default::default())).is_err()
+        {
+            return Some(
+                "a value entry at a URL's key: the proxy serves response entries (kind 1) and Vary markers there; \
+                 requests for this URL will go to the app"
+                    .into(),
+            );
+        }
+        let (scheme, rest) = url.split_once("://")?;
+        let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        let (authority, target) = rest.split_at(end);
+        let expected = self.proxy.url_key(scheme, authority, if target.is_empty() { "/" } else { target });
+        (expected != key).then(|| {
+            format!("the proxy looks this URL up under {expected:?}, not this key: it will never serve this entry")
+        })
     }
 
     async fn get(&self, key: &str) -> Response<ProxyBody> {
-        match self.proxy.cache().store().get(key).await {
+        match self.proxy.cache().read_entry(key).await {
             Ok(Some(value)) => {
                 let mut response = Response::new(ProxyBody::full(value.to_bytes()));
                 response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
                 response
             }
-            Ok(None) => json(StatusCode::NOT_FOUND, r#"{"error":"no such entry"}"#),
-            Err(e) => error_json(StatusCode::BAD_GATEWAY, &e.to_string()),
+            Ok(None) => error(StatusCode::NOT_FOUND, "no such entry"),
+            Err(e) => error(StatusCode::BAD_GATEWAY, &e.to_string()),
         }
     }
 
     async fn delete(&self, key: &str) -> Response<ProxyBody> {
-        match self.proxy.cache().store().delete(key).await {
+        match self.proxy.cache().delete_entry(key).await {
             Ok(true) => {
                 let mut response = Response::new(ProxyBody::empty());
                 *response.status_mut() = StatusCode::NO_CONTENT;
                 response
             }
-            Ok(false) => json(StatusCode::NOT_FOUND, r#"{"error":"no such entry"}"#),
-            Err(e) => error_json(StatusCode::BAD_GATEWAY, &e.to_string()),
+            Ok(false) => error(StatusCode::NOT_FOUND, "no such entry"),
+            Err(e) => error(StatusCode::BAD_GATEWAY, &e.to_string()),
         }
     }
 
     async fn purge(&self, request: Request<Incoming>) -> Response<ProxyBody> {
-        let body = match collect_up_to(request.into_body(), 64 << 10).await {
-            Ok(Collected::Whole(body)) => body,
-            _ => return json(StatusCode::BAD_REQUEST, r#"{"error":"expected a small JSON body"}"#),
+        let body = match read_body(request.into_body(), MAX_PURGE).await {
+            Ok(body) => body,
+            Err(response) => return response,
         };
         let purge: PurgeRequest = match serde_json::from_slice(&body) {
             Ok(p) => p,
-            Err(e) => return error_json(StatusCode::BAD_REQUEST, &format!("bad purge request: {e}")),
+            Err(e) => return error(StatusCode::BAD_REQUEST, &format!("bad purge request: {e}")),
         };
-        let store = self.proxy.cache().store();
-        let result = match (purge.url, purge.prefix, purge.tag) {
-            (Some(url), None, None) => match split_url(&url) {
-                // larder keys requests by the scheme it serves (http), whatever scheme the caller names.
-                Some((authority, path)) => store.delete(&self.proxy.key_for(authority, path)).await.map(usize::from),
-                None => return error_json(StatusCode::BAD_REQUEST, &format!("not an absolute URL: {url:?}")),
-            },
-            (None, Some(prefix), None) => store.purge_prefix(&prefix).await,
-            (None, None, Some(tag)) => store.purge_tag(&tag).await,
-            _ => return json(StatusCode::BAD_REQUEST, r#"{"error":"give exactly one of url, prefix, tag"}"#),
+        let cache = self.proxy.cache();
+        let mut warning = None;
+        let result = match purge {
+            PurgeRequest { url: Some(url), url_prefix: None, prefix: None, tag: None, tags: None } => {
+                match split_url(&url) {
+                    // Both schemes: larder keys plain requests as http, and a trusted proxy's as https.
+                    Some((_, authority, target)) => {
+                        let mut removed = 0;
+                        for scheme in ["http", "https"] {
+                            removed += self.proxy.remove_url(&self.proxy.url_key(scheme, authority, target)).await;
+                        }
+                        Ok(removed)
+                    }
+                    None => return error(StatusCode::BAD_REQUEST, &format!("not an absolute URL: {url:?}")),
+                }
+            }
+            PurgeRequest { url: None, url_prefix: Some(prefix), prefix: None, tag: None, tags: None } => {
+                let Some(keys) = self.url_prefix_keys(&prefix) else {
+                    return error(
+                        StatusCode::BAD_REQUEST,
+                        &format!("not a URL prefix (scheme://host/path, no query): {prefix:?}"),
+                    );
+                };
+                if keys.iter().any(|k| k.len() > HASHED_PREFIX_LEN) {
+                    warning = Some(format!(
+                        "the prefix is longer than {HASHED_PREFIX_LEN} bytes as a key: URLs whose keys exceed \
+                         {MAX_KEY_LEN} bytes are stored under hashed keys and were not matched"
+                    ));
+                }
+                let mut removed = 0;
+                for key in keys {
+                    match cache.purge_prefix(&key).await {
+                        Ok(n) => removed += n,
+                        Err(e) => return error(StatusCode::BAD_GATEWAY, &e.to_string()),
+                    }
+                }
+                Ok(removed)
+            }
+            PurgeRequest { url: None, url_prefix: None, prefix: Some(prefix), tag: None, tags: None } => {
+                let removed = cache.purge_prefix(&prefix).await;
+                if removed.as_ref().is_ok_and(|n| *n == 0) && !self.looks_like_a_key_prefix(&prefix) {
+                    warning = Some(format!(
+                        "\"prefix\" is matched against store keys, which look like {:?}; to purge URLs use \
+                         \"url_prefix\" (e.g. \"http://host/products/\")",
+                        self.proxy.key_for("host", "/path")
+                    ));
+                }
+                removed
+            }
+            PurgeRequest { url: None, url_prefix: None, prefix: None, tag: Some(tag), tags: None } => {
+                cache.purge_tag(&tag).await
+            }
+            PurgeRequest { url: None, url_prefix: None, prefix: None, tag: None, tags: Some(tags) } => {
+                if tags.is_empty() {
+                    return error(StatusCode::BAD_REQUEST, "\"tags\" is empty");
+                }
+                let mut removed = 0;
+                for tag in &tags {
+                    match cache.purge_tag(tag).await {
+                        Ok(n) => removed += n,
+                        Err(e) => return error(StatusCode::BAD_GATEWAY, &e.to_string()),
+                    }
+                }
+                Ok(removed)
+            }
+            _ => return error(StatusCode::BAD_REQUEST, "give exactly one of url, url_prefix, prefix, tag, tags"),
         };
         match result {
             Ok(n) => {
                 self.proxy.metrics().purged.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
-                json(StatusCode::OK, &format!("{{\"purged\":{n}}}"))
+                let mut answer = json!({"purged": n});
+                if let Some(warning) = warning {
+                    answer["warning"] = json!(warning);
+                }
+                respond::json(StatusCode::OK, answer.to_string())
             }
-            Err(e) => error_json(StatusCode::BAD_GATEWAY, &e.to_string()),
+            Err(e) => error(StatusCode::BAD_GATEWAY, &e.to_string()),
         }
+    }
+
+    /// The key prefixes a URL prefix stands for (both schemes, see `purge`).
+    fn url_prefix_keys(&self, url_prefix: &str) -> Option<Vec<String>> {
+        let (_, authority, path) = split_url(url_prefix)?;
+        if url_prefix.contains(['?', '#']) || !path.starts_with('/') {
+            return None;
+        }
+        let namespace = self.proxy.namespace();
+        let ns = if namespace.is_empty() { String::new() } else { format!("{namespace}:") };
+        Some(["http", "https"].iter().map(|s| format!("{ns}GET:{s}://{}{path}", key_authority(s, authority))).collect())
+    }
+
+    /// Whether `prefix` could be the start of a key the proxy writes (`[namespace:]GET:http…`).
+    fn looks_like_a_key_prefix(&self, prefix: &str) -> bool {
+        let namespace = self.proxy.namespace();
+        let start = if namespace.is_empty() { "GET:http".to_owned() } else { format!("{namespace}:GET:http") };
+        start.starts_with(prefix) || prefix.starts_with(&start)
     }
 }
 
-/// An entry is accepted only if it decodes completely: an HTTP response entry as a response, a value entry's
-/// payload through decompression (and MessagePack structure), so nothing unservable sits in the store.
-fn validate(entry: &[u8]) -> Result<(), larder_format::DecodeError> {
-    let parsed = Entry::parse(entry)?;
+/// `Authorization: Bearer <token>`; the scheme is case-insensitive (RFC 9110 §11.1), the token compared in
+/// constant time.
+fn bearer_matches(given: Option<&HeaderValue>, token: &str) -> bool {
+    let Some(given) = given.map(HeaderValue::as_bytes) else { return false };
+    let Some(space) = given.iter().position(|b| *b == b' ') else { return false };
+    let (scheme, rest) = given.split_at(space);
+    let credentials = rest.iter().skip_while(|b| **b == b' ').copied().collect::<Vec<u8>>();
+    scheme.eq_ignore_ascii_case(b"bearer") && constant_time_eq(&credentials, token.as_bytes())
+}
+
+/// Reads a request body up to `max` bytes, or the response that refuses it.
+async fn read_body(body: Incoming, max: usize) -> Result<Bytes, Response<ProxyBody>> {
+    let limited = http_body_util::Limited::new(body, max);
+    match limited.collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
+            Err(error(StatusCode::PAYLOAD_TOO_LARGE, &format!("the body exceeds the {max}-byte limit")))
+        }
+        Err(e) => Err(error(StatusCode::BAD_REQUEST, &format!("cannot read the body: {e}"))),
+    }
+}
+
+/// An entry is accepted only if it decodes completely: an HTTP response entry as a response (and its body, if
+/// compressed, within `max_decoded`), a value entry's payload through decompression (and MessagePack structure),
+/// so nothing unservable sits in the store.
+fn validate(entry: &[u8], max_decoded: usize) -> Result<Kind, String> {
+    let describe = |e: larder_format::DecodeError| format!("{}: {}", e.kind(), e.detail());
+    let parsed = Entry::parse(entry).map_err(describe)?;
     let limits = larder_format::DecodeLimits::default();
     match parsed.header.kind {
-        larder_format::Kind::Response => {
-            larder_format::decode_response(&Bytes::copy_from_slice(entry), &limits).map(|_| ())
+        Kind::Response => {
+            let (_, response) =
+                larder_format::decode_response(&Bytes::copy_from_slice(entry), &limits).map_err(describe)?;
+            let header_coding = response
+                .headers
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(b"content-encoding"))
+                .and_then(|(_, v)| std::str::from_utf8(v).ok())
+                .and_then(|v| v.trim().parse::<ContentEncoding>().ok());
+            let coding = match response.content_encoding {
+                ContentEncoding::Identity => header_coding.unwrap_or(ContentEncoding::Identity),
+                coding => coding,
+            };
+            crate::encoding::decoded_len_within(&response.body, coding, max_decoded)
+                .map_err(|reason| format!("body: {reason}"))?;
+            Ok(Kind::Response)
         }
-        larder_format::Kind::Value => parsed.value::<serde::de::IgnoredAny>(&limits).map(|_| ()),
+        Kind::Value => parsed.value::<serde::de::IgnoredAny>(&limits).map(|_| Kind::Value).map_err(describe),
     }
 }
 
-/// `scheme://authority/path?query` into authority (without the scheme's default port) and path-and-query.
-fn split_url(url: &str) -> Option<(&str, &str)> {
+/// Keys that `safe_key` hashed cannot be read back as URLs.
+fn is_hashed(key: &str) -> bool {
+    key.len() > 65
+        && key.as_bytes()[key.len() - 65] == b'#'
+        && key[key.len() - 64..].bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// `scheme://authority/path?query` into scheme, authority and path-and-query (`/` when empty).
+fn split_url(url: &str) -> Option<(&str, &str, &str)> {
     let (scheme, rest) = url.split_once("://")?;
     let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (mut authority, path) = rest.split_at(end);
-    if scheme.eq_ignore_ascii_case("https") {
-        authority = authority.strip_suffix(":443").unwrap_or(authority);
-    }
-    Some((authority, if path.is_empty() { "/" } else { path }))
+    let (authority, path) = rest.split_at(end);
+    Some((scheme, authority, if path.is_empty() { "/" } else { path }))
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-fn text(status: StatusCode, body: &str) -> Response<ProxyBody> {
-    let mut response = Response::new(ProxyBody::full(Bytes::from(body.to_owned())));
-    *response.status_mut() = status;
-    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
-    response
+fn error(status: StatusCode, message: &str) -> Response<ProxyBody> {
+    respond::json(status, json!({ "error": message }).to_string())
 }
 
-fn json(status: StatusCode, body: &str) -> Response<ProxyBody> {
-    let mut response = Response::new(ProxyBody::full(Bytes::from(format!("{body}\n"))));
-    *response.status_mut() = status;
-    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    response
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-fn error_json(status: StatusCode, message: &str) -> Response<ProxyBody> {
-    json(status, &serde_json::json!({ "error": message }).to_string())
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive_and_the_token_exact() {
+        let value = |v: &'static str| HeaderValue::from_static(v);
+        assert!(bearer_matches(Some(&value("Bearer s3cret")), "s3cret"));
+        assert!(bearer_matches(Some(&value("bearer s3cret")), "s3cret"));
+        assert!(bearer_matches(Some(&value("BEARER  s3cret")), "s3cret"));
+        assert!(!bearer_matches(Some(&value("Bearer s3cre")), "s3cret"));
+        assert!(!bearer_matches(Some(&value("Basic s3cret")), "s3cret"));
+        assert!(!bearer_matches(Some(&value("Bearers3cret")), "s3cret"));
+        assert!(!bearer_matches(None, "s3cret"));
+    }
+
+    #[test]
+    fn hashed_keys_are_recognised() {
+        let hashed = larder_format::key::safe_key(&format!("GET:http://a/{}", "x".repeat(300)));
+        assert!(is_hashed(&hashed));
+        assert!(!is_hashed("GET:http://a/x"));
+    }
 }

@@ -1,6 +1,6 @@
-//! Content codings: a response is stored once, in one coding, and served in a coding each client accepts. A
-//! client that accepts the stored coding gets the stored bytes; one that does not gets them decoded to identity.
-//! An encoded body never reaches a client that did not ask for it.
+//! Content codings: what a client's `Accept-Encoding` allows, and the transformations between a stored body's
+//! coding and another (decoding to identity, compressing an identity body). Every decoder is bounded: it stops at
+//! a size limit before it allocates past it, so a small compressed body cannot turn into gigabytes.
 
 use bytes::Bytes;
 use http::header::{ACCEPT_ENCODING, CONTENT_TYPE};
@@ -82,19 +82,55 @@ fn decode_zstd_stream(body: &[u8], max: usize) -> Result<Bytes, String> {
     Ok(Bytes::from(out))
 }
 
-/// The coding to compress new identity bodies in when storing ("off" = none).
-pub fn store_coding(setting: &str) -> Option<ContentEncoding> {
+/// The coding the `compress` setting offers ("off" = none); an unknown name is an error that says so.
+pub fn offered_coding(setting: &str) -> Result<Option<ContentEncoding>, String> {
     match setting {
-        "gzip" => Some(ContentEncoding::Gzip),
-        "br" => Some(ContentEncoding::Br),
-        "zstd" => Some(ContentEncoding::Zstd),
-        _ => None,
+        "off" => Ok(None),
+        "gzip" => Ok(Some(ContentEncoding::Gzip)),
+        "br" => Ok(Some(ContentEncoding::Br)),
+        "zstd" => Ok(Some(ContentEncoding::Zstd)),
+        other => Err(format!("{other:?} is not one of off, gzip, br, zstd")),
     }
 }
 
-/// Compresses a body for storage when its type compresses well and the result is smaller.
+/// How many bytes `body` decodes to, if at most `max`, without keeping the decoded bytes (a fill checks this
+/// before it stores a compressed body, so that no later request can be made to decode more than `max`).
+pub fn decoded_len_within(body: &[u8], coding: ContentEncoding, max: usize) -> Result<usize, String> {
+    use std::io::Read;
+    let mut reader: Box<dyn Read + '_> = match coding {
+        ContentEncoding::Identity => return if body.len() <= max { Ok(body.len()) } else { Err(too_large(max)) },
+        ContentEncoding::Gzip => Box::new(flate2::read::MultiGzDecoder::new(body)),
+        ContentEncoding::Br => Box::new(brotli::Decompressor::new(body, 64 << 10)),
+        ContentEncoding::Zstd => Box::new(zstd::stream::read::Decoder::new(body).map_err(|e| format!("zstd: {e}"))?),
+    };
+    let mut scratch = vec![0u8; 64 << 10];
+    let mut total = 0usize;
+    loop {
+        match reader.read(&mut scratch) {
+            Ok(0) => return Ok(total),
+            Ok(n) => {
+                total += n;
+                if total > max {
+                    return Err(too_large(max));
+                }
+            }
+            Err(e) => return Err(format!("{}: {e}", coding.name())),
+        }
+    }
+}
+
+fn too_large(max: usize) -> String {
+    format!("the body decodes to more than {max} bytes")
+}
+
+/// Whether an identity body is worth compressing for clients: at least 1 KiB, of a type that compresses well.
+pub fn worth_compressing(body: &[u8], headers: &HeaderMap) -> bool {
+    body.len() >= 1024 && compressible(headers) && !headers.contains_key(http::header::CONTENT_ENCODING)
+}
+
+/// Compresses a body for clients that accept `coding`, when its type compresses well and the result is smaller.
 pub fn compress_for_store(body: &Bytes, headers: &HeaderMap, coding: ContentEncoding) -> Option<Bytes> {
-    if body.len() < 1024 || !compressible(headers) {
+    if !worth_compressing(body, headers) {
         return None;
     }
     let compressor = match coding {
@@ -153,5 +189,21 @@ mod tests {
         }
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("image/png"));
         assert!(compress_for_store(&text, &headers, ContentEncoding::Gzip).is_none());
+    }
+
+    #[test]
+    fn decoded_sizes_are_measured_within_a_bound() {
+        let zeros = vec![0u8; 10 << 20];
+        for (coding, compressor) in [
+            (ContentEncoding::Gzip, Compressor::Gzip),
+            (ContentEncoding::Br, Compressor::Brotli),
+            (ContentEncoding::Zstd, Compressor::Zstd),
+        ] {
+            let bomb = compress(compressor, None, &zeros).expect("compresses");
+            assert!(bomb.len() < 64 << 10, "{coding:?} packs 10 MiB of zeros small");
+            assert_eq!(decoded_len_within(&bomb, coding, 16 << 20), Ok(10 << 20));
+            assert!(decoded_len_within(&bomb, coding, 1 << 20).is_err(), "{coding:?} stops at the bound");
+        }
+        assert!(decoded_len_within(b"not gzip", ContentEncoding::Gzip, 100).is_err());
     }
 }

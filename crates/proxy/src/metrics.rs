@@ -5,22 +5,26 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use larder_cache::CacheStats;
 use larder_store::StoreStats;
+
+use crate::cache_status::Outcome;
 
 /// Upstream latency bucket bounds, in seconds.
 const BUCKETS: [f64; 12] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
 
 #[derive(Debug, Default)]
 pub struct Metrics {
-    pub hits: AtomicU64,
-    pub misses: AtomicU64,
-    pub stale_served: AtomicU64,
-    pub bypasses: AtomicU64,
-    pub coalesced_waits: AtomicU64,
+    /// Requests by outcome: every request is counted once, so these add up to the requests answered.
+    requests: [AtomicU64; Outcome::ALL.len()],
     pub revalidations: AtomicU64,
     pub upstream_errors: AtomicU64,
     pub purged: AtomicU64,
     pub stored: AtomicU64,
+    /// Cacheable responses streamed through uncached because they were too large or the fill budget was spent.
+    pub streamed_uncached: AtomicU64,
+    /// Stored responses transformed into another coding (decoded or compressed) and kept.
+    pub transformed: AtomicU64,
     upstream_buckets: [AtomicU64; BUCKETS.len()],
     upstream_count: AtomicU64,
     upstream_sum_micros: AtomicU64,
@@ -29,6 +33,16 @@ pub struct Metrics {
 impl Metrics {
     pub fn bump(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts one request under its outcome.
+    pub fn count(&self, outcome: Outcome) {
+        Metrics::bump(&self.requests[outcome as usize]);
+    }
+
+    /// Requests counted under `outcome` so far.
+    pub fn requests(&self, outcome: Outcome) -> u64 {
+        self.requests[outcome as usize].load(Ordering::Relaxed)
     }
 
     /// Records one upstream round trip.
@@ -43,30 +57,20 @@ impl Metrics {
         self.upstream_sum_micros.fetch_add(elapsed.as_micros() as u64, Ordering::Relaxed);
     }
 
-    /// The Prometheus text exposition of these counters and the store's.
-    pub fn render(&self, store: &StoreStats) -> String {
+    /// The Prometheus text exposition of these counters, the cache layer's and the store's.
+    pub fn render(&self, store: &StoreStats, cache: &CacheStats, upstream_up: Option<bool>) -> String {
         let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "# HELP larder_requests_total Requests answered, by what larder did (each request counted once).\n# TYPE larder_requests_total counter"
+        );
+        for outcome in Outcome::ALL {
+            let _ = writeln!(out, "larder_requests_total{{cache=\"{}\"}} {}", outcome.name(), self.requests(outcome));
+        }
         let mut counter = |name: &str, help: &str, value: u64| {
             let _ = writeln!(out, "# HELP larder_{name} {help}\n# TYPE larder_{name} counter\nlarder_{name} {value}");
         };
-        counter("cache_hits_total", "Requests answered from the cache.", load(&self.hits));
-        counter("cache_misses_total", "Requests that went to the upstream after a cache lookup.", load(&self.misses));
-        counter(
-            "cache_stale_served_total",
-            "Stale responses served (while revalidating or on upstream error).",
-            load(&self.stale_served),
-        );
-        counter(
-            "cache_bypass_total",
-            "Requests not eligible for the cache (unsafe methods and the like).",
-            load(&self.bypasses),
-        );
-        counter(
-            "coalesced_waits_total",
-            "Requests that waited for another request's upstream fetch.",
-            load(&self.coalesced_waits),
-        );
         counter(
             "revalidations_total",
             "Conditional requests sent upstream to revalidate stale responses.",
@@ -75,17 +79,37 @@ impl Metrics {
         counter("upstream_errors_total", "Upstream requests that failed or timed out.", load(&self.upstream_errors));
         counter("purged_total", "Entries removed by purge requests.", load(&self.purged));
         counter("stored_total", "Responses stored.", load(&self.stored));
+        counter(
+            "streamed_uncached_total",
+            "Cacheable responses streamed through uncached (too large, or the fill buffer budget was spent).",
+            load(&self.streamed_uncached),
+        );
+        counter(
+            "transformed_total",
+            "Stored responses decoded or compressed into another coding and kept beside the original.",
+            load(&self.transformed),
+        );
+        counter(
+            "store_errors_total",
+            "Store operations that failed and were absorbed (reads as misses, writes skipped).",
+            cache.store_errors,
+        );
+        counter(
+            "corrupt_entries_total",
+            "Stored entries that failed to decode and were treated as misses.",
+            cache.corrupt_entries,
+        );
         counter("store_evictions_total", "Entries evicted by the store to stay within its bound.", store.evictions);
         counter("store_expirations_total", "Entries removed after their hard expiry.", store.expirations);
-        let _ = writeln!(out, "# HELP larder_store_entries Entries in the store.\n# TYPE larder_store_entries gauge");
-        let _ = writeln!(out, "larder_store_entries {}", store.entries);
-        let _ = writeln!(out, "# HELP larder_store_bytes Bytes the entries weigh.\n# TYPE larder_store_bytes gauge");
-        let _ = writeln!(out, "larder_store_bytes {}", store.bytes);
-        let _ = writeln!(
-            out,
-            "# HELP larder_store_capacity_bytes The store's byte bound.\n# TYPE larder_store_capacity_bytes gauge"
-        );
-        let _ = writeln!(out, "larder_store_capacity_bytes {}", store.capacity_bytes);
+        let mut gauge = |name: &str, help: &str, value: u64| {
+            let _ = writeln!(out, "# HELP larder_{name} {help}\n# TYPE larder_{name} gauge\nlarder_{name} {value}");
+        };
+        gauge("store_entries", "Entries in the store.", store.entries);
+        gauge("store_bytes", "Bytes the entries weigh.", store.bytes);
+        gauge("store_capacity_bytes", "The store's byte bound.", store.capacity_bytes);
+        if let Some(up) = upstream_up {
+            gauge("upstream_up", "1 if the last upstream request got an answer, 0 if it failed.", u64::from(up));
+        }
         let _ = writeln!(
             out,
             "# HELP larder_upstream_latency_seconds Time to the upstream's response head.\n# TYPE larder_upstream_latency_seconds histogram"
@@ -108,11 +132,18 @@ mod tests {
     #[test]
     fn renders_counters_and_a_cumulative_histogram() {
         let m = Metrics::default();
-        Metrics::bump(&m.hits);
+        m.count(Outcome::Hit);
+        m.count(Outcome::Collapsed);
+        m.count(Outcome::Collapsed);
         m.observe_upstream(Duration::from_millis(30));
         m.observe_upstream(Duration::from_secs(20));
-        let text = m.render(&StoreStats { entries: 3, ..StoreStats::default() });
-        assert!(text.contains("larder_cache_hits_total 1\n"));
+        let cache = CacheStats { store_errors: 4, ..CacheStats::default() };
+        let text = m.render(&StoreStats { entries: 3, ..StoreStats::default() }, &cache, Some(false));
+        assert!(text.contains("larder_requests_total{cache=\"hit\"} 1\n"));
+        assert!(text.contains("larder_requests_total{cache=\"collapsed\"} 2\n"));
+        assert!(text.contains("larder_requests_total{cache=\"miss\"} 0\n"));
+        assert!(text.contains("larder_store_errors_total 4\n"));
+        assert!(text.contains("larder_upstream_up 0\n"));
         assert!(text.contains("larder_store_entries 3\n"));
         assert!(text.contains("larder_upstream_latency_seconds_bucket{le=\"0.025\"} 0\n"));
         assert!(text.contains("larder_upstream_latency_seconds_bucket{le=\"0.05\"} 1\n"));

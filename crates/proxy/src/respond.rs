@@ -1,44 +1,43 @@
-//! Responses to clients: a stored response (in a coding the client accepts, as a 304 when the client's validators
-//! match, headers only for HEAD), a passed-through upstream response, and larder's own short error pages. Every
-//! response says how the cache handled it.
+//! Responses to clients: a stored response (as a 304 when the client's validators match, a byte range when asked,
+//! headers only for HEAD), a passed-through upstream response, and larder's own short pages. How the cache handled
+//! the request is added afterwards, from its `Verdict` (cache_status.rs).
 
 use bytes::Bytes;
 use http::header::{
-    HeaderName, HeaderValue, AGE, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE, ETAG, IF_RANGE,
-    LAST_MODIFIED, RANGE, VARY,
+    HeaderValue, AGE, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE, ETAG, IF_RANGE, LAST_MODIFIED,
+    RANGE, VARY,
 };
 use http::{HeaderMap, Method, Response, StatusCode};
-use hyper::body::Incoming;
 use larder_format::ContentEncoding;
 
-use crate::body::ProxyBody;
-use crate::encoding::{self, Accepted};
+use crate::body::{ProxyBody, UpstreamBody};
 use crate::rfc9111::conditional::{self, NOT_MODIFIED_HEADERS};
 use crate::rfc9111::headers::is_hop_by_hop;
 use crate::stored::Stored;
 
-/// How the cache handled a request, as the status header reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CacheStatus {
-    Hit,
-    Miss,
-    Stale,
-    Bypass,
+/// Fields that steer caches and are not passed on: they are for larder, not for browsers.
+pub const CONSUMED: &[&str] = &["surrogate-control", "surrogate-key", "cache-tag"];
+
+/// How a stored response relates to what its URL may be served as.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Representation {
+    /// Its body was decoded or compressed from the stored one: its entity tag can only be weak.
+    pub transformed: bool,
+    /// Clients with another `Accept-Encoding` may get another coding, so caches after larder must vary on it.
+    pub varies_on_coding: bool,
 }
 
-impl CacheStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CacheStatus::Hit => "HIT",
-            CacheStatus::Miss => "MISS",
-            CacheStatus::Stale => "STALE",
-            CacheStatus::Bypass => "BYPASS",
-        }
+/// The coding a stored response's body is in: the entry's, or a known one that a pushed entry gives as a header.
+/// `None` for a coding larder does not know (served as is, to everyone).
+pub fn stored_coding(stored: &Stored) -> Option<ContentEncoding> {
+    let header = stored.headers.get(CONTENT_ENCODING).and_then(|v| v.to_str().ok()).map(str::trim);
+    match header.map(str::parse::<ContentEncoding>) {
+        None => Some(stored.response.content_encoding),
+        Some(Ok(coding)) if stored.response.content_encoding == ContentEncoding::Identity => Some(coding),
+        Some(Ok(_)) => Some(stored.response.content_encoding),
+        Some(Err(_)) => None,
     }
 }
-
-/// The largest body decoded for a client that does not accept the stored coding.
-const MAX_DECODED: usize = 256 << 20;
 
 /// Serves a stored response to a request.
 pub fn from_stored(
@@ -46,67 +45,56 @@ pub fn from_stored(
     method: &Method,
     request: &HeaderMap,
     now_ms: u64,
-    status_header: &HeaderName,
-    status: CacheStatus,
+    representation: Representation,
 ) -> Response<ProxyBody> {
     let age = HeaderValue::from(stored.age_seconds(now_ms));
-    let label = HeaderValue::from_static(status.as_str());
-    if conditional::not_modified(request, &stored.headers) {
+    let mut etag_headers = None;
+    let validators = if representation.transformed {
+        let mut h = stored.headers.clone();
+        weaken_etag(&mut h);
+        etag_headers.insert(h) as &HeaderMap
+    } else {
+        &stored.headers
+    };
+    if conditional::not_modified(request, validators) {
         let mut response = Response::new(ProxyBody::empty());
         *response.status_mut() = StatusCode::NOT_MODIFIED;
         let headers = response.headers_mut();
         for name in NOT_MODIFIED_HEADERS {
-            for value in stored.headers.get_all(*name) {
+            for value in validators.get_all(*name) {
                 headers.append(*name, value.clone());
             }
         }
+        if representation.varies_on_coding {
+            add_vary_accept_encoding(headers);
+        }
         headers.insert(AGE, age);
-        headers.insert(status_header.clone(), label);
         return response;
     }
     let r = &stored.response;
-    // A coding larder can transform may arrive as a header (a pushed entry): treat it as the stored coding.
-    let header_coding = stored.headers.get(CONTENT_ENCODING).and_then(|v| v.to_str().ok()).map(str::trim);
-    let known_header_coding = header_coding.and_then(|c| c.parse::<ContentEncoding>().ok());
-    let stored_coding = match known_header_coding {
-        Some(coding) if r.content_encoding == ContentEncoding::Identity => coding,
-        _ => r.content_encoding,
-    };
-    let opaque_coding = header_coding.is_some() && known_header_coding.is_none();
-    let accepted = Accepted::from_request(request);
-    let (body, coding, transformed) = if opaque_coding || accepted.accepts(stored_coding) {
-        (r.body.clone(), stored_coding, false)
-    } else {
-        match encoding::decode(&r.body, stored_coding, MAX_DECODED) {
-            Ok(decoded) => (decoded, ContentEncoding::Identity, true),
-            Err(_) => return error(StatusCode::BAD_GATEWAY, "stored response could not be decoded", status_header),
-        }
-    };
+    let coding = stored_coding(stored);
     let mut response = Response::new(ProxyBody::empty());
     *response.status_mut() = stored.status();
     let headers = response.headers_mut();
     headers.reserve(stored.headers.len() + 4);
-    for (name, value) in &stored.headers {
+    for (name, value) in validators {
         // Framing and connection fields are the server's to set (spec/FORMAT.md §4): a stored Content-Length
         // that disagrees with the body would break the response.
-        let derived = name == CONTENT_LENGTH || (name == CONTENT_ENCODING && !opaque_coding);
+        let derived = name == CONTENT_LENGTH || (name == CONTENT_ENCODING && coding.is_some());
         if !derived && !is_hop_by_hop(name, &stored.headers) {
             headers.append(name.clone(), value.clone());
         }
     }
-    if coding != ContentEncoding::Identity && !opaque_coding {
+    if let Some(coding) = coding.filter(|c| *c != ContentEncoding::Identity) {
         headers.insert(CONTENT_ENCODING, HeaderValue::from_static(coding.name()));
     }
-    if stored_coding != ContentEncoding::Identity && !opaque_coding {
+    if representation.varies_on_coding {
         add_vary_accept_encoding(headers);
     }
-    if transformed {
-        weaken_etag(headers);
-    }
     headers.insert(AGE, age);
-    headers.insert(status_header.clone(), label);
+    let body = r.body.clone();
     let len = body.len() as u64;
-    let body = match byte_range(request, &stored.headers, stored.status(), len) {
+    let body = match byte_range(request, validators, stored.status(), len) {
         Range::Whole => body,
         Range::Part(start, end) => {
             *response.status_mut() = StatusCode::PARTIAL_CONTENT;
@@ -195,39 +183,33 @@ fn byte_range(request: &HeaderMap, stored: &HeaderMap, status: StatusCode, len: 
 }
 
 /// Passes an upstream response on, without its hop-by-hop fields.
-pub fn passed_through(
-    upstream: Response<Incoming>,
-    status_header: &HeaderName,
-    status: CacheStatus,
-) -> Response<ProxyBody> {
+pub fn passed_through(upstream: Response<UpstreamBody>) -> Response<ProxyBody> {
     let (parts, body) = upstream.into_parts();
-    with_parts(parts, ProxyBody::Incoming(body), status_header, status)
+    with_parts(parts, ProxyBody::Upstream(None, body))
 }
 
 /// An upstream response head with the given body (a prefix already read and the rest, say).
-pub fn with_parts(
-    mut parts: http::response::Parts,
-    body: ProxyBody,
-    status_header: &HeaderName,
-    status: CacheStatus,
-) -> Response<ProxyBody> {
-    let hop: Vec<HeaderName> = parts.headers.keys().filter(|n| is_hop_by_hop(n, &parts.headers)).cloned().collect();
-    for name in hop {
-        parts.headers.remove(name);
+pub fn with_parts(mut parts: http::response::Parts, body: ProxyBody) -> Response<ProxyBody> {
+    crate::rfc9111::headers::strip_hop_by_hop(&mut parts.headers);
+    for name in CONSUMED {
+        parts.headers.remove(*name);
     }
-    for name in ["surrogate-control", "surrogate-key", "cache-tag"] {
-        parts.headers.remove(name);
-    }
-    parts.headers.insert(status_header.clone(), HeaderValue::from_static(status.as_str()));
     Response::from_parts(parts, body)
 }
 
 /// A short plain-text response from larder itself.
-pub fn error(status: StatusCode, message: &str, status_header: &HeaderName) -> Response<ProxyBody> {
+pub fn error(status: StatusCode, message: &str) -> Response<ProxyBody> {
     let mut response = Response::new(ProxyBody::full(Bytes::from(format!("{message}\n"))));
     *response.status_mut() = status;
     response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
-    response.headers_mut().insert(status_header.clone(), HeaderValue::from_static(CacheStatus::Bypass.as_str()));
+    response
+}
+
+/// A small JSON response from larder itself.
+pub fn json(status: StatusCode, body: String) -> Response<ProxyBody> {
+    let mut response = Response::new(ProxyBody::full(Bytes::from(body + "\n")));
+    *response.status_mut() = status;
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
 }
 

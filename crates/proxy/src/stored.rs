@@ -13,16 +13,31 @@ use larder_format::{
 use larder_store::Store;
 use serde::{Deserialize, Serialize};
 
+use crate::respond::CONSUMED;
 use crate::rfc9111::headers::end_to_end;
 use crate::rfc9111::{freshness, vary, StorePlan};
 
-/// Fields that steer caches and are not passed on: they are for larder, not for browsers.
-const CONSUMED: &[&str] = &["surrogate-control", "surrogate-key", "cache-tag"];
-
-/// What a base key holds when responses vary: the header names, so the variant can be found.
-#[derive(Debug, Serialize, Deserialize)]
+/// What a base key holds when responses vary: the header names, so the variant can be found, and the generation
+/// the variant keys are made with. A URL purge removes the marker, so the variants stored before it can no longer
+/// be reached; the next response gets a marker of a new generation (spec/FORMAT.md §5.4).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VaryMarker {
     pub vary: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<String>,
+}
+
+impl VaryMarker {
+    fn new(vary: &[String]) -> VaryMarker {
+        VaryMarker { vary: vary.to_vec(), generation: Some(format!("{:016x}", fastrand::u64(..))) }
+    }
+}
+
+/// A marker read from the store, with its header (for its expiry).
+#[derive(Debug, Clone)]
+pub struct FoundMarker {
+    pub marker: VaryMarker,
+    pub meta: EntryMeta,
 }
 
 /// A response read from the store.
@@ -34,6 +49,15 @@ pub struct Stored {
     pub key: String,
     /// The headers in a map, for the caching rules.
     pub headers: HeaderMap,
+}
+
+/// What a lookup found.
+pub enum Lookup {
+    /// A stored response for the request, and the marker that led to it (for varying responses).
+    Found(Box<Stored>, Option<FoundMarker>),
+    /// Nothing for this request. `fill_key` is the key a fill would store under: the base key, or the variant key
+    /// when a marker exists (so concurrent fills of different variants do not wait for one another).
+    Missing { fill_key: String, marker: Option<FoundMarker> },
 }
 
 impl Stored {
@@ -78,24 +102,60 @@ pub fn header_map(pairs: &[(Bytes, Bytes)]) -> HeaderMap {
 }
 
 /// Finds the stored response for a request: the base key holds either the response or a `Vary` marker naming the
-/// headers that select the variant.
-pub async fn lookup<S: Store>(cache: &Cache<S>, base_key: &str, request: &HeaderMap) -> Option<Stored> {
-    let bytes = cache.get_entry(base_key).await?.to_bytes();
-    let entry = Entry::parse(&bytes).ok()?;
+/// headers that select the variant. `view` gives the request's value of a header as it was sent upstream.
+pub async fn lookup<'r, S: Store>(
+    cache: &Cache<S>,
+    base_key: &str,
+    view: impl Fn(&[String]) -> std::borrow::Cow<'r, HeaderMap>,
+) -> Lookup {
+    let missing = |marker: Option<FoundMarker>, fill_key: String| Lookup::Missing { fill_key, marker };
+    let Some(value) = cache.get_entry(base_key).await else { return missing(None, base_key.to_owned()) };
+    let bytes = value.to_bytes();
+    let Ok(entry) = Entry::parse(&bytes) else { return missing(None, base_key.to_owned()) };
     match entry.header.kind {
-        Kind::Response => Stored::from_entry(base_key.to_owned(), &bytes),
+        Kind::Response => match Stored::from_entry(base_key.to_owned(), &bytes) {
+            Some(stored) => Lookup::Found(Box::new(stored), None),
+            None => missing(None, base_key.to_owned()),
+        },
         Kind::Value => {
-            let marker: VaryMarker = entry.value(&DecodeLimits::default()).ok()?;
-            let key = variant_key(base_key, &marker.vary, request);
-            let bytes = cache.get_entry(&key).await?.to_bytes();
-            Stored::from_entry(key, &bytes)
+            let Ok(marker) = entry.value::<VaryMarker>(&DecodeLimits::default()) else {
+                return missing(None, base_key.to_owned());
+            };
+            let key = variant_key(base_key, &marker, &view(&marker.vary));
+            let found = FoundMarker { marker, meta: entry.header.meta() };
+            match cache.get_entry(&key).await.and_then(|v| Stored::from_entry(key.clone(), &v.to_bytes())) {
+                Some(stored) => Lookup::Found(Box::new(stored), Some(found)),
+                None => missing(Some(found), key),
+            }
         }
     }
 }
 
 /// The key of the variant of `base_key` that `request` selects (spec/FORMAT.md §5.4).
-pub fn variant_key(base_key: &str, names: &[String], request: &HeaderMap) -> String {
-    safe_key(&format!("{base_key}\n{}", vary::selecting_values(names, request)))
+pub fn variant_key(base_key: &str, marker: &VaryMarker, request: &HeaderMap) -> String {
+    let values = vary::selecting_values(&marker.vary, request);
+    match &marker.generation {
+        Some(generation) => safe_key(&format!("{base_key}\n\u{0}generation:{generation}\n{values}")),
+        None => safe_key(&format!("{base_key}\n{values}")),
+    }
+}
+
+/// The key under which a stored response's body is kept in another coding (decoded, or compressed), beside it.
+pub fn alternate_key(entry_key: &str, coding: ContentEncoding) -> String {
+    safe_key(&format!("{entry_key}\n\u{0}coding:{}", coding.name()))
+}
+
+/// The keys a URL purge removes: the base key (a response or a marker) and the base response's alternates.
+pub fn url_keys(base_key: &str) -> Vec<String> {
+    let mut keys = vec![base_key.to_owned()];
+    keys.extend(ContentEncoding::ALL.iter().map(|coding| alternate_key(base_key, *coding)));
+    keys
+}
+
+/// A response just prepared for the store, read back as a stored one (so it is served exactly as a hit is).
+pub fn served_form(key: String, prepared: ToStore) -> Stored {
+    let headers = header_map(&prepared.response.headers);
+    Stored { meta: prepared.meta, response: prepared.response, key, headers }
 }
 
 /// An upstream response made ready to store: the entry's parts, before encoding.
@@ -104,14 +164,13 @@ pub struct ToStore {
     pub meta: EntryMeta,
 }
 
-/// Builds what is stored for a storable response. `compress` re-encodes compressible identity bodies.
+/// Builds what is stored for a storable response.
 pub fn prepare(
     status: StatusCode,
     upstream: &HeaderMap,
     body: Bytes,
     plan: &StorePlan,
     response_time_ms: u64,
-    compress: Option<ContentEncoding>,
 ) -> ToStore {
     let mut headers = end_to_end(upstream);
     let tags = tags_of(&headers);
@@ -124,15 +183,6 @@ pub fn prepare(
     if let Some(coding) = single_value(&headers, &CONTENT_ENCODING).and_then(|c| c.parse::<ContentEncoding>().ok()) {
         content_encoding = coding;
         headers.remove(CONTENT_ENCODING);
-    }
-    let mut body = body;
-    if content_encoding == ContentEncoding::Identity && !headers.contains_key(CONTENT_ENCODING) {
-        if let Some(coding) = compress {
-            if let Some(packed) = crate::encoding::compress_for_store(&body, &headers, coding) {
-                body = packed;
-                content_encoding = coding;
-            }
-        }
     }
     headers.insert(AGE, HeaderValue::from(plan.initial_age_ms / 1000));
     if !headers.contains_key(DATE) {
@@ -154,37 +204,54 @@ pub fn prepare(
     ToStore { response: HttpResponse { status: status.as_u16(), headers: pairs, body, content_encoding }, meta }
 }
 
-/// Writes a prepared response under `base_key` (and its variant key plus a marker when it varies); returns the
-/// key it lives under, or `None` if the store would not take it.
-pub async fn store<S: Store>(
+/// Writes a prepared response for a request. Without `vary` it goes under `base_key`; with it, under the variant
+/// key, and the base key gets a marker (the existing marker's generation when its names are the same, so the
+/// other variants stay reachable). Returns the key it lives under, or `None` if the store would not take it.
+pub async fn store<'r, S: Store>(
     cache: &Cache<S>,
     base_key: &str,
-    request: &HeaderMap,
+    view: impl Fn(&[String]) -> std::borrow::Cow<'r, HeaderMap>,
     vary: &[String],
+    existing: Option<&FoundMarker>,
     prepared: &ToStore,
 ) -> Option<String> {
-    // Entries stay uncompressed in the store: a hit then serves the body without decompressing it.
-    let options = EncodeOptions { compressor: Compressor::None, ..EncodeOptions::default() };
-    let bytes = encode_response(&prepared.response, &prepared.meta, &options).ok()?;
+    let bytes = encode_response(&prepared.response, &prepared.meta, &entry_options()).ok()?;
     if vary.is_empty() {
         return cache.put_entry(base_key, &bytes, None).await.then(|| base_key.to_owned());
     }
-    let marker = VaryMarker { vary: vary.to_vec() };
-    let marker_meta = EntryMeta { tags: Vec::new(), ..prepared.meta.clone() };
-    let marker_bytes = encode_value(&marker, &marker_meta, &options).ok()?;
-    let key = variant_key(base_key, vary, request);
+    let (marker, marker_meta) = match existing.filter(|found| found.marker.vary == vary) {
+        Some(found) => (found.marker.clone(), later_expiry(&found.meta, &prepared.meta)),
+        None => (VaryMarker::new(vary), prepared.meta.clone()),
+    };
+    let marker_meta = EntryMeta { tags: Vec::new(), version: None, ..marker_meta };
+    let marker_bytes = encode_value(&marker, &marker_meta, &entry_options()).ok()?;
+    let key = variant_key(base_key, &marker, &view(vary));
     if !cache.put_entry(&key, &bytes, None).await {
         return None;
     }
     cache.put_entry(base_key, &marker_bytes, None).await.then_some(key)
 }
 
-/// Re-encodes a stored response with updated headers and freshness (after a 304).
+/// Re-encodes a stored response with updated headers and freshness (after a 304), or writes an alternate.
 pub async fn restore<S: Store>(cache: &Cache<S>, key: &str, response: &HttpResponse, meta: &EntryMeta) -> bool {
-    let options = EncodeOptions { compressor: Compressor::None, ..EncodeOptions::default() };
-    match encode_response(response, meta, &options) {
+    match encode_response(response, meta, &entry_options()) {
         Ok(bytes) => cache.put_entry(key, &bytes, None).await,
         Err(_) => false,
+    }
+}
+
+/// Entries stay uncompressed in the store: a hit then serves the body without decompressing it.
+fn entry_options() -> EncodeOptions {
+    EncodeOptions { compressor: Compressor::None, ..EncodeOptions::default() }
+}
+
+/// A marker must outlive every variant it leads to: it keeps the later of the two hard expiries.
+fn later_expiry(marker: &EntryMeta, variant: &EntryMeta) -> EntryMeta {
+    let hard = |m: &EntryMeta| larder_format::hard_expiry(m.expires_at, m.stale_ms).unwrap_or(u64::MAX);
+    if hard(variant) > hard(marker) {
+        variant.clone()
+    } else {
+        marker.clone()
     }
 }
 
@@ -234,7 +301,7 @@ mod tests {
         ] {
             h.append(n, HeaderValue::from_static(v));
         }
-        let prepared = prepare(StatusCode::OK, &h, Bytes::from_static(b"\x1f\x8b.."), &plan(), 1_700_000_000_000, None);
+        let prepared = prepare(StatusCode::OK, &h, Bytes::from_static(b"\x1f\x8b.."), &plan(), 1_700_000_000_000);
         let names: Vec<&[u8]> = prepared.response.headers.iter().map(|(n, _)| &n[..]).collect();
         assert!(names.contains(&&b"content-type"[..]) && names.contains(&&b"date"[..]));
         for gone in
@@ -252,7 +319,7 @@ mod tests {
     fn an_unknown_coding_stays_a_header() {
         let mut h = HeaderMap::new();
         h.insert(CONTENT_ENCODING, HeaderValue::from_static("x-custom"));
-        let prepared = prepare(StatusCode::OK, &h, Bytes::from_static(b"xx"), &plan(), 1, Some(ContentEncoding::Gzip));
+        let prepared = prepare(StatusCode::OK, &h, Bytes::from_static(b"xx"), &plan(), 1);
         assert_eq!(prepared.response.content_encoding, ContentEncoding::Identity);
         assert!(prepared.response.headers.iter().any(|(n, v)| &n[..] == b"content-encoding" && &v[..] == b"x-custom"));
     }

@@ -1,42 +1,59 @@
-//! The connection to the app behind larder: pooled keep-alive HTTP/1.1 connections (hyper's client), request
-//! rewriting (target, hop-by-hop fields, forwarding headers), and the two ways it fails: unreachable (502) and too
-//! slow (504).
+//! The connection to the app behind larder: pooled keep-alive HTTP/1.1 connections (hyper's client), the request
+//! larder sends for a client's (exactly the target, fields and framing larder keyed on, plus its forwarding
+//! fields), and the ways it fails: unreachable (502), too slow (504), or the client's own fault (400, 413).
+//!
+//! Every upstream request runs in a task of its own. A client that goes away (an HTTP/2 stream reset, a closed
+//! connection) then does not cut the upstream request off in the middle, which would throw its pooled connection
+//! away and open a new one for the next request: the request finishes, its body is drained within a bound, and
+//! the connection goes back to the pool. What bounds the work a client can cause this way is its connection's
+//! upstream slots (see `connection.rs`), held until the response body ends.
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use http::header::{HeaderValue, HOST};
+use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Request, Response, Uri};
-use hyper::body::Incoming;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use tokio::sync::OwnedSemaphorePermit;
 
-use crate::body::{BodyTooLarge, ProxyBody};
-use crate::rfc9111::headers::is_hop_by_hop;
+use crate::body::{drain, BodyTooLarge, ClientBodyError, RequestBody, UpstreamBody};
+use crate::forwarding::add_forwarding;
+use crate::request::RequestContext;
 
 /// Why the upstream gave no response.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum UpstreamError {
     #[error("upstream unreachable: {0}")]
     Unreachable(String),
     #[error("upstream did not answer within {0:?}")]
     Timeout(Duration),
+    /// The client's request body passed its size limit (413).
+    #[error("request body exceeds the {0}-byte limit")]
+    BodyTooLarge(u64),
+    /// The client's request body was malformed, broken off or too slow (400).
     #[error("{0}")]
-    BodyTooLarge(BodyTooLarge),
+    ClientBody(String),
 }
 
+/// Most of an unwanted response body read so its connection can be reused, and how long that may take.
+const DRAIN_BYTES: usize = 1 << 20;
+const DRAIN_TIME: Duration = Duration::from_secs(5);
+
 pub struct Upstream {
-    client: Client<HttpConnector, ProxyBody>,
+    client: Client<HttpConnector, RequestBody>,
     /// `scheme://authority` of the upstream.
     origin: String,
     /// Path prefix the upstream is mounted under ("" for none).
     base_path: String,
+    /// Time allowed for the response head.
     timeout: Duration,
+    /// Time a response body may go quiet.
+    idle: Duration,
 }
 
 impl Upstream {
-    pub fn new(url: &Uri, connect_timeout: Duration, timeout: Duration) -> Upstream {
+    pub fn new(url: &Uri, connect_timeout: Duration, timeout: Duration, idle: Duration) -> Upstream {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(connect_timeout));
         connector.set_nodelay(true);
@@ -46,65 +63,84 @@ impl Upstream {
             .build(connector);
         let origin = format!("{}://{}", url.scheme_str().unwrap_or("http"), url.authority().map_or("", |a| a.as_str()));
         let base_path = url.path().trim_end_matches('/').to_owned();
-        Upstream { client, origin, base_path, timeout }
+        Upstream { client, origin, base_path, timeout, idle }
     }
 
-    /// Sends a request upstream: `path_and_query` is the client's, headers are the client's end-to-end fields plus
-    /// forwarding information and any `extra` fields (validators).
-    pub async fn send(
+    /// The `host:port` larder connects to.
+    pub fn address(&self) -> &str {
+        self.origin.split("://").nth(1).unwrap_or("")
+    }
+
+    /// The request larder sends for `ctx`: its method, normalised target and forwarded fields, larder's
+    /// forwarding fields, `Via`, and `extra` fields (validators). Framing is hyper's to write from `body`.
+    pub fn request_for(
         &self,
+        ctx: &RequestContext,
         method: Method,
-        path_and_query: &str,
-        client_headers: &HeaderMap,
-        client: Option<SocketAddr>,
-        extra: &[(http::HeaderName, HeaderValue)],
-        body: ProxyBody,
-    ) -> Result<(Response<Incoming>, Duration), UpstreamError> {
-        let uri = format!("{}{}{}", self.origin, self.base_path, path_and_query);
+        headers: &HeaderMap,
+        extra: &[(HeaderName, HeaderValue)],
+        body: RequestBody,
+    ) -> Result<Request<RequestBody>, UpstreamError> {
+        let uri = format!("{}{}{}", self.origin, self.base_path, ctx.target);
         let mut request = Request::builder().method(method).uri(uri);
-        let Some(headers) = request.headers_mut() else {
+        let Some(fields) = request.headers_mut() else {
             return Err(UpstreamError::Unreachable("invalid request target".into()));
         };
-        for (name, value) in client_headers {
-            if !is_hop_by_hop(name, client_headers) {
-                headers.append(name.clone(), value.clone());
-            }
+        fields.reserve(headers.len() + extra.len() + 5);
+        for (name, value) in headers {
+            fields.append(name.clone(), value.clone());
         }
         for (name, value) in extra {
-            headers.insert(name.clone(), value.clone());
+            fields.insert(name.clone(), value.clone());
         }
-        if !headers.contains_key(HOST) {
-            if let Ok(host) = HeaderValue::from_str(self.origin.split("://").nth(1).unwrap_or("")) {
-                headers.insert(HOST, host);
-            }
-        }
-        if let Some(addr) = client {
-            let forwarded = match headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
-                Some(prior) => format!("{prior}, {}", addr.ip()),
-                None => addr.ip().to_string(),
+        add_forwarding(fields, ctx.client.ip(), ctx.scheme, &ctx.authority);
+        fields.append(http::header::VIA, HeaderValue::from_static("1.1 larder"));
+        request.body(body).map_err(|e| UpstreamError::Unreachable(e.to_string()))
+    }
+
+    /// Sends a request in a task of its own (see the module's comment); `slot` is the client connection's upstream
+    /// slot, held by the response body. Returns the response head and the time it took.
+    pub async fn send(
+        &self,
+        request: Request<RequestBody>,
+        slot: Option<OwnedSemaphorePermit>,
+    ) -> Result<(Response<UpstreamBody>, Duration), UpstreamError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (client, timeout, idle) = (self.client.clone(), self.timeout, self.idle);
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let result = match tokio::time::timeout(timeout, client.request(request)).await {
+                Ok(Ok(response)) => Ok((response.map(|b| UpstreamBody::new(b, idle, slot)), started.elapsed())),
+                Ok(Err(error)) => Err(classify(error)),
+                Err(_) => Err(UpstreamError::Timeout(timeout)),
             };
-            if let Ok(value) = HeaderValue::from_str(&forwarded) {
-                headers.insert("x-forwarded-for", value);
+            if let Err(Ok((unwanted, _))) = tx.send(result) {
+                drain(unwanted.into_body(), DRAIN_BYTES, DRAIN_TIME).await;
             }
-        }
-        headers.append(http::header::VIA, HeaderValue::from_static("1.1 larder"));
-        let request = request.body(body).map_err(|e| UpstreamError::Unreachable(e.to_string()))?;
-        let started = Instant::now();
-        match tokio::time::timeout(self.timeout, self.client.request(request)).await {
-            Ok(Ok(response)) => Ok((response, started.elapsed())),
-            Ok(Err(error)) => Err(classify(error)),
-            Err(_) => Err(UpstreamError::Timeout(self.timeout)),
+        });
+        rx.await.unwrap_or_else(|_| Err(UpstreamError::Unreachable("the upstream request task failed".into())))
+    }
+
+    /// Whether a TCP connection to the upstream can be opened now (the readiness check).
+    pub async fn reachable(&self, within: Duration) -> Result<(), String> {
+        let address = self.address().to_owned();
+        match tokio::time::timeout(within, tokio::net::TcpStream::connect(&address)).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(error)) => Err(format!("{address}: {error}")),
+            Err(_) => Err(format!("{address}: no connection within {within:?}")),
         }
     }
 }
 
-/// A client error caused by the request body's size limit is the client's fault (413), anything else the
-/// upstream's (502).
+/// A failure caused by the client's request body is the client's (413, 400); anything else the upstream's (502).
 fn classify(error: hyper_util::client::legacy::Error) -> UpstreamError {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&error);
     while let Some(e) = source {
         if let Some(too_large) = e.downcast_ref::<BodyTooLarge>() {
-            return UpstreamError::BodyTooLarge(BodyTooLarge(too_large.0));
+            return UpstreamError::BodyTooLarge(too_large.0);
+        }
+        if let Some(client) = e.downcast_ref::<ClientBodyError>() {
+            return UpstreamError::ClientBody(client.to_string());
         }
         source = e.source();
     }

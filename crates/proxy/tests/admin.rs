@@ -115,13 +115,16 @@ async fn metrics_and_health() {
     get(&larder.url("/m"), &[]).await;
     get(&larder.url("/m"), &[]).await;
     let health = get(&larder.admin_url("/health"), &[]).await;
-    assert_eq!((health.status, health.text().as_str()), (StatusCode::OK, "ok\n"));
+    assert_eq!(health.status, StatusCode::OK);
+    let report: serde_json::Value = serde_json::from_slice(&health.body).expect("JSON");
+    assert_eq!((report["status"].as_str(), report["upstream"]["state"].as_str()), (Some("ok"), Some("up")));
     let metrics = get(&larder.admin_url("/metrics"), &[]).await.text();
     for line in [
-        "larder_cache_hits_total 1\n",
-        "larder_cache_misses_total 1\n",
+        "larder_requests_total{cache=\"hit\"} 1\n",
+        "larder_requests_total{cache=\"miss\"} 1\n",
         "larder_store_entries 1\n",
         "larder_upstream_latency_seconds_count 1\n",
+        "larder_upstream_up 1\n",
     ] {
         assert!(metrics.contains(line), "{line} missing from\n{metrics}");
     }

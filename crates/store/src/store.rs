@@ -35,6 +35,12 @@ pub trait Store: Send + Sync + 'static {
     /// The backend's name, as errors and metrics name it ("memory", "memcached", …).
     fn backend(&self) -> &'static str;
 
+    /// The largest value a write of a short key can store (memcached's item size, the memory store's entry
+    /// bound). Callers that buffer a value before writing it (the proxy's fills) stop buffering past this.
+    fn max_value_bytes(&self) -> usize {
+        usize::MAX
+    }
+
     fn get(&self, key: &str) -> impl Future<Output = Result<Option<Value>, StoreError>> + Send;
 
     /// One result per key, in order.
@@ -79,6 +85,7 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// so a configuration can pick a backend at run time at the price of one allocation per call.
 pub trait DynStore: Send + Sync + 'static {
     fn backend(&self) -> &'static str;
+    fn max_value_bytes(&self) -> usize;
     fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Value>, StoreError>>;
     fn get_many<'a>(&'a self, keys: &'a [&'a str]) -> BoxFuture<'a, Result<Vec<Option<Value>>, StoreError>>;
     fn set<'a>(&'a self, key: &'a str, value: &'a [u8], ttl: Option<Duration>)
@@ -100,6 +107,9 @@ pub trait DynStore: Send + Sync + 'static {
 impl<S: Store> DynStore for S {
     fn backend(&self) -> &'static str {
         Store::backend(self)
+    }
+    fn max_value_bytes(&self) -> usize {
+        Store::max_value_bytes(self)
     }
     fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Value>, StoreError>> {
         Box::pin(Store::get(self, key))
@@ -146,6 +156,9 @@ impl<S: Store> DynStore for S {
 impl Store for Arc<dyn DynStore> {
     fn backend(&self) -> &'static str {
         DynStore::backend(&**self)
+    }
+    fn max_value_bytes(&self) -> usize {
+        DynStore::max_value_bytes(&**self)
     }
     async fn get(&self, key: &str) -> Result<Option<Value>, StoreError> {
         DynStore::get(&**self, key).await

@@ -1,34 +1,48 @@
 //! The proxy's settings: every field has a default, a TOML file overrides defaults, and `larder serve` flags and
-//! environment variables override the file (see `larder serve --help` and docs/ARCHITECTURE.md).
+//! environment variables override the file (see `larder serve --help` and docs/ARCHITECTURE.md). Sizes take the
+//! same units everywhere (`size.rs`); addresses may be host names, resolved once at start.
 
-use std::net::{IpAddr, SocketAddr};
+pub mod size;
+
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 use http::HeaderName;
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer, Serialize};
 
+use crate::forwarding::TrustedProxies;
 use crate::rfc9111::Rules;
 
 /// Everything `larder serve` can be told.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ProxyConfig {
-    /// The app larder fronts, e.g. `http://127.0.0.1:3000`.
+    /// The app larder fronts, e.g. `http://127.0.0.1:3000`. A path (`http://app/shop`) is a prefix put before
+    /// every request's path.
     pub upstream: String,
-    /// Where clients connect.
+    /// Where clients connect (a host name is resolved at start).
+    #[serde(deserialize_with = "deserialize_addr")]
     pub listen: SocketAddr,
     /// The admin API (push, purge, metrics, health); loopback by default.
+    #[serde(deserialize_with = "deserialize_optional_addr")]
     pub admin: Option<SocketAddr>,
     /// Bearer token for the admin API; required when `admin` is not a loopback address.
     pub admin_token: Option<String>,
     /// Key namespace (spec/FORMAT.md §5.2).
     pub namespace: String,
-    /// Query parameters left out of cache keys (a trailing `*` makes a prefix).
+    /// Query parameters left out of cache keys and of the URL sent upstream (a trailing `*` makes a prefix).
     pub drop_query_params: Vec<String>,
     /// The response header that says HIT, MISS, STALE or BYPASS.
     pub cache_status_header: String,
+    /// Send the RFC 9211 `Cache-Status` response header.
+    pub cache_status: bool,
     /// Client addresses allowed to send `PURGE` on the main listener.
     pub purge_allowed: Vec<IpAddr>,
+    /// Addresses or networks (`10.0.0.0/8`) of proxies in front of larder whose `X-Forwarded-*` and `Forwarded`
+    /// fields are believed; every other client's are dropped.
+    pub trusted_proxies: Vec<String>,
+    /// Where to write one line per request ("-" = standard output; empty = no access log).
+    pub access_log: String,
     /// Serving threads, each with its own runtime and listening socket (0 = one per core).
     pub workers: usize,
     pub cache: CacheSection,
@@ -36,15 +50,22 @@ pub struct ProxyConfig {
 }
 
 /// How responses are cached.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CacheSection {
     /// Memory store bound in bytes (keys, values and bookkeeping).
+    #[serde(deserialize_with = "size::deserialize_usize")]
     pub capacity_bytes: usize,
     /// Largest entry, as a fraction of capacity.
     pub max_entry_fraction: f64,
-    /// Largest response body that is cached; larger ones stream through.
+    /// Largest response body that is cached, and the largest a stored body may decode to; larger ones stream
+    /// through.
+    #[serde(deserialize_with = "size::deserialize_usize")]
     pub max_body_bytes: usize,
+    /// Bytes all fills under way may buffer together before further cacheable responses stream through uncached
+    /// (0 = a quarter of capacity_bytes).
+    #[serde(deserialize_with = "size::deserialize_usize")]
+    pub fill_buffer_bytes: usize,
     /// Give responses without explicit freshness 10% of their age since Last-Modified, up to this many seconds
     /// (0 = off, the default: the app says what may be cached).
     pub heuristic_max_secs: u64,
@@ -54,35 +75,55 @@ pub struct CacheSection {
     pub stale_while_revalidate_secs: u64,
     /// stale-if-error for responses that do not give one, in seconds.
     pub stale_if_error_secs: u64,
+    /// How long a request waits for a refresh under way before it is answered with the stale response (within
+    /// stale-if-error), in milliseconds.
+    pub stale_wait_ms: u64,
     /// How long stale responses with validators are kept for conditional revalidation, in seconds.
     pub revalidation_window_secs: u64,
+    /// How long to remember that a URL's response could not be stored, sending its requests straight upstream in
+    /// parallel instead of one at a time (Varnish's hit-for-miss), in seconds (0 = off).
+    pub hit_for_miss_secs: u64,
     /// Honour client `Cache-Control` / `Pragma` request directives (off: clients cannot force the app to work).
     pub honor_request_cache_control: bool,
     /// Fields that address this cache specifically (RFC 9213), first match wins.
     pub targeted_fields: Vec<String>,
     /// Honour `Surrogate-Control` (and remove it from responses).
     pub surrogate_control: bool,
-    /// Compress compressible identity bodies once when storing: "off", "gzip", "br" or "zstd".
+    /// The coding offered to clients that accept it when a stored body has none: "off", "gzip", "br" or "zstd".
+    /// A body is compressed once, on the first request that accepts it, and kept beside the original.
     pub compress: String,
 }
 
 /// Protection against slow, large or too many clients and a slow upstream.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LimitsSection {
     /// Request head size; larger heads get 431.
+    #[serde(deserialize_with = "size::deserialize_usize")]
     pub max_header_bytes: usize,
     /// Request body size; larger bodies get 413.
+    #[serde(deserialize_with = "size::deserialize_u64")]
     pub max_request_body_bytes: u64,
     /// Concurrent client connections; more wait in the listen backlog.
     pub max_connections: usize,
-    /// Seconds a client may take to send a request head (slowloris), also the keep-alive idle limit.
+    /// Upstream requests one client connection may have under way (HTTP/2 multiplexes many requests on one).
+    pub max_upstream_per_connection: usize,
+    /// Concurrent HTTP/2 streams per connection.
+    pub max_concurrent_streams: u32,
+    /// Seconds a client may take to send a request head, from accepting the connection and from its first byte.
     pub header_read_timeout_secs: u64,
+    /// Seconds a connection may stay open with no request under way (keep-alive idle, HTTP/2 included).
+    pub idle_timeout_secs: u64,
+    /// Seconds a client may take to send a whole request body.
+    pub request_body_timeout_secs: u64,
     /// Seconds to connect to the upstream (then 502).
     pub upstream_connect_timeout_secs: u64,
-    /// Seconds to wait for the upstream's response head (then 504).
+    /// Seconds to wait for the upstream's response head (then 504); a response being stored must also arrive
+    /// whole within this.
     pub upstream_timeout_secs: u64,
-    /// Seconds to let in-flight requests finish after SIGTERM.
+    /// Seconds the upstream may go quiet in the middle of a response body before larder gives up on it.
+    pub upstream_idle_timeout_secs: u64,
+    /// Seconds to let in-flight requests finish after SIGTERM or SIGHUP.
     pub shutdown_grace_secs: u64,
 }
 
@@ -96,7 +137,10 @@ impl Default for ProxyConfig {
             namespace: String::new(),
             drop_query_params: larder_format::key::DEFAULT_DROP_PARAMS.iter().map(|s| (*s).to_owned()).collect(),
             cache_status_header: "x-cache".into(),
+            cache_status: true,
             purge_allowed: vec![IpAddr::from([127, 0, 0, 1]), IpAddr::from([0u16, 0, 0, 0, 0, 0, 0, 1])],
+            trusted_proxies: Vec::new(),
+            access_log: String::new(),
             workers: 0,
             cache: CacheSection::default(),
             limits: LimitsSection::default(),
@@ -110,15 +154,18 @@ impl Default for CacheSection {
             capacity_bytes: 256 << 20,
             max_entry_fraction: 1.0 / 16.0,
             max_body_bytes: 8 << 20,
+            fill_buffer_bytes: 0,
             heuristic_max_secs: 0,
             cache_set_cookie: false,
             stale_while_revalidate_secs: 0,
             stale_if_error_secs: 300,
+            stale_wait_ms: 1000,
             revalidation_window_secs: 3600,
+            hit_for_miss_secs: 60,
             honor_request_cache_control: false,
             targeted_fields: vec!["CDN-Cache-Control".into()],
             surrogate_control: true,
-            compress: "off".into(),
+            compress: "gzip".into(),
         }
     }
 }
@@ -129,9 +176,14 @@ impl Default for LimitsSection {
             max_header_bytes: 16 << 10,
             max_request_body_bytes: 16 << 20,
             max_connections: 10_000,
+            max_upstream_per_connection: 32,
+            max_concurrent_streams: 100,
             header_read_timeout_secs: 10,
+            idle_timeout_secs: 60,
+            request_body_timeout_secs: 60,
             upstream_connect_timeout_secs: 5,
             upstream_timeout_secs: 30,
+            upstream_idle_timeout_secs: 30,
             shutdown_grace_secs: 30,
         }
     }
@@ -144,12 +196,33 @@ pub enum ConfigError {
     Read { path: String, source: std::io::Error },
     #[error("{path}: {message}")]
     Parse { path: String, message: String },
-    #[error("upstream {0:?} is not an http:// URL with a host")]
+    #[error("upstream {0:?} is not an http:// URL with a host (and no query or fragment)")]
     Upstream(String),
     #[error("the admin API listens on {0}, which is not loopback: set admin_token")]
     AdminWithoutToken(SocketAddr),
     #[error("{field}: {message}")]
     Invalid { field: &'static str, message: String },
+}
+
+/// Resolves `host:port` (a literal address, or a name such as `localhost:8090`) to its first address.
+pub fn resolve_addr(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(addr) = text.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    let mut addrs = text
+        .to_socket_addrs()
+        .map_err(|e| format!("{text:?} is not an address such as 127.0.0.1:8080 or localhost:8080 ({e})"))?;
+    addrs.next().ok_or_else(|| format!("{text:?} resolves to no address"))
+}
+
+fn deserialize_addr<'de, D: Deserializer<'de>>(deserializer: D) -> Result<SocketAddr, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    resolve_addr(&text).map_err(serde::de::Error::custom)
+}
+
+fn deserialize_optional_addr<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<SocketAddr>, D::Error> {
+    let text = Option::<String>::deserialize(deserializer)?;
+    text.filter(|t| !t.is_empty()).map(|t| resolve_addr(&t).map_err(serde::de::Error::custom)).transpose()
 }
 
 impl ProxyConfig {
@@ -164,7 +237,8 @@ impl ProxyConfig {
     /// Checks the settings that would otherwise fail later, or silently.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let upstream: http::Uri = self.upstream.parse().map_err(|_| ConfigError::Upstream(self.upstream.clone()))?;
-        if upstream.scheme_str() != Some("http") || upstream.host().is_none() {
+        let has_query = upstream.path_and_query().is_some_and(|p| p.query().is_some()) || self.upstream.contains('#');
+        if upstream.scheme_str() != Some("http") || upstream.host().is_none() || has_query {
             return Err(ConfigError::Upstream(self.upstream.clone()));
         }
         if let Some(admin) = self.admin {
@@ -182,14 +256,30 @@ impl ProxyConfig {
             field: "cache_status_header",
             message: format!("{:?} is not a header name", self.cache_status_header),
         })?;
-        if !["off", "gzip", "br", "zstd"].contains(&self.cache.compress.as_str()) {
-            return Err(ConfigError::Invalid {
-                field: "cache.compress",
-                message: format!("{:?} is not one of off, gzip, br, zstd", self.cache.compress),
-            });
+        crate::encoding::offered_coding(&self.cache.compress)
+            .map_err(|message| ConfigError::Invalid { field: "cache.compress", message })?;
+        TrustedProxies::parse(&self.trusted_proxies)
+            .map_err(|message| ConfigError::Invalid { field: "trusted_proxies", message })?;
+        let at_least_one = [
+            ("limits.max_connections", self.limits.max_connections as u64),
+            ("limits.max_upstream_per_connection", self.limits.max_upstream_per_connection as u64),
+            ("limits.max_concurrent_streams", u64::from(self.limits.max_concurrent_streams)),
+            ("limits.header_read_timeout_secs", self.limits.header_read_timeout_secs),
+            ("limits.idle_timeout_secs", self.limits.idle_timeout_secs),
+            ("limits.upstream_timeout_secs", self.limits.upstream_timeout_secs),
+            ("limits.upstream_idle_timeout_secs", self.limits.upstream_idle_timeout_secs),
+            ("limits.request_body_timeout_secs", self.limits.request_body_timeout_secs),
+        ];
+        for (field, value) in at_least_one {
+            if value == 0 {
+                return Err(ConfigError::Invalid { field, message: "must be at least 1".into() });
+            }
         }
-        if self.limits.max_connections == 0 {
-            return Err(ConfigError::Invalid { field: "limits.max_connections", message: "must be at least 1".into() });
+        if !(self.cache.max_entry_fraction > 0.0 && self.cache.max_entry_fraction <= 1.0) {
+            return Err(ConfigError::Invalid {
+                field: "cache.max_entry_fraction",
+                message: format!("{} is not a fraction in (0, 1]", self.cache.max_entry_fraction),
+            });
         }
         Ok(())
     }
@@ -208,6 +298,14 @@ impl ProxyConfig {
             honor_request_directives: c.honor_request_cache_control,
         }
     }
+
+    /// The bytes all fills may buffer at once.
+    pub fn fill_buffer_bytes(&self) -> usize {
+        match self.cache.fill_buffer_bytes {
+            0 => (self.cache.capacity_bytes / 4).max(self.cache.max_body_bytes),
+            n => n,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -224,12 +322,19 @@ mod tests {
         assert_eq!(config.cache.max_body_bytes, 8 << 20, "untouched fields keep their defaults");
         assert_eq!(config.rules().default_stale_if_error, Duration::from_secs(60));
         assert!(toml::from_str::<ProxyConfig>("upstream_url = \"x\"").is_err());
+        let units: ProxyConfig =
+            toml::from_str("listen = \"localhost:8090\"\n[cache]\ncapacity_bytes = \"1.5G\"\n").expect("parses");
+        assert_eq!(units.cache.capacity_bytes, 3 << 29);
+        assert_eq!(units.listen.port(), 8090);
+        assert!(units.listen.ip().is_loopback(), "localhost resolves");
+        let negative = toml::from_str::<ProxyConfig>("[cache]\ncapacity_bytes = \"-1M\"\n").map_err(|e| e.to_string());
+        assert!(negative.is_err_and(|e| e.contains("negative")));
     }
 
     /// The configuration reference in docs/ARCHITECTURE.md parses and lists exactly the defaults.
     #[test]
     fn the_documented_configuration_is_the_default() {
-        let doc = include_str!("../../../docs/ARCHITECTURE.md");
+        let doc = include_str!("../../../../docs/ARCHITECTURE.md");
         let section = doc.split("### Configuration").nth(1).expect("the configuration section");
         let block = section.split("```toml").nth(1).and_then(|b| b.split("```").next()).expect("a toml block");
         let documented: ProxyConfig = toml::from_str(block).expect("the documented configuration parses");
@@ -249,5 +354,11 @@ mod tests {
         assert!(matches!(open_admin.validate(), Err(ConfigError::AdminWithoutToken(_))));
         let tokened = ProxyConfig { admin_token: Some("s3cret".into()), ..open_admin };
         assert!(tokened.validate().is_ok());
+        let with_path = ProxyConfig { upstream: "http://app:3000/shop".into(), ..ProxyConfig::default() };
+        assert!(with_path.validate().is_ok(), "a path is a prefix");
+        let with_query = ProxyConfig { upstream: "http://app:3000/?x=1".into(), ..ProxyConfig::default() };
+        assert!(matches!(with_query.validate(), Err(ConfigError::Upstream(_))));
+        let bad_proxy = ProxyConfig { trusted_proxies: vec!["10.0.0.0/99".into()], ..ProxyConfig::default() };
+        assert!(bad_proxy.validate().is_err());
     }
 }

@@ -29,6 +29,23 @@ pub fn is_hop_by_hop(name: &HeaderName, headers: &HeaderMap) -> bool {
             .any(|listed| listed.trim().eq_ignore_ascii_case(name.as_str()))
 }
 
+/// Removes the hop-by-hop fields from `headers` in place: the fixed ones and every field `Connection` names.
+pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let listed: Vec<HeaderName> = headers
+        .get_all(CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|l| l.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    for name in HOP_BY_HOP {
+        headers.remove(*name);
+    }
+    for name in listed {
+        headers.remove(name);
+    }
+}
+
 /// `headers` without its hop-by-hop fields.
 pub fn end_to_end(headers: &HeaderMap) -> HeaderMap {
     let mut out = HeaderMap::with_capacity(headers.len());
@@ -53,5 +70,7 @@ mod tests {
         }
         let kept = end_to_end(&h);
         assert_eq!(kept.keys().map(|k| k.as_str()).collect::<Vec<_>>(), ["c"]);
+        strip_hop_by_hop(&mut h);
+        assert_eq!(h, kept, "in place, the same fields go");
     }
 }

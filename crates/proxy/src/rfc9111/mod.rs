@@ -107,7 +107,7 @@ impl Rules {
             return Err(NotStored::Status);
         }
         if self.honor_request_directives && Directives::parse(request.get_all(CACHE_CONTROL)).no_store {
-            return Err(NotStored::NoStore);
+            return Err(NotStored::NoStoreRequest);
         }
         let Governing { directives: d, use_expires } = self.governing(response);
         if d.must_understand {
@@ -251,6 +251,8 @@ pub enum NotStored {
     Status,
     #[error("no-store")]
     NoStore,
+    #[error("the request said no-store")]
+    NoStoreRequest,
     #[error("private")]
     Private,
     #[error("the request carried Authorization")]
@@ -261,6 +263,23 @@ pub enum NotStored {
     VaryStar,
     #[error("no freshness information and no validator")]
     NoFreshness,
+}
+
+impl NotStored {
+    /// The `Cache-Status` detail that reports it.
+    pub fn detail(self) -> &'static str {
+        match self {
+            NotStored::Method => "method",
+            NotStored::Status => "status",
+            NotStored::NoStore => "no-store",
+            NotStored::NoStoreRequest => "request-no-store",
+            NotStored::Private => "private",
+            NotStored::Authorization => "authorization",
+            NotStored::SetCookie => "set-cookie",
+            NotStored::VaryStar => "vary-star",
+            NotStored::NoFreshness => "no-explicit-freshness",
+        }
+    }
 }
 
 #[cfg(test)]

@@ -377,6 +377,12 @@ impl Store for MemoryStore {
         BACKEND
     }
 
+    /// Room for a value under a key of up to 250 bytes (the longest a safe key can be).
+    fn max_value_bytes(&self) -> usize {
+        let longest_safe_key = larder_format::key::MAX_KEY_LEN;
+        self.inner.max_entry_weight.saturating_sub(shard::weight_for(longest_safe_key, 0)).min(MAX_VALUE_LEN)
+    }
+
     async fn get(&self, key: &str) -> Result<Option<Value>, StoreError> {
         Ok(self.get_now(key))
     }

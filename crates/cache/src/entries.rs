@@ -1,0 +1,93 @@
+//! Entry bytes under full store keys, for callers that build and read entries themselves: the proxy's HTTP
+//! responses and its admin API. They reach the store only through these calls, so whatever store sits underneath
+//! (memory today, a shared one tomorrow) is counted and absorbed the same way as `fetch`'s own reads and writes.
+//!
+//! Two flavours: the request path absorbs store failures (a cache that is down must not fail a request; each
+//! failure is counted in `CacheStats::store_errors`), while the admin calls report them to the operator.
+
+use std::time::Duration;
+
+use larder_store::{Store, StoreStats, Value};
+
+use crate::cache::Cache;
+use crate::error::CacheError;
+use crate::stats::CacheCounters;
+
+impl<S: Store> Cache<S> {
+    /// The name of the store's backend ("memory", "memcached", …).
+    pub fn backend(&self) -> &'static str {
+        self.shared.store.backend()
+    }
+
+    /// The largest entry the store accepts under a short key.
+    pub fn max_entry_bytes(&self) -> usize {
+        self.shared.store.max_value_bytes()
+    }
+
+    /// The stored bytes under a full store key (no namespace applied); a store failure is a counted miss.
+    pub async fn get_entry(&self, store_key: &str) -> Option<Value> {
+        self.get_raw(store_key).await
+    }
+
+    /// Stores entry bytes under a full store key; a store failure is absorbed and counted, and reported as
+    /// `false`, since losing a cache write must not fail the request that produced it.
+    pub async fn put_entry(&self, store_key: &str, entry: &[u8], ttl: Option<Duration>) -> bool {
+        let stored = self.shared.store.set(store_key, entry, ttl).await;
+        self.absorbed(stored).is_some()
+    }
+
+    /// Removes the entry under a full store key; a store failure is counted and reported as `false`.
+    pub async fn remove_entry(&self, store_key: &str) -> bool {
+        let removed = self.shared.store.delete(store_key).await;
+        self.absorbed(removed).unwrap_or(false)
+    }
+
+    /// Removes the entries under several full store keys; how many were there (failures counted, as 0).
+    pub async fn remove_entries(&self, store_keys: &[&str]) -> usize {
+        if store_keys.is_empty() {
+            return 0;
+        }
+        let removed = self.shared.store.delete_many(store_keys).await;
+        self.absorbed(removed).unwrap_or(0)
+    }
+
+    /// As [`get_entry`](Self::get_entry), reporting a store failure.
+    pub async fn read_entry(&self, store_key: &str) -> Result<Option<Value>, CacheError> {
+        Ok(self.shared.store.get(store_key).await?)
+    }
+
+    /// As [`put_entry`](Self::put_entry), reporting a store failure (a value too large, a server down).
+    pub async fn write_entry(&self, store_key: &str, entry: &[u8], ttl: Option<Duration>) -> Result<(), CacheError> {
+        Ok(self.shared.store.set(store_key, entry, ttl).await?)
+    }
+
+    /// As [`remove_entry`](Self::remove_entry), reporting a store failure.
+    pub async fn delete_entry(&self, store_key: &str) -> Result<bool, CacheError> {
+        Ok(self.shared.store.delete(store_key).await?)
+    }
+
+    /// Removes every entry whose full store key starts with `prefix`; how many.
+    pub async fn purge_prefix(&self, prefix: &str) -> Result<usize, CacheError> {
+        Ok(self.shared.store.purge_prefix(prefix).await?)
+    }
+
+    /// Removes every entry tagged `tag`; how many.
+    pub async fn purge_tag(&self, tag: &str) -> Result<usize, CacheError> {
+        Ok(self.shared.store.purge_tag(tag).await?)
+    }
+
+    /// What the store reports about itself.
+    pub async fn store_stats(&self) -> Result<StoreStats, CacheError> {
+        Ok(self.shared.store.stats().await?)
+    }
+
+    fn absorbed<T>(&self, result: Result<T, larder_store::StoreError>) -> Option<T> {
+        match result {
+            Ok(value) => Some(value),
+            Err(_) => {
+                CacheCounters::bump(&self.shared.counters.store_errors);
+                None
+            }
+        }
+    }
+}
