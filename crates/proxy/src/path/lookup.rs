@@ -63,10 +63,11 @@ fn reusable_for(stored: &Stored, request: &HeaderMap) -> bool {
     d.public || d.must_revalidate || d.s_maxage.is_some()
 }
 
-/// Seconds of freshness left (negative when stale), for `Cache-Status: ttl`.
+/// Seconds of freshness left (negative when stale), for `Cache-Status: ttl`: rounded up, so that it agrees with
+/// the `Age` served (rounded down) for the whole seconds of a lifetime.
 pub(crate) fn ttl_seconds(stored: &Stored, now_ms: u64) -> i64 {
     if stored.meta.expires_at == 0 {
         return i64::MAX / 1000;
     }
-    (stored.meta.expires_at as i64 - now_ms as i64).div_euclid(1000)
+    (stored.meta.expires_at as i64 - now_ms as i64 + 999).div_euclid(1000)
 }

@@ -35,7 +35,37 @@ pub struct Origin {
     pub addr: SocketAddr,
     pub seen: Arc<Mutex<Vec<Seen>>>,
     pub delay: Arc<Mutex<Duration>>,
+    /// TCP connections accepted, requests being answered now, and the most ever answered at once.
+    pub load: Arc<Load>,
     task: tokio::task::JoinHandle<()>,
+}
+
+/// What an origin went through.
+#[derive(Debug, Default)]
+pub struct Load {
+    pub connections: std::sync::atomic::AtomicUsize,
+    pub in_flight: std::sync::atomic::AtomicUsize,
+    pub max_in_flight: std::sync::atomic::AtomicUsize,
+}
+
+impl Load {
+    fn enter(&self) {
+        use std::sync::atomic::Ordering::SeqCst;
+        let now = self.in_flight.fetch_add(1, SeqCst) + 1;
+        self.max_in_flight.fetch_max(now, SeqCst);
+    }
+
+    fn leave(&self) {
+        self.in_flight.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub fn connections(&self) -> usize {
+        self.connections.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    pub fn max_in_flight(&self) -> usize {
+        self.max_in_flight.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 impl Origin {
@@ -63,18 +93,22 @@ impl Origin {
         let addr = listener.local_addr().expect("origin address");
         let seen = Arc::new(Mutex::new(Vec::new()));
         let delay = Arc::new(Mutex::new(Duration::ZERO));
+        let load = Arc::new(Load::default());
         let handler: Arc<Handler> = Arc::new(handler);
-        let (seen2, delay2) = (seen.clone(), delay.clone());
+        let (seen2, delay2, load2) = (seen.clone(), delay.clone(), load.clone());
         let task = tokio::spawn(async move {
             // Connections live in this set, so dropping the origin closes them too (as a crashed server would).
             let mut connections = tokio::task::JoinSet::new();
             loop {
                 let Ok((stream, _)) = listener.accept().await else { continue };
-                let (seen, delay, handler) = (seen2.clone(), delay2.clone(), handler.clone());
+                load2.connections.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let (seen, delay, handler, load) = (seen2.clone(), delay2.clone(), handler.clone(), load2.clone());
                 connections.spawn(async move {
                     let service = service_fn(move |request: Request<hyper::body::Incoming>| {
-                        let (seen, delay, handler) = (seen.clone(), delay.clone(), handler.clone());
+                        let (seen, delay, handler, load) = (seen.clone(), delay.clone(), handler.clone(), load.clone());
                         async move {
+                            load.enter();
+                            let _leave = scopeguard(move || load.leave());
                             let record = Seen {
                                 method: request.method().to_string(),
                                 path: request.uri().path_and_query().map_or("/", |p| p.as_str()).to_owned(),
@@ -100,7 +134,7 @@ impl Origin {
                 });
             }
         });
-        Origin { addr, seen, delay, task }
+        Origin { addr, seen, delay, load, task }
     }
 
     pub fn url(&self) -> String {
@@ -125,6 +159,19 @@ impl Drop for Origin {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+/// Runs `f` when dropped (also when the future holding it is dropped mid-way).
+pub fn scopeguard(f: impl FnOnce()) -> impl Drop {
+    struct Guard<F: FnOnce()>(Option<F>);
+    impl<F: FnOnce()> Drop for Guard<F> {
+        fn drop(&mut self) {
+            if let Some(f) = self.0.take() {
+                f();
+            }
+        }
+    }
+    Guard(Some(f))
 }
 
 pub struct Larder {
@@ -241,3 +288,5 @@ pub fn cacheable(
         (StatusCode::OK, headers.clone(), Bytes::from(format!("{} #{n}", seen.path)))
     }
 }
+
+pub mod raw;
