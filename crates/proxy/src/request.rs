@@ -412,4 +412,33 @@ mod tests {
         assert_eq!(ctx.key, "GET:https://shop.example/p");
         assert!(ctx.headers.contains_key("x-forwarded-for"), "a trusted chain is kept");
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        /// Hostile heads never panic the parser, and whatever it accepts is normalised: a plain authority, a target
+        /// that is a path, a key made of them.
+        #[test]
+        fn hostile_heads_are_refused_or_normalised(
+            method in "(GET|HEAD|POST|PURGE|OPTIONS|CONNECT|[A-Z]{1,8})",
+            target in "(/|\\*|http://[a-z.]{0,12}(:[0-9]{0,6})?/?)[ -~]{0,40}",
+            headers in proptest::collection::vec(("(host|connection|x-forwarded-host|forwarded|transfer-encoding|content-length|cookie|[a-z-]{1,12})", "[ -~]{0,30}"), 0..8),
+        ) {
+            let Ok(uri) = target.parse::<http::Uri>() else { return Ok(()) };
+            let Ok(method) = Method::from_bytes(method.as_bytes()) else { return Ok(()) };
+            let mut request = http::Request::builder().method(method).uri(uri);
+            for (name, value) in &headers {
+                if let (Ok(name), Ok(value)) = (HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_str(value)) {
+                    request = request.header(name, value);
+                }
+            }
+            let Ok(request) = request.body(()) else { return Ok(()) };
+            if let Ok((ctx, _)) = parse(request) {
+                proptest::prop_assert!(valid_authority(&ctx.authority), "{}", ctx.authority);
+                proptest::prop_assert!(ctx.target.starts_with('/') || ctx.target == "*");
+                proptest::prop_assert!(ctx.key.starts_with("GET:http://") || ctx.key.starts_with("GET:https://"));
+                proptest::prop_assert_eq!(ctx.headers.get_all(HOST).iter().count(), 1);
+            }
+        }
+    }
 }

@@ -230,8 +230,17 @@ impl ProxyConfig {
     pub fn from_file(path: &std::path::Path) -> Result<ProxyConfig, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
-        toml::from_str(&text)
-            .map_err(|e| ConfigError::Parse { path: path.display().to_string(), message: e.to_string() })
+        toml::from_str(&text).map_err(|e| {
+            // One line: where, then what (toml's own Display draws the line with a caret over several).
+            let at = e.span().map(|span| {
+                let before = &text[..span.start.min(text.len())];
+                let line = before.matches('\n').count() + 1;
+                let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+                format!("line {line}, column {column}: ")
+            });
+            let message = format!("{}{}", at.unwrap_or_default(), e.message().trim().replace('\n', " "));
+            ConfigError::Parse { path: path.display().to_string(), message }
+        })
     }
 
     /// Checks the settings that would otherwise fail later, or silently.
