@@ -211,12 +211,36 @@ def test_purge_sends_exactly_one_criterion(recorder: Recorder) -> None:
     assert json.loads(body) == {"prefix": "GET:http://shop.example/"}
 
     nothing: dict[str, Any] = {}
-    for criteria in (nothing, {"url": "http://a/", "tag": "x"}):
+    for criteria in (nothing, {"url": "http://a/", "tag": "x"}, {"tags": ["a"], "url_prefix": "http://a/"}):
         with pytest.raises(ValueError, match="exactly one"):
             larder.purge(recorder.url, **criteria)
     with pytest.raises(TypeError, match="tag"):
         larder.purge(recorder.url, tag=7)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="single string"):
+        larder.purge(recorder.url, tags="x")
+    with pytest.raises(ValueError, match="empty"):
+        larder.purge(recorder.url, tags=[])
     assert len(recorder.requests) == 1
+
+
+def test_purge_sends_url_prefixes_and_several_tags(recorder: Recorder) -> None:
+    recorder.reply(200, {"purged": 2})
+    assert larder.purge(recorder.url, url_prefix="http://shop.example/products/") == 2
+    recorder.reply(200, {"purged": 5})
+    assert larder.purge(recorder.url, tags=("a", "b")) == 5
+    assert [json.loads(body) for (_, _, _, body) in recorder.requests] == [
+        {"url_prefix": "http://shop.example/products/"},
+        {"tags": ["a", "b"]},
+    ]
+
+
+def test_a_warning_from_larder_is_issued(recorder: Recorder) -> None:
+    recorder.reply(200, {"purged": 0, "warning": "prefix is matched against store keys"})
+    with pytest.warns(larder.AdminWarning, match="store keys"):
+        assert larder.purge(recorder.url, prefix="/products/") == 0
+    recorder.reply(201, {"stored": True, "warning": "the proxy will never serve this one"})
+    with pytest.warns(larder.AdminWarning, match="never serve"):
+        larder.push_entry(recorder.url, "k", b"entry")
 
 
 @pytest.mark.parametrize(

@@ -278,6 +278,20 @@ def test_purge_by_url_and_by_prefix(proxy: Larder, origin: Origin) -> None:
         assert origin.count(path) == 1
 
 
+def test_purge_by_url_prefix_and_tags_and_a_warning_for_a_path_given_as_a_key_prefix(
+    proxy: Larder, origin: Origin
+) -> None:
+    for path, tag in (("/e2e/cat/1", "a"), ("/e2e/cat/2", "b"), ("/e2e/dog/1", "c")):
+        larder.push_response(proxy.admin, proxy.url(path), 200, [], f"pushed {path}", tags=[tag])
+    assert larder.purge(proxy.admin, url_prefix=proxy.url("/e2e/cat/")) == 2
+    assert larder.purge(proxy.admin, tags=["c", "nothing-has-this"]) == 1
+    with pytest.warns(larder.AdminWarning, match="url_prefix"):
+        assert larder.purge(proxy.admin, prefix="/e2e/") == 0
+    with pytest.warns(larder.AdminWarning, match="never serve"):
+        larder.push_entry(proxy.admin, "not-a-url-key", larder.encode_response(larder.HttpResponse(200, [], b"x")))
+    assert proxy.get("/e2e/cat/1")[2] == b"from the origin: /e2e/cat/1"
+
+
 def test_a_gzip_body_is_served_as_is_or_decoded_as_the_client_accepts(proxy: Larder, origin: Origin) -> None:
     text = ("plain text, stored gzip-encoded; " * 100).encode()
     packed = gzip.compress(text)

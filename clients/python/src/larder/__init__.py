@@ -14,7 +14,7 @@ API (larder.admin).
 
 from __future__ import annotations
 
-from .admin import AdminError, PurgeError, PushError, proxy_key, purge, push_entry, push_response
+from .admin import AdminError, AdminWarning, PurgeError, PushError, proxy_key, purge, push_entry, push_response
 from .compressors import DEFAULT_MAX_SIZE
 from .entry import DEFAULT_THRESHOLD, Entry, decode, decode_payload, encode, encode_response, now_ms
 from .errors import ERROR_KINDS, InvalidEntry
@@ -36,6 +36,7 @@ __all__ = [
     "MAX_NESTING",
     "SERIALIZERS",
     "AdminError",
+    "AdminWarning",
     "Entry",
     "Header",
     "HttpResponse",

@@ -35,6 +35,7 @@ import re
 import urllib.error
 import urllib.parse
 import urllib.request
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final, Union
 
@@ -182,28 +183,41 @@ def push_entry(
     status, reply = _request("PUT", target, bytes(entry), headers, token, timeout, PushError)
     if not isinstance(reply, dict) or reply.get("stored") is not True:
         raise PushError(f"unexpected answer {reply!r}", status=status, url=target)
+    _warn_if_told(reply)
 
 
 def purge(
     admin_url: str,
     *,
     url: str | None = None,
+    url_prefix: str | None = None,
     prefix: str | None = None,
     tag: str | None = None,
+    tags: Sequence[str] | None = None,
     token: str | None = None,
     timeout: float = 5.0,
 ) -> int:
-    """Removes entries from a running larder: the one for `GET url`, every key starting with `prefix`, or every
-    entry tagged `tag` (give exactly one). Returns how many were removed.
+    """Removes entries from a running larder; give exactly one criterion. Returns how many store entries went.
 
-    `url` is sent as given and keyed by larder itself, with its own namespace. Raises ValueError unless exactly one
-    of `url`, `prefix`, `tag` is given, and `PurgeError` when the admin API cannot be reached or refuses.
+    - `url`: every stored response for `GET url` (every `Vary` variant and coding), keyed by larder itself with its
+      own namespace.
+    - `url_prefix`: every URL that starts with it, e.g. `http://shop.example/products/` (a scheme, host and path
+      prefix; no query).
+    - `prefix`: every store key that starts with it (keys look like `[namespace:]GET:http://host/path`).
+    - `tag`, or several `tags`: every entry carrying it (`Surrogate-Key`, `Cache-Tag`, or pushed tags).
+
+    When larder says a purge may have missed what was meant (a key prefix that looks like a path), that warning is
+    issued as an `AdminWarning`. Raises ValueError unless exactly one criterion is given, and `PurgeError` when the
+    admin API cannot be reached or refuses.
     """
-    given = {name: value for name, value in (("url", url), ("prefix", prefix), ("tag", tag)) if value is not None}
+    criteria = (("url", url), ("url_prefix", url_prefix), ("prefix", prefix), ("tag", tag))
+    given: dict[str, object] = {name: value for name, value in criteria if value is not None}
+    if tags is not None:
+        given["tags"] = _tag_list(tags)
     if len(given) != 1:
-        raise ValueError("give exactly one of url, prefix, tag")
+        raise ValueError("give exactly one of url, url_prefix, prefix, tag, tags")
     for name, value in given.items():
-        if not isinstance(value, str):
+        if name != "tags" and not isinstance(value, str):
             raise TypeError(f"{name} must be a str, not {type(value).__name__}")
     target = _admin_base(admin_url) + "/purge"
     headers = {"Content-Type": "application/json"}
@@ -212,7 +226,30 @@ def purge(
     purged = reply.get("purged") if isinstance(reply, dict) else None
     if isinstance(purged, bool) or not isinstance(purged, int):
         raise PurgeError(f"unexpected answer {reply!r}", status=status, url=target)
+    _warn_if_told(reply)
     return purged
+
+
+class AdminWarning(UserWarning):
+    """larder did what was asked, but says it may not be what was meant (a purge that matched nothing for a
+    reason it can name, an entry stored under a key the proxy never looks up)."""
+
+
+def _warn_if_told(reply: object) -> None:
+    if isinstance(reply, dict) and isinstance(reply.get("warning"), str):
+        warnings.warn(reply["warning"], AdminWarning, stacklevel=3)
+
+
+def _tag_list(tags: Sequence[str]) -> list[str]:
+    if isinstance(tags, (str, bytes)):
+        raise TypeError("tags must be a sequence of str, not a single string")
+    listed = list(tags)
+    if not listed:
+        raise ValueError("tags is empty")
+    for tag in listed:
+        if not isinstance(tag, str):
+            raise TypeError(f"tags must be str, not {type(tag).__name__}")
+    return listed
 
 
 def _store_headers(headers: Headers, content_encoding: str) -> list[tuple[bytes, bytes]]:
