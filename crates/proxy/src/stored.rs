@@ -315,6 +315,34 @@ mod tests {
         assert!(prepared.response.headers.contains(&(Bytes::from_static(b"age"), Bytes::from_static(b"5"))));
     }
 
+    /// spec/vectors/keys.json: variant and alternate keys, whose expected values were computed from FORMAT.md
+    /// §5.4 and §5.5 with Python's hashlib, not by this code.
+    #[test]
+    fn variant_and_alternate_keys_match_the_vectors() {
+        let doc: serde_json::Value =
+            serde_json::from_str(include_str!("../../../spec/vectors/keys.json")).expect("the key vectors parse");
+        for case in doc["variants"].as_array().expect("variant cases") {
+            let marker: VaryMarker = serde_json::from_value(case["marker"].clone()).expect("a marker");
+            let mut request = HeaderMap::new();
+            for line in case["request_headers"].as_array().expect("headers") {
+                let name = HeaderName::from_bytes(line[0].as_str().expect("name").as_bytes()).expect("a name");
+                request.append(name, HeaderValue::from_str(line[1].as_str().expect("value")).expect("a value"));
+            }
+            let base = case["base_key"].as_str().expect("base");
+            assert_eq!(
+                variant_key(base, &marker, &request),
+                case["variant_key"].as_str().expect("key"),
+                "{}",
+                case["name"]
+            );
+        }
+        for case in doc["alternates"].as_array().expect("alternate cases") {
+            let coding: ContentEncoding = case["coding"].as_str().expect("coding").parse().expect("a coding");
+            let key = alternate_key(case["entry_key"].as_str().expect("entry key"), coding);
+            assert_eq!(key, case["alternate_key"].as_str().expect("key"), "{}", case["name"]);
+        }
+    }
+
     #[test]
     fn an_unknown_coding_stays_a_header() {
         let mut h = HeaderMap::new();
