@@ -79,6 +79,8 @@ pub enum Fwd {
     Stale,
     /// The request itself required it (credentials, request directives).
     Request,
+    /// larder does not handle this request with the cache: its URL is known not to be storable (hit-for-miss).
+    Bypass,
 }
 
 impl Fwd {
@@ -89,6 +91,7 @@ impl Fwd {
             Fwd::VaryMiss => "vary-miss",
             Fwd::Stale => "stale",
             Fwd::Request => "request",
+            Fwd::Bypass => "bypass",
         }
     }
 }

@@ -228,7 +228,7 @@ impl<S: Store> Proxy<S> {
                 }
             }
             FillOutcome::Uncacheable | FillOutcome::NotStored => {
-                let pass = FillPlan { outcome: Outcome::Pass, detail: Some("uncacheable"), ..plan.clone() };
+                let pass = FillPlan { outcome: Outcome::Pass, fwd: Fwd::Bypass, detail: Some("uncacheable"), ..plan.clone() };
                 Waited::Answer(self.fill_alone(ctx, pass).await)
             }
             FillOutcome::Failed(failure) => Waited::Answer(match fallback {

@@ -45,7 +45,7 @@ impl<S: Store> Proxy<S> {
                     return self.fill_alone(ctx, FillPlan::pass(ctx, Fwd::Request, "authorization", marker)).await;
                 }
                 if self.hit_for_miss.contains(&ctx.key, now) {
-                    return self.fill_alone(ctx, FillPlan::pass(ctx, fwd, "uncacheable", marker)).await;
+                    return self.fill_alone(ctx, FillPlan::pass(ctx, Fwd::Bypass, "uncacheable", marker)).await;
                 }
                 let plan = FillPlan { fill_key, marker, stale: None, fwd, outcome: Outcome::Miss, detail: None };
                 self.fill_coalesced(ctx, plan).await
