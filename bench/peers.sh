@@ -59,7 +59,9 @@ Options:
   -h, --help            this text
 
 Progress goes to stderr; the table (or the JSON rows) to stdout. LARDER_BIN=PATH benchmarks that larder binary
-instead of the workspace's target/release/larder (and builds nothing).
+instead of the workspace's target/release/larder (and builds nothing). LARDER_BASELINE_BIN=PATH adds another larder
+binary (an earlier build, say) as the server "baseline", measured in the same rounds, so a change to larder is
+judged by its ratio to nginx and to its own earlier self in one run.
 EOF
 }
 
@@ -142,6 +144,8 @@ WARM_SECS=2
 PAGES=(10k 100k)
 declare -A PAGE_BYTES=([10k]=10240 [100k]=102400)
 SERVERS=(nginx varnish larder)
+BASELINE=${LARDER_BASELINE_BIN:-}
+[[ -z $BASELINE ]] || SERVERS+=(baseline)
 HOLD_SERVERS=(larder)
 ((HOLD_ALL)) && HOLD_SERVERS=(larder nginx varnish)
 # The issue's targets: larder req/s >= this many times the peer's.
@@ -296,8 +300,9 @@ pick_port ORIGIN_PORT
 pick_port NGINX_PORT
 pick_port VARNISH_PORT
 pick_port LARDER_PORT
-declare -A PORT=([nginx]=$NGINX_PORT [varnish]=$VARNISH_PORT [larder]=$LARDER_PORT)
-declare -A STATUS_HEADER=([nginx]=x-cache-status [varnish]=x-cache [larder]=x-cache)
+pick_port BASELINE_PORT
+declare -A PORT=([nginx]=$NGINX_PORT [varnish]=$VARNISH_PORT [larder]=$LARDER_PORT [baseline]=$BASELINE_PORT)
+declare -A STATUS_HEADER=([nginx]=x-cache-status [varnish]=x-cache [larder]=x-cache [baseline]=x-cache)
 
 render() { # TEMPLATE OUT [PORT]
     local user_line=""
@@ -365,6 +370,14 @@ log "larder (--capacity 256M) on 127.0.0.1:$LARDER_PORT"
 start larder "$TMP/larder.log" env RUST_LOG=warn "$LARDER" serve --upstream "http://127.0.0.1:$ORIGIN_PORT" \
     --listen "127.0.0.1:$LARDER_PORT" --no-admin --capacity 256M
 wait_listening larder "$LARDER_PORT" "$TMP/larder.log"
+
+if [[ -n $BASELINE ]]; then
+    "$BASELINE" serve --help >/dev/null 2>&1 || die "LARDER_BASELINE_BIN=$BASELINE has no 'serve' command"
+    log "baseline larder ($BASELINE, --capacity 256M) on 127.0.0.1:$BASELINE_PORT"
+    start baseline "$TMP/baseline.log" env RUST_LOG=warn "$BASELINE" serve \
+        --upstream "http://127.0.0.1:$ORIGIN_PORT" --listen "127.0.0.1:$BASELINE_PORT" --no-admin --capacity 256M
+    wait_listening baseline "$BASELINE_PORT" "$TMP/baseline.log"
+fi
 
 # ---------------------------------------------------------------------------------------------------------------
 # Warm-up: the first request may be a MISS, the next ones must be HITs of the full page.
@@ -608,7 +621,8 @@ else
     echo "Cached hits: wrk -t$THREADS -c$CONNECTIONS --latency, ${DURATION} s per measurement, median of $ROUNDS" \
         "interleaved round(s); $(nproc) cores shared by wrk and the servers"
     echo "nginx $(nginx -v 2>&1 | sed 's|.*/||'), varnish $(varnishd -V 2>&1 | sed -n 's/.*varnish-\([0-9.]*\).*/\1/p;q')," \
-        "larder $("$LARDER" --version 2>/dev/null | awk '{print $NF}')"
+        "larder $("$LARDER" --version 2>/dev/null | awk '{print $NF}') ($LARDER)"
+    [[ -z $BASELINE ]] || echo "baseline: $BASELINE"
     echo
     fmt='%-8s %-5s %11s %15s %9s %7s %10s %10s  %s\n'
     # shellcheck disable=SC2059

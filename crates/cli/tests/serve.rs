@@ -88,12 +88,28 @@ fn a_second_larder_on_the_same_port_refuses_to_start() {
     let app = slow_app(Duration::ZERO);
     let listen = free_port();
     let _first = serve(&app, listen);
-    let second = larder()
+    let mut second = larder()
         .args(["serve", "--upstream", &app, "--listen", &listen.to_string(), "--no-admin"])
-        .output()
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("runs");
-    assert_eq!(second.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&second.stderr);
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = second.try_wait().expect("wait") {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(10) {
+            let _ = second.kill();
+            panic!("a second larder started on {listen} and would split the traffic and the cache");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    if let Some(mut pipe) = second.stderr.take() {
+        let _ = pipe.read_to_string(&mut stderr);
+    }
+    assert_eq!(status.code(), Some(2));
     assert!(stderr.contains(&listen.to_string()) && stderr.contains("another"), "{stderr}");
 }
 

@@ -13,10 +13,28 @@ pub const DEFAULT_DROP_PARAMS: &[&str] = &["utm_*", "gclid", "fbclid", "msclkid"
 
 /// `key` unchanged if memcached accepts it, else its readable prefix, `#`, and the SHA-256 of the whole key.
 pub fn safe_key(key: &str) -> String {
-    let bytes = key.as_bytes();
-    if bytes.len() <= MAX_KEY_LEN && !bytes.iter().any(|b| *b <= 0x20 || *b == 0x7f) {
+    if is_safe(key) {
         return key.to_owned();
     }
+    hashed(key)
+}
+
+/// [`safe_key`] of a key the caller owns (no copy when it is already safe).
+fn into_safe_key(key: String) -> String {
+    if is_safe(&key) {
+        key
+    } else {
+        hashed(&key)
+    }
+}
+
+fn is_safe(key: &str) -> bool {
+    let bytes = key.as_bytes();
+    bytes.len() <= MAX_KEY_LEN && !bytes.iter().any(|b| *b <= 0x20 || *b == 0x7f)
+}
+
+fn hashed(key: &str) -> String {
+    let bytes = key.as_bytes();
     let prefix_len = bytes.iter().take(HASHED_PREFIX_LEN).take_while(|b| (0x21..=0x7e).contains(*b)).count();
     let mut out = String::with_capacity(prefix_len + 1 + 64);
     // The prefix is printable ASCII, so it ends on a character boundary.
@@ -35,7 +53,7 @@ pub fn namespaced_key(namespace: &str, key: &str) -> String {
     full.push_str(namespace);
     full.push(':');
     full.push_str(key);
-    safe_key(&full)
+    into_safe_key(full)
 }
 
 /// How HTTP request keys are derived.
@@ -67,16 +85,46 @@ impl KeyOptions {
 
 /// The key of a request, from its parts as a server sees them (spec/FORMAT.md §5.3).
 pub fn http_key(method: &str, scheme: &str, authority: &str, path_and_query: &str, options: &KeyOptions) -> String {
-    let target = normalized_target(path_and_query, options);
-    let mut base = String::with_capacity(method.len() + scheme.len() + authority.len() + target.len() + 8);
-    base.push_str(&method.to_ascii_uppercase());
-    base.push(':');
+    http_key_parts(method, scheme, authority, path_and_query, options).key
+}
+
+/// A request's key and the normalised parts it is made of: what a proxy that keys on it must forward.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyParts {
+    /// The authority as keys write it (step 3).
+    pub authority: String,
+    /// The path and query as keys write them (steps 4 and 5).
+    pub target: String,
+    /// The key (steps 6 and 7).
+    pub key: String,
+}
+
+/// [`http_key`], returning the normalised authority and target too (each computed once).
+pub fn http_key_parts(
+    method: &str,
+    scheme: &str,
+    authority: &str,
+    path_and_query: &str,
+    options: &KeyOptions,
+) -> KeyParts {
     let scheme = scheme.to_ascii_lowercase();
+    let authority = normalize_authority(&scheme, authority);
+    let target = normalized_target(path_and_query, options);
+    // Steps 6 and 7 in one buffer: the namespace (§5.2), then the base key.
+    let namespace = &options.namespace;
+    let mut base =
+        String::with_capacity(namespace.len() + 1 + method.len() + scheme.len() + authority.len() + target.len() + 4);
+    if !namespace.is_empty() {
+        base.push_str(namespace);
+        base.push(':');
+    }
+    base.extend(method.chars().map(|c| c.to_ascii_uppercase()));
+    base.push(':');
     base.push_str(&scheme);
     base.push_str("://");
-    base.push_str(&normalize_authority(&scheme, authority));
+    base.push_str(&authority);
     base.push_str(&target);
-    namespaced_key(&options.namespace, &base)
+    KeyParts { authority, target, key: into_safe_key(base) }
 }
 
 /// A request target as keys see it (spec/FORMAT.md §5.3 steps 4 and 5): no fragment, `/` for an empty path, the

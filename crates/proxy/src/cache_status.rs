@@ -2,7 +2,6 @@
 //! the `X-Cache` header (HIT, MISS, STALE, BYPASS), the RFC 9211 `Cache-Status` header, the metrics (which count
 //! each request under exactly one outcome, so they add up to the requests served) and the access log.
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use http::header::{HeaderName, HeaderValue};
@@ -133,18 +132,23 @@ impl Verdict {
     }
 
     /// The `Cache-Status` member for this cache: `larder; hit; ttl=42`, `larder; fwd=uri-miss; fwd-status=200;
-    /// stored`, `larder; fwd=uri-miss; fwd-status=200; detail=private`…
+    /// stored`, `larder; fwd=uri-miss; fwd-status=200; detail=private`… Built by hand rather than with `format!`:
+    /// it is on every response.
     pub fn cache_status(&self) -> String {
-        let mut out = String::from("larder");
+        let mut numbers = itoa::Buffer::new();
+        let mut out = String::with_capacity(64);
+        out.push_str("larder");
         let answered_here = matches!(self.outcome, Outcome::Hit | Outcome::Stale) && self.fwd.is_none();
         if answered_here {
             out.push_str("; hit");
         }
         if let Some(fwd) = self.fwd {
-            let _ = write!(out, "; fwd={}", fwd.token());
+            out.push_str("; fwd=");
+            out.push_str(fwd.token());
         }
         if let Some(status) = self.fwd_status {
-            let _ = write!(out, "; fwd-status={status}");
+            out.push_str("; fwd-status=");
+            out.push_str(numbers.format(status));
         }
         if self.stored {
             out.push_str("; stored");
@@ -153,10 +157,12 @@ impl Verdict {
             out.push_str("; collapsed");
         }
         if let Some(ttl) = self.ttl {
-            let _ = write!(out, "; ttl={ttl}");
+            out.push_str("; ttl=");
+            out.push_str(numbers.format(ttl));
         }
         if let Some(detail) = self.detail {
-            let _ = write!(out, "; detail={detail}");
+            out.push_str("; detail=");
+            out.push_str(detail);
         }
         out
     }
@@ -166,7 +172,7 @@ impl Verdict {
     pub fn apply(&self, headers: &mut HeaderMap, x_cache: &HeaderName, cache_status: bool) {
         headers.insert(x_cache.clone(), HeaderValue::from_static(self.outcome.x_cache()));
         if cache_status {
-            if let Ok(value) = HeaderValue::from_str(&self.cache_status()) {
+            if let Ok(value) = HeaderValue::try_from(self.cache_status()) {
                 headers.append(CACHE_STATUS, value);
             }
         }

@@ -145,11 +145,15 @@ pub fn compress_for_store(body: &Bytes, headers: &HeaderMap, coding: ContentEnco
 
 fn compressible(headers: &HeaderMap) -> bool {
     let Some(ct) = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()) else { return false };
-    let ct = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-    ct.starts_with("text/")
-        || ct.ends_with("+json")
-        || ct.ends_with("+xml")
-        || matches!(ct.as_str(), "application/json" | "application/javascript" | "application/xml" | "image/svg+xml")
+    let ct = ct.split(';').next().unwrap_or("").trim();
+    let is = |name: &str| ct.eq_ignore_ascii_case(name);
+    let ends = |suffix: &str| ct.len() >= suffix.len() && ct[ct.len() - suffix.len()..].eq_ignore_ascii_case(suffix);
+    (ct.len() >= 5 && ct[..5].eq_ignore_ascii_case("text/"))
+        || ends("+json")
+        || ends("+xml")
+        || is("application/json")
+        || is("application/javascript")
+        || is("application/xml")
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ pub mod hit_for_miss;
 pub mod metrics;
 pub mod origin;
 pub mod path;
+pub mod prepared;
 pub mod request;
 pub mod respond;
 pub mod rfc9111;

@@ -17,10 +17,10 @@ use std::net::SocketAddr;
 use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
 use http::request::Parts;
 use http::{HeaderMap, Method, StatusCode, Version};
-use larder_format::key::{http_key, key_authority, normalized_target, KeyOptions};
+use larder_format::key::{http_key_parts, key_authority, KeyOptions, KeyParts};
 
 use crate::forwarding::{self, TrustedProxies, FORWARDING_FIELDS, METHOD_OVERRIDE_FIELDS, REROUTING_FIELDS};
-use crate::rfc9111::headers::strip_hop_by_hop;
+use crate::rfc9111::headers::HOP_BY_HOP;
 
 /// What larder does with a request, by its method and target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,35 +105,40 @@ impl RequestContext {
         } else {
             Route::Forward
         };
-        check_framing(&method, &headers)?;
-
+        let fields = FieldScan::of(&headers);
+        check_framing(&method, &fields)?;
         let trusted = !rules.trusted_proxies.is_empty() && rules.trusted_proxies.contains(client.ip());
-        let authority = request_authority(&uri, version, &headers)?;
-        strip_hop_by_hop(&mut headers);
-        headers.remove(CONTENT_LENGTH);
-        headers.remove(http::header::EXPECT);
-        let (scheme, authority) = forwarding_policy(&mut headers, &method, trusted, authority)?;
-        let authority = key_authority(scheme, &authority);
-        if let Ok(host) = HeaderValue::from_str(&authority) {
-            headers.insert(HOST, host);
+        let authority = request_authority(&uri, version, &fields)?;
+        let (strip, forwarding) = (fields.strip, fields.forwarding);
+        if strip {
+            strip_fields_not_forwarded(&mut headers);
         }
-        let target = normalized_target(raw_target, &rules.key_options);
-        let key = http_key("GET", scheme, &authority, &target, &rules.key_options);
-        Ok((
-            RequestContext {
-                method,
-                version,
-                scheme,
-                authority,
-                target,
-                headers,
-                client,
-                trusted,
-                key,
-                upstream_slots: None,
-            },
-            route,
-        ))
+        let (scheme, authority) = if forwarding {
+            forwarding_policy(&mut headers, &method, trusted, authority)?
+        } else {
+            ("http", authority)
+        };
+        let KeyParts { authority, target, key } =
+            http_key_parts("GET", scheme, &authority, raw_target, &rules.key_options);
+        // Host says exactly the authority keyed on (most requests already do: then it is left alone).
+        if headers.get(HOST).is_none_or(|sent| sent.as_bytes() != authority.as_bytes()) {
+            if let Ok(host) = HeaderValue::from_str(&authority) {
+                headers.insert(HOST, host);
+            }
+        }
+        let context = RequestContext {
+            method,
+            version,
+            scheme,
+            authority,
+            target,
+            headers,
+            client,
+            trusted,
+            key,
+            upstream_slots: None,
+        };
+        Ok((context, route))
     }
 
     /// The request's URL as larder keys it (for logs and purge messages).
@@ -153,35 +158,88 @@ impl RequestContext {
     }
 }
 
+/// What one pass over a request's fields finds: its Host lines and framing fields, and whether any field must be
+/// removed before forwarding or is a forwarding field. Most requests carry nothing to remove, and then nothing else
+/// looks at their fields again.
+struct FieldScan<'h> {
+    host: Option<&'h HeaderValue>,
+    hosts: usize,
+    transfer_codings: usize,
+    chunked_only: bool,
+    declares_length: bool,
+    /// A hop-by-hop, framing or `Expect` field is present.
+    strip: bool,
+    /// A forwarding, rerouting or method-override field is present.
+    forwarding: bool,
+}
+
+impl<'h> FieldScan<'h> {
+    fn of(headers: &'h HeaderMap) -> FieldScan<'h> {
+        let mut scan = FieldScan {
+            host: None,
+            hosts: 0,
+            transfer_codings: 0,
+            chunked_only: false,
+            declares_length: false,
+            strip: false,
+            forwarding: false,
+        };
+        for (name, value) in headers {
+            if name == HOST {
+                scan.hosts += 1;
+                scan.host = Some(value);
+            } else if name == TRANSFER_ENCODING {
+                scan.transfer_codings += 1;
+                scan.chunked_only = value.to_str().is_ok_and(|v| v.trim().eq_ignore_ascii_case("chunked"));
+                scan.strip = true;
+            } else if name == CONTENT_LENGTH {
+                // hyper has already refused differing or malformed lengths; a zero length is an empty body.
+                scan.declares_length |= value.as_bytes().iter().any(|b| *b != b'0');
+                scan.strip = true;
+            } else if name == http::header::EXPECT || is_hop_by_hop_name(name) {
+                scan.strip = true;
+            } else if forwarding::is_forwarding_related(name) {
+                scan.forwarding = true;
+            }
+        }
+        scan
+    }
+}
+
+fn is_hop_by_hop_name(name: &HeaderName) -> bool {
+    HOP_BY_HOP.contains(&name.as_str())
+}
+
+/// Removes, in place, what is never forwarded: hop-by-hop fields and the fields `Connection` names, the framing
+/// fields (hyper writes them for the body larder sends) and `Expect` (larder answers it itself).
+fn strip_fields_not_forwarded(headers: &mut HeaderMap) {
+    let doomed = |name: &HeaderName| name == CONTENT_LENGTH || name == http::header::EXPECT || is_hop_by_hop_name(name);
+    let listed: Vec<HeaderName> = headers
+        .get_all(http::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|l| l.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    let fixed: Vec<HeaderName> = headers.keys().filter(|n| doomed(n)).cloned().collect();
+    for name in fixed.into_iter().chain(listed) {
+        headers.remove(name);
+    }
+}
+
 /// GET and HEAD carry no body (a shared response is keyed on the URL alone, and a body larder would not forward
 /// would be read by the app as the next request); other methods may use `chunked` and nothing else.
-fn check_framing(method: &Method, headers: &HeaderMap) -> Result<(), Rejection> {
+fn check_framing(method: &Method, fields: &FieldScan<'_>) -> Result<(), Rejection> {
     let bodiless = *method == Method::GET || *method == Method::HEAD;
-    let mut codings = headers.get_all(TRANSFER_ENCODING).iter().peekable();
-    if codings.peek().is_some() {
-        if bodiless {
-            return Err(Rejection::bad("a GET or HEAD request may not carry a body", "body-on-get"));
-        }
-        let only_chunked = codings.count() == 1
-            && headers
-                .get(TRANSFER_ENCODING)
-                .and_then(|v| v.to_str().ok())
-                .map(str::trim)
-                .is_some_and(|v| v.eq_ignore_ascii_case("chunked"));
-        if !only_chunked {
-            return Err(Rejection {
-                status: StatusCode::NOT_IMPLEMENTED,
-                message: "the only transfer coding larder accepts is chunked",
-                detail: "transfer-coding",
-            });
-        }
+    if bodiless && (fields.transfer_codings > 0 || fields.declares_length) {
+        return Err(Rejection::bad("a GET or HEAD request may not carry a body", "body-on-get"));
     }
-    if bodiless {
-        // hyper has already refused differing or malformed lengths; a zero length is an empty body.
-        let declares_body = headers.get_all(CONTENT_LENGTH).iter().any(|v| v.as_bytes().iter().any(|b| *b != b'0'));
-        if declares_body {
-            return Err(Rejection::bad("a GET or HEAD request may not carry a body", "body-on-get"));
-        }
+    if fields.transfer_codings > 0 && !(fields.transfer_codings == 1 && fields.chunked_only) {
+        return Err(Rejection {
+            status: StatusCode::NOT_IMPLEMENTED,
+            message: "the only transfer coding larder accepts is chunked",
+            detail: "transfer-coding",
+        });
     }
     Ok(())
 }
@@ -189,13 +247,11 @@ fn check_framing(method: &Method, headers: &HeaderMap) -> Result<(), Rejection> 
 /// The authority the request names: an absolute-form target's (which wins over Host, RFC 9112 §3.2.2), HTTP/2's
 /// `:authority` (which Host must not contradict, RFC 9113 §8.3.1), or the one Host field an HTTP/1.1 request must
 /// carry (RFC 9112 §3.2).
-fn request_authority(uri: &http::Uri, version: Version, headers: &HeaderMap) -> Result<String, Rejection> {
-    let mut hosts = headers.get_all(HOST).iter();
-    let host = hosts.next();
-    if hosts.next().is_some() {
+fn request_authority(uri: &http::Uri, version: Version, fields: &FieldScan<'_>) -> Result<String, Rejection> {
+    if fields.hosts > 1 {
         return Err(Rejection::bad("more than one Host field", "bad-host"));
     }
-    let host = match host {
+    let host = match fields.host {
         Some(value) => {
             let text = value.to_str().map_err(|_| Rejection::bad("the Host field is not ASCII", "bad-host"))?;
             if !valid_authority(text) {
@@ -268,9 +324,6 @@ fn forwarding_policy(
     authority: String,
 ) -> Result<(&'static str, String), Rejection> {
     let present: Vec<HeaderName> = headers.keys().filter(|n| forwarding::is_forwarding_related(n)).cloned().collect();
-    if present.is_empty() {
-        return Ok(("http", authority));
-    }
     let shared = *method == Method::GET || *method == Method::HEAD;
     for name in &present {
         let name_str = name.as_str();

@@ -39,29 +39,28 @@ pub fn stored_coding(stored: &Stored) -> Option<ContentEncoding> {
     }
 }
 
-/// Serves a stored response to a request.
+/// Serves a stored response to a request. It is consumed: its header map becomes the response's (a hit builds
+/// one header map, not two).
 pub fn from_stored(
-    stored: &Stored,
+    stored: Stored,
     method: &Method,
     request: &HeaderMap,
     now_ms: u64,
     representation: Representation,
 ) -> Response<ProxyBody> {
     let age = HeaderValue::from(stored.age_seconds(now_ms));
-    let mut etag_headers = None;
-    let validators = if representation.transformed {
-        let mut h = stored.headers.clone();
-        weaken_etag(&mut h);
-        etag_headers.insert(h) as &HeaderMap
-    } else {
-        &stored.headers
-    };
-    if conditional::not_modified(request, validators) {
+    let coding = stored_coding(&stored);
+    let status = stored.status();
+    let Stored { headers: mut fields, response: stored_response, .. } = stored;
+    if representation.transformed {
+        weaken_etag(&mut fields);
+    }
+    if conditional::not_modified(request, &fields) {
         let mut response = Response::new(ProxyBody::empty());
         *response.status_mut() = StatusCode::NOT_MODIFIED;
         let headers = response.headers_mut();
         for name in NOT_MODIFIED_HEADERS {
-            for value in validators.get_all(*name) {
+            for value in fields.get_all(*name) {
                 headers.append(*name, value.clone());
             }
         }
@@ -71,52 +70,53 @@ pub fn from_stored(
         headers.insert(AGE, age);
         return response;
     }
-    let r = &stored.response;
-    let coding = stored_coding(stored);
-    let mut response = Response::new(ProxyBody::empty());
-    *response.status_mut() = stored.status();
-    let headers = response.headers_mut();
-    headers.reserve(stored.headers.len() + 4);
-    for (name, value) in validators {
-        // Framing and connection fields are the server's to set (spec/FORMAT.md §4): a stored Content-Length
-        // that disagrees with the body would break the response.
-        let derived = name == CONTENT_LENGTH || (name == CONTENT_ENCODING && coding.is_some());
-        if !derived && !is_hop_by_hop(name, &stored.headers) {
-            headers.append(name.clone(), value.clone());
+    // Framing and connection fields are the server's to set (spec/FORMAT.md §4): a stored Content-Length that
+    // disagrees with the body would break the response. Stored responses rarely carry any of them.
+    let derived = |name: &http::HeaderName| {
+        name == CONTENT_LENGTH || (name == CONTENT_ENCODING && coding.is_some()) || is_hop_by_hop(name, &fields)
+    };
+    if fields.keys().any(derived) {
+        let doomed: Vec<http::HeaderName> = fields.keys().filter(|n| derived(n)).cloned().collect();
+        for name in doomed {
+            fields.remove(name);
         }
     }
     if let Some(coding) = coding.filter(|c| *c != ContentEncoding::Identity) {
-        headers.insert(CONTENT_ENCODING, HeaderValue::from_static(coding.name()));
+        fields.insert(CONTENT_ENCODING, HeaderValue::from_static(coding.name()));
     }
     if representation.varies_on_coding {
-        add_vary_accept_encoding(headers);
+        add_vary_accept_encoding(&mut fields);
     }
-    headers.insert(AGE, age);
-    let body = r.body.clone();
+    fields.insert(AGE, age);
+    let body = stored_response.body;
     let len = body.len() as u64;
-    let body = match byte_range(request, validators, stored.status(), len) {
+    let range = byte_range(request, &fields, status, len);
+    let mut response = Response::new(ProxyBody::empty());
+    *response.status_mut() = status;
+    let body = match range {
         Range::Whole => body,
         Range::Part(start, end) => {
             *response.status_mut() = StatusCode::PARTIAL_CONTENT;
             let content_range = format!("bytes {start}-{end}/{len}");
             if let Ok(value) = HeaderValue::from_str(&content_range) {
-                response.headers_mut().insert(CONTENT_RANGE, value);
+                fields.insert(CONTENT_RANGE, value);
             }
             body.slice(start as usize..=end as usize)
         }
         Range::Unsatisfiable => {
             *response.status_mut() = StatusCode::RANGE_NOT_SATISFIABLE;
             if let Ok(value) = HeaderValue::from_str(&format!("bytes */{len}")) {
-                response.headers_mut().insert(CONTENT_RANGE, value);
+                fields.insert(CONTENT_RANGE, value);
             }
             Bytes::new()
         }
     };
     if method == Method::HEAD {
-        response.headers_mut().insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+        fields.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
     } else {
         *response.body_mut() = ProxyBody::full(body);
     }
+    *response.headers_mut() = fields;
     response
 }
 

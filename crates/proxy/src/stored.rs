@@ -44,10 +44,11 @@ pub struct FoundMarker {
 #[derive(Debug, Clone)]
 pub struct Stored {
     pub meta: EntryMeta,
+    /// Status, body and coding. Its header pairs are moved into `headers` (kept once, cloned cheaply).
     pub response: HttpResponse,
     /// The store key it was read from (the variant's, for varying responses).
     pub key: String,
-    /// The headers in a map, for the caching rules.
+    /// The headers in a map: for the caching rules, and the start of every response served from it.
     pub headers: HeaderMap,
 }
 
@@ -62,9 +63,17 @@ pub enum Lookup {
 
 impl Stored {
     pub fn from_entry(key: String, bytes: &Bytes) -> Option<Stored> {
-        let (meta, response) = decode_response(bytes, &DecodeLimits::default()).ok()?;
-        let headers = header_map(&response.headers);
+        let (meta, mut response) = decode_response(bytes, &DecodeLimits::default()).ok()?;
+        let headers = header_map(&std::mem::take(&mut response.headers));
         Some(Stored { meta, response, key, headers })
+    }
+
+    /// The header pairs, as an entry holds them.
+    pub fn header_pairs(&self) -> Vec<(Bytes, Bytes)> {
+        self.headers
+            .iter()
+            .map(|(n, v)| (Bytes::copy_from_slice(n.as_str().as_bytes()), Bytes::copy_from_slice(v.as_bytes())))
+            .collect()
     }
 
     pub fn status(&self) -> StatusCode {
@@ -90,9 +99,10 @@ impl Stored {
     }
 }
 
-/// Stored header pairs as a map; values share the entry's memory instead of being copied.
+/// Stored header pairs as a map; values share the entry's memory instead of being copied. The map has room for
+/// the fields a response adds when it is served (it becomes the response's map).
 pub fn header_map(pairs: &[(Bytes, Bytes)]) -> HeaderMap {
-    let mut headers = HeaderMap::with_capacity(pairs.len());
+    let mut headers = HeaderMap::with_capacity(pairs.len() + 8);
     for (name, value) in pairs {
         if let (Ok(name), Ok(value)) = (HeaderName::from_bytes(name), HeaderValue::from_maybe_shared(value.clone())) {
             headers.append(name, value);
@@ -110,10 +120,9 @@ pub async fn lookup<'r, S: Store>(
 ) -> Lookup {
     let missing = |marker: Option<FoundMarker>, fill_key: String| Lookup::Missing { fill_key, marker };
     let Some(value) = cache.get_entry(base_key).await else { return missing(None, base_key.to_owned()) };
-    let bytes = value.to_bytes();
-    let Ok(entry) = Entry::parse(&bytes) else { return missing(None, base_key.to_owned()) };
+    let Ok(entry) = Entry::parse(&value) else { return missing(None, base_key.to_owned()) };
     match entry.header.kind {
-        Kind::Response => match Stored::from_entry(base_key.to_owned(), &bytes) {
+        Kind::Response => match crate::prepared::stored(base_key, value.clone()) {
             Some(stored) => Lookup::Found(Box::new(stored), None),
             None => missing(None, base_key.to_owned()),
         },
@@ -123,7 +132,7 @@ pub async fn lookup<'r, S: Store>(
             };
             let key = variant_key(base_key, &marker, &view(&marker.vary));
             let found = FoundMarker { marker, meta: entry.header.meta() };
-            match cache.get_entry(&key).await.and_then(|v| Stored::from_entry(key.clone(), &v.to_bytes())) {
+            match cache.get_entry(&key).await.and_then(|v| crate::prepared::stored(&key, v)) {
                 Some(stored) => Lookup::Found(Box::new(stored), Some(found)),
                 None => missing(Some(found), key),
             }
@@ -154,8 +163,9 @@ pub fn url_keys(base_key: &str) -> Vec<String> {
 
 /// A response just prepared for the store, read back as a stored one (so it is served exactly as a hit is).
 pub fn served_form(key: String, prepared: ToStore) -> Stored {
-    let headers = header_map(&prepared.response.headers);
-    Stored { meta: prepared.meta, response: prepared.response, key, headers }
+    let mut response = prepared.response;
+    let headers = header_map(&std::mem::take(&mut response.headers));
+    Stored { meta: prepared.meta, response, key, headers }
 }
 
 /// An upstream response made ready to store: the entry's parts, before encoding.

@@ -23,6 +23,17 @@ impl Value {
         Value(Repr::Entry(entry))
     }
 
+    /// Whether `other` is this very stored value (the same memory-store entry, or the same bytes), not merely
+    /// equal bytes: a caller that keeps a decoded form of a value can tell it is still current. While the caller
+    /// holds a `Value`, its memory cannot be reused for another entry, so the answer cannot be a coincidence.
+    pub fn same_entry(&self, other: &Value) -> bool {
+        match (&self.0, &other.0) {
+            (Repr::Entry(a), Repr::Entry(b)) => a.same(b),
+            (Repr::Bytes(a), Repr::Bytes(b)) => a.as_ptr() == b.as_ptr() && a.len() == b.len(),
+            _ => false,
+        }
+    }
+
     /// The value as `Bytes` sharing the same memory (one small allocation for memory-store values).
     pub fn to_bytes(&self) -> Bytes {
         match &self.0 {

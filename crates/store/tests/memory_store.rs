@@ -250,3 +250,24 @@ proptest! {
         prop_assert_eq!(store.stats_now().entries as usize, model.len());
     }
 }
+
+#[test]
+fn the_largest_value_it_advertises_fits_under_the_longest_safe_key() {
+    use larder_store::Store;
+    let store = MemoryStore::builder().capacity_bytes(1 << 20).build().expect("valid");
+    let most = Store::max_value_bytes(&store);
+    assert!(most > 60_000 && most < 1 << 16, "about a sixteenth of capacity: {most}");
+    let key = "k".repeat(larder_format::key::MAX_KEY_LEN);
+    assert!(store.set_now(&key, &vec![0u8; most], None).is_ok());
+    assert!(store.set_now(&key, &vec![0u8; most + 1], None).is_err());
+}
+
+#[test]
+fn a_value_is_the_same_entry_only_while_it_is_not_replaced() {
+    let store = MemoryStore::builder().build().expect("valid");
+    store.set_now("k", b"one", None).expect("stored");
+    let first = store.get_now("k").expect("found");
+    assert!(first.same_entry(&store.get_now("k").expect("found")));
+    store.set_now("k", b"one", None).expect("stored again");
+    assert!(!first.same_entry(&store.get_now("k").expect("found")), "equal bytes, another entry");
+}

@@ -219,7 +219,7 @@ impl<S: Store> Proxy<S> {
                 match stored::lookup(&self.cache, &ctx.key, |names| ctx.vary_view(names)).await {
                     Lookup::Found(found, _) if found.is_fresh(now) => {
                         let verdict = collapsed().with_ttl(ttl_seconds(&found, now));
-                        Waited::Answer(self.serve_stored(ctx, &found, verdict).await)
+                        Waited::Answer(self.serve_stored(ctx, *found, verdict).await)
                     }
                     Lookup::Missing { fill_key, marker } if fill_key != plan.fill_key => {
                         Waited::Again(FillPlan { fill_key, marker, fwd: Fwd::VaryMiss, ..plan.clone() })
@@ -228,7 +228,8 @@ impl<S: Store> Proxy<S> {
                 }
             }
             FillOutcome::Uncacheable | FillOutcome::NotStored => {
-                let pass = FillPlan { outcome: Outcome::Pass, fwd: Fwd::Bypass, detail: Some("uncacheable"), ..plan.clone() };
+                let pass =
+                    FillPlan { outcome: Outcome::Pass, fwd: Fwd::Bypass, detail: Some("uncacheable"), ..plan.clone() };
                 Waited::Answer(self.fill_alone(ctx, pass).await)
             }
             FillOutcome::Failed(failure) => Waited::Answer(match fallback {
@@ -392,7 +393,7 @@ impl<S: Store> Proxy<S> {
         };
         let served = stored::served_form(stored_key.unwrap_or_else(|| ctx.key.clone()), prepared);
         verdict.ttl = Some(ttl_seconds(&served, self.clock.now_ms()));
-        (self.serve_stored(ctx, &served, verdict).await, outcome)
+        (self.serve_stored(ctx, served, verdict).await, outcome)
     }
 
     /// A 304 for a stale response: its headers are merged in and it is stored afresh (RFC 9111 §4.3.4).
@@ -422,7 +423,7 @@ impl<S: Store> Proxy<S> {
             // The update says it may no longer be stored: serve it this once and drop the stored copy.
             self.drop_stale_key(&stale.key).await;
             return (
-                self.serve_stored(ctx, &refreshed, verdict.with_detail("no-longer-storable")).await,
+                self.serve_stored(ctx, refreshed, verdict.with_detail("no-longer-storable")).await,
                 FillOutcome::NotStored,
             );
         };
@@ -442,7 +443,7 @@ impl<S: Store> Proxy<S> {
         verdict.stored = stored_again;
         verdict.ttl = Some(ttl_seconds(&served, self.clock.now_ms()));
         let outcome = if stored_again { FillOutcome::Stored } else { FillOutcome::NotStored };
-        (self.serve_stored(ctx, &served, verdict).await, outcome)
+        (self.serve_stored(ctx, served, verdict).await, outcome)
     }
 
     /// Checks that a compressed body decodes within the limit, so that no later request can be made to decode

@@ -45,21 +45,21 @@ impl<S: Store> Proxy<S> {
     pub(crate) async fn serve_stored(
         self: &Arc<Self>,
         ctx: &RequestContext,
-        stored: &Stored,
+        stored: Stored,
         verdict: Verdict,
     ) -> Answer {
         let now = self.clock.now_ms();
         let accepted = Accepted::from_request(&ctx.headers);
-        let serve = |stored: &Stored, representation| {
+        let serve = |stored: Stored, representation| {
             respond::from_stored(stored, &ctx.method, &ctx.headers, now, representation)
         };
-        match choose(stored, &accepted, self.settings.offered_coding) {
+        match choose(&stored, &accepted, self.settings.offered_coding) {
             Choice::Stored { varies_on_coding } => {
                 (serve(stored, Representation { transformed: false, varies_on_coding }), verdict)
             }
-            Choice::Alternate(coding) => match self.alternate(stored, coding).await {
+            Choice::Alternate(coding) => match self.alternate(&stored, coding).await {
                 Ok(alternate) => {
-                    (serve(&alternate, Representation { transformed: true, varies_on_coding: true }), verdict)
+                    (serve(alternate, Representation { transformed: true, varies_on_coding: true }), verdict)
                 }
                 Err(AlternateError::NotWorth) => {
                     (serve(stored, Representation { transformed: false, varies_on_coding: true }), verdict)
@@ -130,13 +130,16 @@ impl<S: Store> Proxy<S> {
         let mut alternate = stored.clone();
         alternate.key = key.to_owned();
         alternate.headers.remove(CONTENT_ENCODING);
-        let pairs =
-            stored.response.headers.iter().filter(|(n, _)| !n.eq_ignore_ascii_case(b"content-encoding")).cloned();
-        alternate.response =
-            HttpResponse { status: stored.response.status, headers: pairs.collect(), body, content_encoding: coding };
+        alternate.response = HttpResponse {
+            status: stored.response.status,
+            headers: alternate.header_pairs(),
+            body,
+            content_encoding: coding,
+        };
         if stored::restore(&self.cache, key, &alternate.response, &alternate.meta).await {
             Metrics::bump(&self.metrics.transformed);
         }
+        alternate.response.headers = Vec::new();
         Ok(alternate)
     }
 }

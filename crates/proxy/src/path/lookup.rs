@@ -30,7 +30,7 @@ impl<S: Store> Proxy<S> {
                 let age_ms = found.age_seconds(now).saturating_mul(1000);
                 if found.is_fresh(now) && !self.rules.request_requires_validation(&ctx.headers, age_ms) {
                     let verdict = Verdict::new(Outcome::Hit).with_ttl(ttl_seconds(&found, now));
-                    return self.serve_stored(ctx, &found, verdict).await;
+                    return self.serve_stored(ctx, *found, verdict).await;
                 }
                 self.serve_stale(ctx, *found, marker).await
             }

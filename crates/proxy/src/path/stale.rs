@@ -36,7 +36,7 @@ impl<S: Store> Proxy<S> {
         }
         let verdict =
             Verdict::new(Outcome::Stale).with_ttl(ttl_seconds(&stored, now)).with_detail("stale-while-revalidate");
-        self.serve_stored(ctx, &stored, verdict).await
+        self.serve_stored(ctx, stored, verdict).await
     }
 
     /// Whether `stored` may stand in for a failed or slow upstream now.
@@ -57,6 +57,6 @@ impl<S: Store> Proxy<S> {
         let mut verdict =
             Verdict::forwarded(Outcome::Stale, Fwd::Stale).with_ttl(ttl_seconds(stale, now)).with_detail(why);
         verdict.fwd_status = fwd_status;
-        self.serve_stored(ctx, stale, verdict).await
+        self.serve_stored(ctx, stale.clone(), verdict).await
     }
 }

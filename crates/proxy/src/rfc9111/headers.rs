@@ -5,7 +5,7 @@ use http::header::{HeaderName, CONNECTION};
 use http::HeaderMap;
 
 /// Always hop-by-hop, whatever `Connection` says.
-const HOP_BY_HOP: &[&str] = &[
+pub const HOP_BY_HOP: &[&str] = &[
     "connection",
     "keep-alive",
     "proxy-connection",
@@ -29,19 +29,23 @@ pub fn is_hop_by_hop(name: &HeaderName, headers: &HeaderMap) -> bool {
             .any(|listed| listed.trim().eq_ignore_ascii_case(name.as_str()))
 }
 
-/// Removes the hop-by-hop fields from `headers` in place: the fixed ones and every field `Connection` names.
+/// Removes the hop-by-hop fields from `headers` in place: the fixed ones and every field `Connection` names. One
+/// pass over the names finds them (most requests carry none, or only `Connection: keep-alive`).
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    let listed: Vec<HeaderName> = headers
-        .get_all(CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|l| l.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-        .collect();
-    for name in HOP_BY_HOP {
-        headers.remove(*name);
+    let mut doomed: Vec<HeaderName> =
+        headers.keys().filter(|name| HOP_BY_HOP.contains(&name.as_str())).cloned().collect();
+    if doomed.is_empty() {
+        return;
     }
-    for name in listed {
+    doomed.extend(
+        headers
+            .get_all(CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|l| l.split(','))
+            .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok()),
+    );
+    for name in doomed {
         headers.remove(name);
     }
 }
