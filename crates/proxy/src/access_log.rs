@@ -2,7 +2,8 @@
 //! when its response has been sent (or abandoned), so it can report the bytes sent and the whole time taken.
 //!
 //! Lines go through a bounded queue to a writer thread, so a slow disk never stalls a request; if the queue is
-//! full the line is dropped and counted (`dropped()`), never waited for. The format, fields separated by one space:
+//! full the line is dropped and counted (`larder_access_log_dropped_total`), never waited for. The format, fields
+//! separated by one space:
 //!
 //! ```text
 //! 2026-11-22T10:15:42.123Z 192.0.2.1 GET http://shop.example/p/42 HTTP/1.1 200 10240 HIT hit - 0.412 - "curl/8.5"

@@ -128,7 +128,9 @@ impl<S: Store> Admin<S> {
 
     async fn metrics(&self) -> Response<ProxyBody> {
         let stats = self.proxy.cache().store_stats().await.unwrap_or_default();
-        let text = self.proxy.metrics().render(&stats, &self.proxy.cache().stats(), self.proxy.health.report().up);
+        let proxy = &self.proxy;
+        let dropped = proxy.access_log().map(|log| log.dropped());
+        let text = proxy.metrics().render(&stats, &proxy.cache().stats(), proxy.health.report().up, dropped);
         let mut response = Response::new(ProxyBody::full(Bytes::from(text)));
         response
             .headers_mut()
@@ -164,13 +166,15 @@ impl<S: Store> Admin<S> {
 
     /// Why the proxy would never serve an entry stored under `key`, if it would not.
     fn unserved_key_warning(&self, key: &str, kind: Kind, entry: &[u8]) -> Option<String> {
+        if is_hashed(key) {
+            return None;
+        }
         let namespace = self.proxy.namespace();
         let unprefixed = if namespace.is_empty() {
             key
         } else {
             match key.strip_prefix(namespace).and_then(|k| k.strip_prefix(':')) {
                 Some(rest) => rest,
-                None if is_hashed(key) => return None,
                 None => {
                     return Some(format!(
                         "the proxy's namespace is {namespace:?}, so it looks up keys beginning \"{namespace}:\"; \
@@ -179,9 +183,6 @@ impl<S: Store> Admin<S> {
                 }
             }
         };
-        if is_hashed(key) {
-            return None;
-        }
         let url = unprefixed.strip_prefix("GET:").filter(|u| u.starts_with("http://") || u.starts_with("https://"));
         let Some(url) = url else {
             return (kind == Kind::Response).then(|| {
@@ -200,10 +201,8 @@ impl<S: Store> Admin<S> {
                     .into(),
             );
         }
-        let (scheme, rest) = url.split_once("://")?;
-        let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-        let (authority, target) = rest.split_at(end);
-        let expected = self.proxy.url_key(scheme, authority, if target.is_empty() { "/" } else { target });
+        let (scheme, authority, target) = split_url(url)?;
+        let expected = self.proxy.url_key(scheme, authority, target);
         (expected != key).then(|| {
             format!("the proxy looks this URL up under {expected:?}, not this key: it will never serve this entry")
         })

@@ -215,11 +215,6 @@ impl FillBudget {
         FillBudget(std::sync::Arc::new(Semaphore::new(bytes.min(Semaphore::MAX_PERMITS))))
     }
 
-    /// Bytes not taken by any fill now.
-    pub fn available(&self) -> usize {
-        self.0.available_permits()
-    }
-
     /// Takes `bytes` more into `held`, if the budget has them.
     fn take(&self, held: &mut Option<OwnedSemaphorePermit>, bytes: usize) -> bool {
         let Ok(more) =

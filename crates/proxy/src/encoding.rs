@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use http::header::{ACCEPT_ENCODING, CONTENT_TYPE};
 use http::HeaderMap;
-use larder_format::compress::{compress, decompress};
+use larder_format::compress::compress;
 use larder_format::{Compressor, ContentEncoding};
 
 /// What a client's `Accept-Encoding` allows.
@@ -59,25 +59,27 @@ impl Accepted {
     }
 }
 
-/// Decodes a stored body to identity, refusing to produce more than `max` bytes.
-pub fn decode(body: &[u8], coding: ContentEncoding, max: usize) -> Result<Bytes, String> {
-    let decoded = match coding {
-        ContentEncoding::Identity => return Ok(Bytes::copy_from_slice(body)),
-        ContentEncoding::Gzip => decompress(Compressor::Gzip, body, max),
-        ContentEncoding::Br => decompress(Compressor::Brotli, body, max),
-        // HTTP zstd frames need not record their size (our stored entries' do), so decode as a bounded stream.
-        ContentEncoding::Zstd => return decode_zstd_stream(body, max),
-    };
-    decoded.map(Bytes::from).map_err(|e| e.to_string())
+/// A reader of `body` decoded from `coding` (one decoder per coding, for both functions below, so that what the
+/// fill-time check accepts is exactly what serving can decode: multi-member gzip, zstd frames without a size).
+fn decoding(body: &[u8], coding: ContentEncoding) -> Result<Box<dyn std::io::Read + '_>, String> {
+    Ok(match coding {
+        ContentEncoding::Identity => Box::new(body),
+        ContentEncoding::Gzip => Box::new(flate2::read::MultiGzDecoder::new(body)),
+        ContentEncoding::Br => Box::new(brotli::Decompressor::new(body, 64 << 10)),
+        ContentEncoding::Zstd => Box::new(zstd::stream::read::Decoder::new(body).map_err(|e| format!("zstd: {e}"))?),
+    })
 }
 
-fn decode_zstd_stream(body: &[u8], max: usize) -> Result<Bytes, String> {
+/// Decodes a stored body to identity, refusing to produce more than `max` bytes.
+pub fn decode(body: &[u8], coding: ContentEncoding, max: usize) -> Result<Bytes, String> {
     use std::io::Read;
-    let decoder = zstd::stream::read::Decoder::new(body).map_err(|e| format!("zstd: {e}"))?;
     let mut out = Vec::new();
-    decoder.take(max as u64 + 1).read_to_end(&mut out).map_err(|e| format!("zstd: {e}"))?;
+    decoding(body, coding)?
+        .take(max as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| format!("{}: {e}", coding.name()))?;
     if out.len() > max {
-        return Err(format!("zstd body decodes to more than {max} bytes"));
+        return Err(too_large(max));
     }
     Ok(Bytes::from(out))
 }
@@ -96,13 +98,10 @@ pub fn offered_coding(setting: &str) -> Result<Option<ContentEncoding>, String> 
 /// How many bytes `body` decodes to, if at most `max`, without keeping the decoded bytes (a fill checks this
 /// before it stores a compressed body, so that no later request can be made to decode more than `max`).
 pub fn decoded_len_within(body: &[u8], coding: ContentEncoding, max: usize) -> Result<usize, String> {
-    use std::io::Read;
-    let mut reader: Box<dyn Read + '_> = match coding {
-        ContentEncoding::Identity => return if body.len() <= max { Ok(body.len()) } else { Err(too_large(max)) },
-        ContentEncoding::Gzip => Box::new(flate2::read::MultiGzDecoder::new(body)),
-        ContentEncoding::Br => Box::new(brotli::Decompressor::new(body, 64 << 10)),
-        ContentEncoding::Zstd => Box::new(zstd::stream::read::Decoder::new(body).map_err(|e| format!("zstd: {e}"))?),
-    };
+    if coding == ContentEncoding::Identity {
+        return if body.len() <= max { Ok(body.len()) } else { Err(too_large(max)) };
+    }
+    let mut reader = decoding(body, coding)?;
     let mut scratch = vec![0u8; 64 << 10];
     let mut total = 0usize;
     loop {

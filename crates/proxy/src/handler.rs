@@ -150,11 +150,6 @@ impl<S: Store> Proxy<S> {
         &self.metrics
     }
 
-    /// Bytes the fills under way may still buffer.
-    pub fn fill_budget_available(&self) -> usize {
-        self.fill_budget.available()
-    }
-
     /// The store key for `GET scheme://authority` + `target`, as requests are keyed.
     pub fn url_key(&self, scheme: &str, authority: &str, target: &str) -> String {
         http_key("GET", scheme, authority, target, &self.request_rules.key_options)

@@ -58,7 +58,14 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition of these counters, the cache layer's and the store's.
-    pub fn render(&self, store: &StoreStats, cache: &CacheStats, upstream_up: Option<bool>) -> String {
+    /// `access_log_dropped`: lines the access log's writer could not keep up with, when it is on.
+    pub fn render(
+        &self,
+        store: &StoreStats,
+        cache: &CacheStats,
+        upstream_up: Option<bool>,
+        access_log_dropped: Option<u64>,
+    ) -> String {
         let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let mut out = String::new();
         let _ = writeln!(
@@ -99,6 +106,9 @@ impl Metrics {
             "Stored entries that failed to decode and were treated as misses.",
             cache.corrupt_entries,
         );
+        if let Some(dropped) = access_log_dropped {
+            counter("access_log_dropped_total", "Access log lines dropped because the writer fell behind.", dropped);
+        }
         counter("store_evictions_total", "Entries evicted by the store to stay within its bound.", store.evictions);
         counter("store_expirations_total", "Entries removed after their hard expiry.", store.expirations);
         let mut gauge = |name: &str, help: &str, value: u64| {
@@ -138,12 +148,13 @@ mod tests {
         m.observe_upstream(Duration::from_millis(30));
         m.observe_upstream(Duration::from_secs(20));
         let cache = CacheStats { store_errors: 4, ..CacheStats::default() };
-        let text = m.render(&StoreStats { entries: 3, ..StoreStats::default() }, &cache, Some(false));
+        let text = m.render(&StoreStats { entries: 3, ..StoreStats::default() }, &cache, Some(false), Some(5));
         assert!(text.contains("larder_requests_total{cache=\"hit\"} 1\n"));
         assert!(text.contains("larder_requests_total{cache=\"collapsed\"} 2\n"));
         assert!(text.contains("larder_requests_total{cache=\"miss\"} 0\n"));
         assert!(text.contains("larder_store_errors_total 4\n"));
         assert!(text.contains("larder_upstream_up 0\n"));
+        assert!(text.contains("larder_access_log_dropped_total 5\n"));
         assert!(text.contains("larder_store_entries 3\n"));
         assert!(text.contains("larder_upstream_latency_seconds_bucket{le=\"0.025\"} 0\n"));
         assert!(text.contains("larder_upstream_latency_seconds_bucket{le=\"0.05\"} 1\n"));

@@ -20,7 +20,7 @@ use http::{HeaderMap, Method, StatusCode, Version};
 use larder_format::key::{http_key_parts, key_authority, KeyOptions, KeyParts};
 
 use crate::forwarding::{self, TrustedProxies, FORWARDING_FIELDS, METHOD_OVERRIDE_FIELDS, REROUTING_FIELDS};
-use crate::rfc9111::headers::HOP_BY_HOP;
+use crate::rfc9111::headers::{is_always_hop_by_hop, strip_hop_by_hop};
 
 /// What larder does with a request, by its method and target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,7 +61,6 @@ pub struct RequestRules {
 #[derive(Debug, Clone)]
 pub struct RequestContext {
     pub method: Method,
-    pub version: Version,
     /// `http`, or `https` when a trusted proxy says so.
     pub scheme: &'static str,
     /// `host[:port]`, lowercase, without a default port: the key's authority and the `Host` sent upstream.
@@ -71,8 +70,6 @@ pub struct RequestContext {
     /// The end-to-end fields larder forwards (`Host` included, set to `authority`).
     pub headers: HeaderMap,
     pub client: SocketAddr,
-    /// Whether `client` is a trusted proxy (its forwarding fields are kept).
-    pub trusted: bool,
     /// The store key of the URL (GET and HEAD share it).
     pub key: String,
     /// The client connection's upstream slots (see connection.rs), once the request is being served.
@@ -107,13 +104,13 @@ impl RequestContext {
         };
         let fields = FieldScan::of(&headers);
         check_framing(&method, &fields)?;
-        let trusted = !rules.trusted_proxies.is_empty() && rules.trusted_proxies.contains(client.ip());
         let authority = request_authority(&uri, version, &fields)?;
         let (strip, forwarding) = (fields.strip, fields.forwarding);
         if strip {
             strip_fields_not_forwarded(&mut headers);
         }
         let (scheme, authority) = if forwarding {
+            let trusted = !rules.trusted_proxies.is_empty() && rules.trusted_proxies.contains(client.ip());
             forwarding_policy(&mut headers, &method, trusted, authority)?
         } else {
             ("http", authority)
@@ -126,18 +123,7 @@ impl RequestContext {
                 headers.insert(HOST, host);
             }
         }
-        let context = RequestContext {
-            method,
-            version,
-            scheme,
-            authority,
-            target,
-            headers,
-            client,
-            trusted,
-            key,
-            upstream_slots: None,
-        };
+        let context = RequestContext { method, scheme, authority, target, headers, client, key, upstream_slots: None };
         Ok((context, route))
     }
 
@@ -196,7 +182,7 @@ impl<'h> FieldScan<'h> {
                 // hyper has already refused differing or malformed lengths; a zero length is an empty body.
                 scan.declares_length |= value.as_bytes().iter().any(|b| *b != b'0');
                 scan.strip = true;
-            } else if name == http::header::EXPECT || is_hop_by_hop_name(name) {
+            } else if name == http::header::EXPECT || is_always_hop_by_hop(name) {
                 scan.strip = true;
             } else if forwarding::is_forwarding_related(name) {
                 scan.forwarding = true;
@@ -206,25 +192,12 @@ impl<'h> FieldScan<'h> {
     }
 }
 
-fn is_hop_by_hop_name(name: &HeaderName) -> bool {
-    HOP_BY_HOP.contains(&name.as_str())
-}
-
 /// Removes, in place, what is never forwarded: hop-by-hop fields and the fields `Connection` names, the framing
 /// fields (hyper writes them for the body larder sends) and `Expect` (larder answers it itself).
 fn strip_fields_not_forwarded(headers: &mut HeaderMap) {
-    let doomed = |name: &HeaderName| name == CONTENT_LENGTH || name == http::header::EXPECT || is_hop_by_hop_name(name);
-    let listed: Vec<HeaderName> = headers
-        .get_all(http::header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|l| l.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-        .collect();
-    let fixed: Vec<HeaderName> = headers.keys().filter(|n| doomed(n)).cloned().collect();
-    for name in fixed.into_iter().chain(listed) {
-        headers.remove(name);
-    }
+    strip_hop_by_hop(headers);
+    headers.remove(CONTENT_LENGTH);
+    headers.remove(http::header::EXPECT);
 }
 
 /// GET and HEAD carry no body (a shared response is keyed on the URL alone, and a body larder would not forward

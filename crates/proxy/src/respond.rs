@@ -12,7 +12,7 @@ use larder_format::ContentEncoding;
 
 use crate::body::{ProxyBody, UpstreamBody};
 use crate::rfc9111::conditional::{self, NOT_MODIFIED_HEADERS};
-use crate::rfc9111::headers::is_hop_by_hop;
+use crate::rfc9111::headers::strip_hop_by_hop;
 use crate::stored::Stored;
 
 /// Fields that steer caches and are not passed on: they are for larder, not for browsers.
@@ -71,15 +71,11 @@ pub fn from_stored(
         return response;
     }
     // Framing and connection fields are the server's to set (spec/FORMAT.md §4): a stored Content-Length that
-    // disagrees with the body would break the response. Stored responses rarely carry any of them.
-    let derived = |name: &http::HeaderName| {
-        name == CONTENT_LENGTH || (name == CONTENT_ENCODING && coding.is_some()) || is_hop_by_hop(name, &fields)
-    };
-    if fields.keys().any(derived) {
-        let doomed: Vec<http::HeaderName> = fields.keys().filter(|n| derived(n)).cloned().collect();
-        for name in doomed {
-            fields.remove(name);
-        }
+    // disagrees with the body would break the response. A known coding is set below from the entry.
+    strip_hop_by_hop(&mut fields);
+    fields.remove(CONTENT_LENGTH);
+    if coding.is_some() {
+        fields.remove(CONTENT_ENCODING);
     }
     if let Some(coding) = coding.filter(|c| *c != ContentEncoding::Identity) {
         fields.insert(CONTENT_ENCODING, HeaderValue::from_static(coding.name()));
@@ -190,7 +186,7 @@ pub fn passed_through(upstream: Response<UpstreamBody>) -> Response<ProxyBody> {
 
 /// An upstream response head with the given body (a prefix already read and the rest, say).
 pub fn with_parts(mut parts: http::response::Parts, body: ProxyBody) -> Response<ProxyBody> {
-    crate::rfc9111::headers::strip_hop_by_hop(&mut parts.headers);
+    strip_hop_by_hop(&mut parts.headers);
     for name in CONSUMED {
         parts.headers.remove(*name);
     }

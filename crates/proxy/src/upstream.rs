@@ -11,7 +11,7 @@
 use std::time::{Duration, Instant};
 
 use http::header::{HeaderName, HeaderValue};
-use http::{HeaderMap, Method, Request, Response, Uri};
+use http::{Method, Request, Response, Uri};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
@@ -71,13 +71,13 @@ impl Upstream {
         self.origin.split("://").nth(1).unwrap_or("")
     }
 
-    /// The request larder sends for `ctx`: its method, normalised target and forwarded fields, larder's
-    /// forwarding fields, `Via`, and `extra` fields (validators). Framing is hyper's to write from `body`.
+    /// The request larder sends for `ctx`: its method, normalised target and fields (but those in `omit`),
+    /// larder's forwarding fields, `Via`, and `extra` fields (validators). Framing is hyper's to write from `body`.
     pub fn request_for(
         &self,
         ctx: &RequestContext,
         method: Method,
-        headers: &HeaderMap,
+        omit: &[HeaderName],
         extra: &[(HeaderName, HeaderValue)],
         body: RequestBody,
     ) -> Result<Request<RequestBody>, UpstreamError> {
@@ -86,9 +86,11 @@ impl Upstream {
         let Some(fields) = request.headers_mut() else {
             return Err(UpstreamError::Unreachable("invalid request target".into()));
         };
-        fields.reserve(headers.len() + extra.len() + 5);
-        for (name, value) in headers {
-            fields.append(name.clone(), value.clone());
+        fields.reserve(ctx.headers.len() + extra.len() + 5);
+        for (name, value) in &ctx.headers {
+            if !omit.contains(name) {
+                fields.append(name.clone(), value.clone());
+            }
         }
         for (name, value) in extra {
             fields.insert(name.clone(), value.clone());

@@ -83,7 +83,7 @@ pub struct ServeArgs {
     #[arg(long, env = "LARDER_MAX_BODY", value_name = "BYTES", value_parser = parse_usize)]
     max_body: Option<usize>,
     /// Bytes all fills under way may buffer together; past it responses stream through uncached [default: 0, a
-    /// quarter of --capacity].
+    /// quarter of --capacity, at least --max-body].
     #[arg(long, env = "LARDER_FILL_BUFFER", value_name = "BYTES", value_parser = parse_usize)]
     fill_buffer: Option<usize>,
     /// Heuristic freshness for responses without explicit freshness, up to this many seconds [default: 0, off].

@@ -63,7 +63,7 @@ pub struct CacheSection {
     #[serde(deserialize_with = "size::deserialize_usize")]
     pub max_body_bytes: usize,
     /// Bytes all fills under way may buffer together before further cacheable responses stream through uncached
-    /// (0 = a quarter of capacity_bytes).
+    /// (0 = a quarter of capacity_bytes, and at least max_body_bytes so that one largest body always fits).
     #[serde(deserialize_with = "size::deserialize_usize")]
     pub fill_buffer_bytes: usize,
     /// Give responses without explicit freshness 10% of their age since Last-Modified, up to this many seconds

@@ -26,7 +26,7 @@ impl<S: Store> Proxy<S> {
             return (respond::error(StatusCode::PAYLOAD_TOO_LARGE, &message), verdict.with_detail("body-too-large"));
         }
         let body = RequestBody::from_client(body, limit, self.settings.request_body_timeout);
-        let result = match self.upstream.request_for(ctx, ctx.method.clone(), &ctx.headers, &[], body) {
+        let result = match self.upstream.request_for(ctx, ctx.method.clone(), &[], &[], body) {
             Ok(request) => self.upstream.send(request, self.upstream_slot(ctx).await).await,
             Err(error) => Err(error),
         };

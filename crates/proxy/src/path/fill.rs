@@ -171,7 +171,7 @@ impl<S: Store> Proxy<S> {
         plan: &FillPlan,
         rx: oneshot::Receiver<Answer>,
     ) -> Answer {
-        match plan.stale.as_ref().filter(|stale| self.within_stale_if_error(stale)) {
+        match self.stale_fallback(plan) {
             Some(stale) => match tokio::time::timeout(self.settings.stale_wait, rx).await {
                 Ok(Ok(answer)) => answer,
                 Ok(Err(_)) => self.serve_stale_copy(ctx, stale, "stale-if-error", None).await,
@@ -194,7 +194,7 @@ impl<S: Store> Proxy<S> {
         plan: &FillPlan,
         waiter: Waiter<FillOutcome>,
     ) -> Waited {
-        let fallback = plan.stale.as_ref().filter(|stale| self.within_stale_if_error(stale));
+        let fallback = self.stale_fallback(plan);
         let limit = match fallback {
             Some(_) => self.settings.stale_wait.saturating_sub(waiter.elapsed()),
             None => self.settings.wait_limit,
@@ -242,20 +242,16 @@ impl<S: Store> Proxy<S> {
     /// One upstream request for the plan, and what became of its response.
     async fn fetch_and_store(self: &Arc<Self>, ctx: &RequestContext, plan: &FillPlan) -> (Answer, FillOutcome) {
         let method = if ctx.method == Method::HEAD { Method::HEAD } else { Method::GET };
-        let mut headers = ctx.headers.clone();
-        if method == Method::GET {
-            // Ask for the whole response so it can be stored; the client's own validators are answered from it.
-            for name in [IF_NONE_MATCH, IF_MODIFIED_SINCE, RANGE, IF_RANGE] {
-                headers.remove(name);
-            }
-        }
+        // A GET asks for the whole response so it can be stored; the client's own validators are answered from it.
+        let omit: &[http::HeaderName] =
+            if method == Method::GET { &[IF_NONE_MATCH, IF_MODIFIED_SINCE, RANGE, IF_RANGE] } else { &[] };
         let validators = plan.stale.as_ref().map(|s| conditional::validators(&s.headers)).unwrap_or_default();
         if !validators.is_empty() {
             Metrics::bump(&self.metrics.revalidations);
         }
         let mut verdict = Verdict::forwarded(plan.outcome, plan.fwd);
         verdict.detail = plan.detail;
-        let request = match self.upstream.request_for(ctx, method, &headers, &validators, RequestBody::Empty) {
+        let request = match self.upstream.request_for(ctx, method, omit, &validators, RequestBody::Empty) {
             Ok(request) => request,
             Err(error) => return self.failed(ctx, plan, verdict, Failure::from_upstream(&error)).await,
         };
@@ -277,6 +273,11 @@ impl<S: Store> Proxy<S> {
         self.absorb(ctx, plan, upstream, request_time, started, verdict).await
     }
 
+    /// The stale copy that may stand in for a failed or slow upstream now, if any.
+    fn stale_fallback<'p>(&self, plan: &'p FillPlan) -> Option<&'p Stored> {
+        plan.stale.as_ref().filter(|stale| self.within_stale_if_error(stale))
+    }
+
     /// One of the connection's upstream slots (waits for one to free up).
     pub(crate) async fn upstream_slot(&self, ctx: &RequestContext) -> Option<OwnedSemaphorePermit> {
         match &ctx.upstream_slots {
@@ -294,7 +295,7 @@ impl<S: Store> Proxy<S> {
         failure: Failure,
     ) -> (Answer, FillOutcome) {
         tracing::warn!(url = %ctx.url(), error = %failure.message, "upstream request failed");
-        let answer = match plan.stale.as_ref().filter(|stale| self.within_stale_if_error(stale)) {
+        let answer = match self.stale_fallback(plan) {
             Some(stale) => self.serve_stale_copy(ctx, stale, "stale-if-error", verdict.fwd_status).await,
             None => (respond::error(failure.status, &failure.message), verdict.with_detail(failure.detail)),
         };
@@ -314,7 +315,7 @@ impl<S: Store> Proxy<S> {
     ) -> (Answer, FillOutcome) {
         let status = upstream.status();
         if status.is_server_error() {
-            if let Some(stale) = plan.stale.as_ref().filter(|stale| self.within_stale_if_error(stale)) {
+            if let Some(stale) = self.stale_fallback(plan) {
                 let failure = Failure { status, message: "upstream error".into(), detail: "upstream-error" };
                 let answer = self.serve_stale_copy(ctx, stale, "stale-if-error", Some(status.as_u16())).await;
                 return (answer, FillOutcome::Failed(failure));
@@ -349,6 +350,7 @@ impl<S: Store> Proxy<S> {
                 return ((respond::with_parts(parts, body), verdict.with_detail(detail)), outcome);
             }
             Err(CollectError::Deadline(_)) => {
+                Metrics::bump(&self.metrics.upstream_errors);
                 let failure = Failure {
                     status: StatusCode::GATEWAY_TIMEOUT,
                     message: "upstream did not finish the response in time".into(),

@@ -5,7 +5,7 @@ use http::header::{HeaderName, CONNECTION};
 use http::HeaderMap;
 
 /// Always hop-by-hop, whatever `Connection` says.
-pub const HOP_BY_HOP: &[&str] = &[
+const HOP_BY_HOP: &[&str] = &[
     "connection",
     "keep-alive",
     "proxy-connection",
@@ -18,9 +18,14 @@ pub const HOP_BY_HOP: &[&str] = &[
     "upgrade",
 ];
 
+/// Whether `name` is hop-by-hop whatever `Connection` says.
+pub fn is_always_hop_by_hop(name: &HeaderName) -> bool {
+    HOP_BY_HOP.contains(&name.as_str())
+}
+
 /// Whether `name` must not pass beyond this hop: a fixed hop-by-hop field, or one listed in `Connection`.
 pub fn is_hop_by_hop(name: &HeaderName, headers: &HeaderMap) -> bool {
-    HOP_BY_HOP.contains(&name.as_str())
+    is_always_hop_by_hop(name)
         || headers
             .get_all(CONNECTION)
             .iter()
@@ -32,8 +37,7 @@ pub fn is_hop_by_hop(name: &HeaderName, headers: &HeaderMap) -> bool {
 /// Removes the hop-by-hop fields from `headers` in place: the fixed ones and every field `Connection` names. One
 /// pass over the names finds them (most requests carry none, or only `Connection: keep-alive`).
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    let mut doomed: Vec<HeaderName> =
-        headers.keys().filter(|name| HOP_BY_HOP.contains(&name.as_str())).cloned().collect();
+    let mut doomed: Vec<HeaderName> = headers.keys().filter(|name| is_always_hop_by_hop(name)).cloned().collect();
     if doomed.is_empty() {
         return;
     }
