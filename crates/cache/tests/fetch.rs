@@ -284,6 +284,12 @@ impl Store for UnreachableStore {
     async fn add(&self, _: &str, _: &[u8], _: Option<Duration>) -> Result<bool, StoreError> {
         Err(down())
     }
+    async fn incr(&self, _: &str, _: i64, _: Option<Duration>, _: bool) -> Result<Option<i64>, StoreError> {
+        Err(down())
+    }
+    async fn delete_if(&self, _: &str, _: &[u8]) -> Result<bool, StoreError> {
+        Err(down())
+    }
     async fn delete(&self, _: &str) -> Result<bool, StoreError> {
         Err(down())
     }

@@ -138,6 +138,12 @@ impl Store for FailingWrites {
     async fn add(&self, _: &str, _: &[u8], _: Option<Duration>) -> Result<bool, StoreError> {
         Err(StoreError::Server { backend: "failing", server: "127.0.0.1:1".into(), message: "down".into() })
     }
+    async fn incr(&self, _: &str, _: i64, _: Option<Duration>, _: bool) -> Result<Option<i64>, StoreError> {
+        Err(StoreError::Server { backend: "failing", server: "127.0.0.1:1".into(), message: "down".into() })
+    }
+    async fn delete_if(&self, key: &str, expected: &[u8]) -> Result<bool, StoreError> {
+        self.0.delete_if(key, expected).await
+    }
     async fn delete(&self, key: &str) -> Result<bool, StoreError> {
         self.0.delete(key).await
     }

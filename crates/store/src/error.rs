@@ -15,6 +15,9 @@ pub enum StoreError {
     /// A server did not answer in time.
     #[error("{backend} server {server}: no answer within {timeout_ms} ms")]
     Timeout { backend: &'static str, server: String, timeout_ms: u64 },
+    /// `incr` found a value that is not a decimal integer (spec/STORES.md §3); it was left as it was.
+    #[error("{backend}: the value at key {key:?} is not a counter")]
+    NotACounter { backend: &'static str, key: String },
     /// The backend cannot do this operation (e.g. purge by tag on memcached).
     #[error("{backend}: {operation} is not supported")]
     Unsupported { backend: &'static str, operation: &'static str },
@@ -28,6 +31,7 @@ impl StoreError {
             | StoreError::KeyTooLong { backend, .. }
             | StoreError::Server { backend, .. }
             | StoreError::Timeout { backend, .. }
+            | StoreError::NotACounter { backend, .. }
             | StoreError::Unsupported { backend, .. } => backend,
         }
     }

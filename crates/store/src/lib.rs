@@ -1,14 +1,23 @@
 //! Stores: where entries (spec/FORMAT.md) live. [`Store`] is the async interface every backend implements;
-//! [`MemoryStore`] is the embedded default, the proxy's L1 and a program's in-process cache.
+//! [`MemoryStore`] is the embedded default, the proxy's L1 and a program's in-process cache. The remote backends
+//! (memcached, Redis, SQL, files) live in their own crates and follow spec/STORES.md; what they share (URLs,
+//! expiry, counters, sizes) is here.
 
 mod clock;
+pub mod counter;
 mod error;
+pub mod keys;
+pub mod expiry;
 pub mod memory;
+mod size;
 mod store;
+pub mod url;
 mod value;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::StoreError;
 pub use memory::{ConfigError, MemoryStore, MemoryStoreBuilder};
+pub use size::{parse_size, parse_usize};
 pub use store::{BoxFuture, DynStore, Store, StoreStats};
+pub use url::{StoreUrl, UrlError};
 pub use value::Value;

@@ -53,6 +53,21 @@ pub trait Store: Send + Sync + 'static {
         ttl: Option<Duration>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
+    /// Stores every item with one TTL, in as few round trips as the backend allows. Not atomic: after an error,
+    /// some items may be stored.
+    fn set_many(
+        &self,
+        items: &[(&str, &[u8])],
+        ttl: Option<Duration>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        async move {
+            for (key, value) in items {
+                self.set(key, value, ttl).await?;
+            }
+            Ok(())
+        }
+    }
+
     /// Stores only if the key is absent (or expired); `true` if it stored. The building block for locks.
     fn add(
         &self,
@@ -60,6 +75,21 @@ pub trait Store: Send + Sync + 'static {
         value: &[u8],
         ttl: Option<Duration>,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Adds `delta` to the counter at `key` (spec/STORES.md §3: ASCII decimal, not an entry) and returns the new
+    /// value. A missing key is created holding `delta` (with `ttl`) when `create` is true, and is `None` otherwise.
+    /// A value that is not a decimal integer is an error, and the value is left as it was.
+    fn incr(
+        &self,
+        key: &str,
+        delta: i64,
+        ttl: Option<Duration>,
+        create: bool,
+    ) -> impl Future<Output = Result<Option<i64>, StoreError>> + Send;
+
+    /// Deletes `key` only while it holds exactly `expected` (releasing a lock taken with [`Store::add`] without
+    /// releasing one another process took after it expired); `true` if it deleted.
+    fn delete_if(&self, key: &str, expected: &[u8]) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
     /// `true` if the key was present.
     fn delete(&self, key: &str) -> impl Future<Output = Result<bool, StoreError>> + Send;
@@ -96,6 +126,19 @@ pub trait DynStore: Send + Sync + 'static {
         value: &'a [u8],
         ttl: Option<Duration>,
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
+    fn set_many<'a>(
+        &'a self,
+        items: &'a [(&'a str, &'a [u8])],
+        ttl: Option<Duration>,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+    fn incr<'a>(
+        &'a self,
+        key: &'a str,
+        delta: i64,
+        ttl: Option<Duration>,
+        create: bool,
+    ) -> BoxFuture<'a, Result<Option<i64>, StoreError>>;
+    fn delete_if<'a>(&'a self, key: &'a str, expected: &'a [u8]) -> BoxFuture<'a, Result<bool, StoreError>>;
     fn delete<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<bool, StoreError>>;
     fn delete_many<'a>(&'a self, keys: &'a [&'a str]) -> BoxFuture<'a, Result<usize, StoreError>>;
     fn clear(&self) -> BoxFuture<'_, Result<(), StoreError>>;
@@ -132,6 +175,25 @@ impl<S: Store> DynStore for S {
         ttl: Option<Duration>,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(Store::add(self, key, value, ttl))
+    }
+    fn set_many<'a>(
+        &'a self,
+        items: &'a [(&'a str, &'a [u8])],
+        ttl: Option<Duration>,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(Store::set_many(self, items, ttl))
+    }
+    fn incr<'a>(
+        &'a self,
+        key: &'a str,
+        delta: i64,
+        ttl: Option<Duration>,
+        create: bool,
+    ) -> BoxFuture<'a, Result<Option<i64>, StoreError>> {
+        Box::pin(Store::incr(self, key, delta, ttl, create))
+    }
+    fn delete_if<'a>(&'a self, key: &'a str, expected: &'a [u8]) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(Store::delete_if(self, key, expected))
     }
     fn delete<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(Store::delete(self, key))
@@ -171,6 +233,15 @@ impl Store for Arc<dyn DynStore> {
     }
     async fn add(&self, key: &str, value: &[u8], ttl: Option<Duration>) -> Result<bool, StoreError> {
         DynStore::add(&**self, key, value, ttl).await
+    }
+    async fn set_many(&self, items: &[(&str, &[u8])], ttl: Option<Duration>) -> Result<(), StoreError> {
+        DynStore::set_many(&**self, items, ttl).await
+    }
+    async fn incr(&self, key: &str, delta: i64, ttl: Option<Duration>, create: bool) -> Result<Option<i64>, StoreError> {
+        DynStore::incr(&**self, key, delta, ttl, create).await
+    }
+    async fn delete_if(&self, key: &str, expected: &[u8]) -> Result<bool, StoreError> {
+        DynStore::delete_if(&**self, key, expected).await
     }
     async fn delete(&self, key: &str) -> Result<bool, StoreError> {
         DynStore::delete(&**self, key).await

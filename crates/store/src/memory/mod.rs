@@ -129,6 +129,7 @@ impl MemoryStoreBuilder {
             max_entry_weight,
             capacity_bytes: self.capacity_bytes,
             crawl_budget: 4096,
+            updates: (0..shard_count).map(|_| parking_lot::Mutex::new(())).collect(),
         });
         if let Some(interval) = self.maintenance_interval {
             spawn_maintenance(Arc::downgrade(&inner), interval);
@@ -174,6 +175,8 @@ struct Inner {
     max_entry_weight: usize,
     capacity_bytes: usize,
     crawl_budget: usize,
+    /// One per shard: serialises read-modify-write operations (`incr`, `delete_if`) on that shard's keys.
+    updates: Box<[parking_lot::Mutex<()>]>,
 }
 
 impl Inner {
@@ -261,6 +264,37 @@ impl MemoryStore {
         inner.shard(hash).remove(hash, key.as_bytes(), &LazyNow::new(&*inner.clock), &hasher)
     }
 
+    /// Adds `delta` to the counter at `key` (see [`Store::incr`]).
+    pub fn incr_now(&self, key: &str, delta: i64, ttl: Option<Duration>, create: bool) -> Result<Option<i64>, StoreError> {
+        let _serialised = self.update_lock(key);
+        let next = match self.get_now(key) {
+            Some(value) => {
+                let current = crate::counter::parse(&value)
+                    .ok_or_else(|| StoreError::NotACounter { backend: BACKEND, key: key.to_owned() })?;
+                current.saturating_add(delta)
+            }
+            None if create => delta,
+            None => return Ok(None),
+        };
+        // A counter keeps the expiry it was created with, as memcached's and Redis's do.
+        let ttl = match self.live_expiry(key) {
+            Some((0, _)) => None,
+            Some((expires_at, now)) => Some(Duration::from_millis(expires_at.saturating_sub(now).max(1))),
+            None => ttl,
+        };
+        self.set_now(key, crate::counter::format(next).as_bytes(), ttl)?;
+        Ok(Some(next))
+    }
+
+    /// Deletes `key` only while it holds `expected` (see [`Store::delete_if`]).
+    pub fn delete_if_now(&self, key: &str, expected: &[u8]) -> bool {
+        let _serialised = self.update_lock(key);
+        match self.get_now(key) {
+            Some(value) if *value == *expected => self.delete_now(key),
+            _ => false,
+        }
+    }
+
     /// Removes entries whose key starts with `prefix`.
     pub fn purge_prefix_now(&self, prefix: &str) -> usize {
         let prefix = prefix.as_bytes();
@@ -320,6 +354,21 @@ impl MemoryStore {
         self.inner.max_entry_weight
     }
 
+    fn update_lock(&self, key: &str) -> parking_lot::MutexGuard<'_, ()> {
+        let inner = &*self.inner;
+        let index = (inner.hash(key.as_bytes()) & inner.shard_mask) as usize;
+        inner.updates[index].lock()
+    }
+
+    /// A live key's expiry (0 = never) and the time now, or `None` when there is no live value.
+    fn live_expiry(&self, key: &str) -> Option<(u64, u64)> {
+        let inner = &*self.inner;
+        let hash = inner.hash(key.as_bytes());
+        let now = LazyNow::new(&*inner.clock);
+        let expires_at = inner.shard(hash).expires_at(hash, key.as_bytes(), &now)?;
+        Some((expires_at, now.get()))
+    }
+
     fn purge(&self, matches: impl Fn(&EntryRef) -> bool) -> usize {
         let inner = &*self.inner;
         let hasher = |k: &[u8]| inner.hash(k);
@@ -363,8 +412,7 @@ impl MemoryStore {
 /// The earliest of the store-side TTL and the entry's own hard expiry (if the value is an entry); 0 = never.
 fn effective_expiry(value: &[u8], ttl: Option<Duration>, now: &LazyNow<'_>) -> u64 {
     let from_ttl = ttl.map(|t| now.get().saturating_add(t.as_millis().min(u128::from(u64::MAX)) as u64).max(1));
-    let from_header =
-        larder_format::Header::parse(value).ok().and_then(|(header, _)| header.hard_expiry()).map(|e| e.max(1));
+    let from_header = crate::expiry::entry_hard_expiry(value).map(|e| e.max(1));
     match (from_ttl, from_header) {
         (Some(a), Some(b)) => a.min(b),
         (Some(a), None) | (None, Some(a)) => a,
@@ -397,6 +445,14 @@ impl Store for MemoryStore {
 
     async fn add(&self, key: &str, value: &[u8], ttl: Option<Duration>) -> Result<bool, StoreError> {
         self.add_now(key, value, ttl)
+    }
+
+    async fn incr(&self, key: &str, delta: i64, ttl: Option<Duration>, create: bool) -> Result<Option<i64>, StoreError> {
+        self.incr_now(key, delta, ttl, create)
+    }
+
+    async fn delete_if(&self, key: &str, expected: &[u8]) -> Result<bool, StoreError> {
+        Ok(self.delete_if_now(key, expected))
     }
 
     async fn delete(&self, key: &str) -> Result<bool, StoreError> {

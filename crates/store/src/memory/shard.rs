@@ -120,6 +120,12 @@ impl Shard {
         inner.table.find(hash, |e| e.key() == key).is_some_and(|e| !e.is_expired(now))
     }
 
+    /// A live entry's expiry (0 = never), or `None` when there is no live entry.
+    pub fn expires_at(&self, hash: u64, key: &[u8], now: &LazyNow<'_>) -> Option<u64> {
+        let inner = self.inner.read();
+        inner.table.find(hash, |e| e.key() == key).filter(|e| !e.is_expired(now)).map(EntryRef::expires_at)
+    }
+
     /// Stores an entry, evicting as needed. Returns false when `mode` is `Add` and a live entry exists.
     pub fn insert(
         &self,

@@ -1,0 +1,1 @@
+//! larder's memcached store: a pool over the ketama ring (spec/STORES.md), meta protocol, pipelined multi-get, failover.

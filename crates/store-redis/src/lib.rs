@@ -1,0 +1,1 @@
+//! larder's Redis store: standalone and Cluster (spec/STORES.md).

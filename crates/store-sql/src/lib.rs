@@ -1,0 +1,1 @@
+//! larder's SQL stores: SQLite and PostgreSQL, a Solid-Cache-like table (spec/STORES.md).

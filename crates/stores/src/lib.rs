@@ -1,0 +1,1 @@
+//! Opens any larder store from its URL.
