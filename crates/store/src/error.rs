@@ -44,3 +44,14 @@ impl StoreError {
         }
     }
 }
+
+/// Why a store could not be opened from its URL.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The URL is malformed or names an unknown option (nothing was contacted).
+    #[error(transparent)]
+    Url(#[from] crate::url::UrlError),
+    /// A local store (SQLite, files) could not be created or opened, or a schema is newer than this larder.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}

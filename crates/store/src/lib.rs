@@ -15,7 +15,7 @@ pub mod url;
 mod value;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use error::StoreError;
+pub use error::{OpenError, StoreError};
 pub use memory::{ConfigError, MemoryStore, MemoryStoreBuilder};
 pub use size::{parse_size, parse_usize};
 pub use store::{BoxFuture, DynStore, Store, StoreStats};

@@ -76,11 +76,6 @@ impl Server {
         }
     }
 
-    /// The process id (for drills that signal the server).
-    pub(crate) fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
-    }
-
     /// Stops the process and waits for it.
     pub(crate) fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
