@@ -6,11 +6,12 @@
 mod clock;
 pub mod counter;
 mod error;
-pub mod keys;
 pub mod expiry;
+pub mod keys;
 pub mod memory;
 mod size;
 mod store;
+mod tiered;
 pub mod url;
 mod value;
 
@@ -19,5 +20,6 @@ pub use error::{OpenError, StoreError};
 pub use memory::{ConfigError, MemoryStore, MemoryStoreBuilder};
 pub use size::{parse_size, parse_usize};
 pub use store::{BoxFuture, DynStore, Store, StoreStats};
+pub use tiered::TieredStore;
 pub use url::{StoreUrl, UrlError};
 pub use value::Value;

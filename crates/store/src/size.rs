@@ -39,4 +39,3 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 pub fn parse_usize(text: &str) -> Result<usize, String> {
     parse_size(text).and_then(|n| usize::try_from(n).map_err(|_| format!("{text:?} is too large for this machine")))
 }
-

@@ -237,7 +237,13 @@ impl Store for Arc<dyn DynStore> {
     async fn set_many(&self, items: &[(&str, &[u8])], ttl: Option<Duration>) -> Result<(), StoreError> {
         DynStore::set_many(&**self, items, ttl).await
     }
-    async fn incr(&self, key: &str, delta: i64, ttl: Option<Duration>, create: bool) -> Result<Option<i64>, StoreError> {
+    async fn incr(
+        &self,
+        key: &str,
+        delta: i64,
+        ttl: Option<Duration>,
+        create: bool,
+    ) -> Result<Option<i64>, StoreError> {
         DynStore::incr(&**self, key, delta, ttl, create).await
     }
     async fn delete_if(&self, key: &str, expected: &[u8]) -> Result<bool, StoreError> {

@@ -57,9 +57,9 @@ impl StoreUrl {
     pub fn parse(url: &str) -> Result<StoreUrl, UrlError> {
         let shown = redact(url);
         let fail = |message: String| UrlError { url: shown.clone(), message };
-        let (scheme, rest) = url
-            .split_once("://")
-            .ok_or_else(|| fail("not a store URL: expected scheme://… (for example memcached://127.0.0.1:11211)".into()))?;
+        let (scheme, rest) = url.split_once("://").ok_or_else(|| {
+            fail("not a store URL: expected scheme://… (for example memcached://127.0.0.1:11211)".into())
+        })?;
         let scheme = scheme.to_ascii_lowercase();
         if scheme.is_empty() || !scheme.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'+') {
             return Err(fail(format!("{scheme:?} is not a URL scheme")));
@@ -105,16 +105,7 @@ impl StoreUrl {
             }
             options.push((name, value));
         }
-        Ok(StoreUrl {
-            scheme,
-            username,
-            password,
-            hosts,
-            path,
-            options,
-            known: BTreeSet::new(),
-            shown,
-        })
+        Ok(StoreUrl { scheme, username, password, hosts, path, options, known: BTreeSet::new(), shown })
     }
 
     /// The URL as errors show it (the password replaced by `***`).
@@ -220,7 +211,10 @@ impl StoreUrl {
 }
 
 fn decode(text: &str) -> Result<String, String> {
-    percent_decode_str(text).decode_utf8().map(|s| s.into_owned()).map_err(|_| format!("{text:?} is not UTF-8 once decoded"))
+    percent_decode_str(text)
+        .decode_utf8()
+        .map(|s| s.into_owned())
+        .map_err(|_| format!("{text:?} is not UTF-8 once decoded"))
 }
 
 fn parse_host(part: &str) -> Result<HostPort, String> {
@@ -243,7 +237,9 @@ fn parse_host(part: &str) -> Result<HostPort, String> {
     }
     let port = match port {
         None => None,
-        Some(p) => Some(p.parse::<u16>().ok().filter(|&p| p != 0).ok_or_else(|| format!("{part:?}: port must be 1-65535"))?),
+        Some(p) => {
+            Some(p.parse::<u16>().ok().filter(|&p| p != 0).ok_or_else(|| format!("{part:?}: port must be 1-65535"))?)
+        }
     };
     Ok(HostPort { host: host.to_owned(), port })
 }

@@ -2,6 +2,7 @@
 //! temporary directory, waits until it answers, and stops it when dropped. A missing server binary is an error that
 //! says how to install it (`make services`), so a test that needs memcached fails rather than silently skipping.
 
+pub mod behaviour;
 mod memcached;
 mod postgres;
 mod process;

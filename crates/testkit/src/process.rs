@@ -66,7 +66,10 @@ impl Server {
                     if let Some(mut pipe) = child.stderr.take() {
                         let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
                     }
-                    return Err(TestkitError(format!("{} exited ({status}) before listening on {port}: {stderr}", self.name)));
+                    return Err(TestkitError(format!(
+                        "{} exited ({status}) before listening on {port}: {stderr}",
+                        self.name
+                    )));
                 }
             }
             if Instant::now() > deadline {

@@ -42,7 +42,14 @@ impl Redis {
         command.args(["--daemonize", "no", "--protected-mode", "no", "--loglevel", "warning"]);
         if self.cluster {
             let config = format!("nodes-{}.conf", self.port);
-            command.args(["--cluster-enabled", "yes", "--cluster-config-file", &config, "--cluster-node-timeout", "2000"]);
+            command.args([
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                &config,
+                "--cluster-node-timeout",
+                "2000",
+            ]);
         }
         self.server = Some(Server::spawn("redis-server", command, self.port)?);
         Ok(())

@@ -265,7 +265,13 @@ impl MemoryStore {
     }
 
     /// Adds `delta` to the counter at `key` (see [`Store::incr`]).
-    pub fn incr_now(&self, key: &str, delta: i64, ttl: Option<Duration>, create: bool) -> Result<Option<i64>, StoreError> {
+    pub fn incr_now(
+        &self,
+        key: &str,
+        delta: i64,
+        ttl: Option<Duration>,
+        create: bool,
+    ) -> Result<Option<i64>, StoreError> {
         let _serialised = self.update_lock(key);
         let next = match self.get_now(key) {
             Some(value) => {
@@ -447,7 +453,13 @@ impl Store for MemoryStore {
         self.add_now(key, value, ttl)
     }
 
-    async fn incr(&self, key: &str, delta: i64, ttl: Option<Duration>, create: bool) -> Result<Option<i64>, StoreError> {
+    async fn incr(
+        &self,
+        key: &str,
+        delta: i64,
+        ttl: Option<Duration>,
+        create: bool,
+    ) -> Result<Option<i64>, StoreError> {
         self.incr_now(key, delta, ttl, create)
     }
 
