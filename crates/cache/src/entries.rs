@@ -19,6 +19,11 @@ impl<S: Store> Cache<S> {
         self.shared.store.backend()
     }
 
+    /// Failures per server of a shared store (`host:port`, count).
+    pub fn server_errors(&self) -> Vec<(String, u64)> {
+        self.shared.store.server_errors()
+    }
+
     /// The largest entry the store accepts under a short key.
     pub fn max_entry_bytes(&self) -> usize {
         self.shared.store.max_value_bytes()
@@ -81,7 +86,7 @@ impl<S: Store> Cache<S> {
         Ok(self.shared.store.stats().await?)
     }
 
-    fn absorbed<T>(&self, result: Result<T, larder_store::StoreError>) -> Option<T> {
+    pub(crate) fn absorbed<T>(&self, result: Result<T, larder_store::StoreError>) -> Option<T> {
         match result {
             Ok(value) => Some(value),
             Err(_) => {

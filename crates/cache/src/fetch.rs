@@ -13,8 +13,9 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use futures_util::FutureExt;
-use larder_format::key::safe_key;
 use larder_store::Store;
+
+use crate::locks::LockState;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -63,15 +64,20 @@ impl<S: Store> Cache<S> {
                         CacheCounters::bump(&self.shared.counters.stale_served);
                         return Ok(stale);
                     };
-                    let lock_key = safe_key(&format!("{store_key}#recompute"));
-                    if !self.take_store_lock(&lock_key).await {
-                        // Another process is recomputing: serve stale like every other caller.
-                        drop(lead);
-                        CacheCounters::bump(&self.shared.counters.stale_served);
-                        return Ok(stale);
-                    }
+                    let lock = match self.try_lock(&store_key, self.shared.lock_ttl).await {
+                        LockState::Held => {
+                            // Another process is recomputing: serve stale like every other caller.
+                            drop(lead);
+                            CacheCounters::bump(&self.shared.counters.stale_served);
+                            return Ok(stale);
+                        }
+                        LockState::Acquired(lock) => Some(lock),
+                        LockState::Unavailable => None,
+                    };
                     let result = self.load_and_store(&store_key, options, take(&mut loader), lead).await;
-                    let _ = self.shared.store.delete(&lock_key).await;
+                    if let Some(lock) = lock {
+                        self.unlock(lock).await;
+                    }
                     return result;
                 }
                 Lookup::Miss => match self.shared.inflight.join_or_lead(&store_key) {
@@ -170,11 +176,6 @@ impl<S: Store> Cache<S> {
             CacheCounters::bump(&self.shared.counters.store_errors);
         }
         Ok(())
-    }
-
-    /// Takes the cross-process recompute lock; a store that cannot answer does not stop the recompute.
-    async fn take_store_lock(&self, lock_key: &str) -> bool {
-        self.shared.store.add(lock_key, b"1", Some(self.shared.lock_ttl)).await.unwrap_or(true)
     }
 }
 

@@ -21,9 +21,11 @@ pub mod coalesce;
 mod entries;
 mod error;
 mod fetch;
+mod locks;
 mod stats;
 
 pub use cache::{Cache, CacheBuilder, WriteOptions};
 pub use error::CacheError;
 pub use fetch::Cacheable;
+pub use locks::{Lock, LockState};
 pub use stats::CacheStats;

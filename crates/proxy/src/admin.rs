@@ -130,7 +130,8 @@ impl<S: Store> Admin<S> {
         let stats = self.proxy.cache().store_stats().await.unwrap_or_default();
         let proxy = &self.proxy;
         let dropped = proxy.access_log().map(|log| log.dropped());
-        let text = proxy.metrics().render(&stats, &proxy.cache().stats(), proxy.health.report().up, dropped);
+        let mut text = proxy.metrics().render(&stats, &proxy.cache().stats(), proxy.health.report().up, dropped);
+        text.push_str(&crate::metrics::render_server_errors(proxy.cache().backend(), &proxy.cache().server_errors()));
         let mut response = Response::new(ProxyBody::full(Bytes::from(text)));
         response
             .headers_mut()

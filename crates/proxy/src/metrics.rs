@@ -25,6 +25,8 @@ pub struct Metrics {
     pub streamed_uncached: AtomicU64,
     /// Stored responses transformed into another coding (decoded or compressed) and kept.
     pub transformed: AtomicU64,
+    /// Misses answered from a response another process on the shared store fetched (its store lock was held).
+    pub coalesced_across_processes: AtomicU64,
     upstream_buckets: [AtomicU64; BUCKETS.len()],
     upstream_count: AtomicU64,
     upstream_sum_micros: AtomicU64,
@@ -97,6 +99,11 @@ impl Metrics {
             load(&self.transformed),
         );
         counter(
+            "coalesced_across_processes_total",
+            "Misses answered with the response another process sharing the store fetched while holding its lock.",
+            load(&self.coalesced_across_processes),
+        );
+        counter(
             "store_errors_total",
             "Store operations that failed and were absorbed (reads as misses, writes skipped).",
             cache.store_errors,
@@ -133,6 +140,21 @@ impl Metrics {
         let _ = writeln!(out, "larder_upstream_latency_seconds_count {count}");
         out
     }
+}
+
+/// `larder_store_server_errors_total` per server of a shared store (none for the memory store).
+pub fn render_server_errors(backend: &str, errors: &[(String, u64)]) -> String {
+    if errors.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "# HELP larder_store_server_errors_total Failed requests to each server of the shared store.\n# TYPE larder_store_server_errors_total counter\n",
+    );
+    for (server, count) in errors {
+        let server = server.replace(['\\', '"', '\n'], "_");
+        let _ = writeln!(out, "larder_store_server_errors_total{{backend=\"{backend}\",server=\"{server}\"}} {count}");
+    }
+    out
 }
 
 #[cfg(test)]

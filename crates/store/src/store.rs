@@ -41,6 +41,12 @@ pub trait Store: Send + Sync + 'static {
         usize::MAX
     }
 
+    /// Failures counted per server since the store was opened (`host:port`, count), for `/metrics`. Stores
+    /// without servers report none.
+    fn server_errors(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
+
     fn get(&self, key: &str) -> impl Future<Output = Result<Option<Value>, StoreError>> + Send;
 
     /// One result per key, in order.
@@ -116,6 +122,7 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub trait DynStore: Send + Sync + 'static {
     fn backend(&self) -> &'static str;
     fn max_value_bytes(&self) -> usize;
+    fn server_errors(&self) -> Vec<(String, u64)>;
     fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Value>, StoreError>>;
     fn get_many<'a>(&'a self, keys: &'a [&'a str]) -> BoxFuture<'a, Result<Vec<Option<Value>>, StoreError>>;
     fn set<'a>(&'a self, key: &'a str, value: &'a [u8], ttl: Option<Duration>)
@@ -153,6 +160,9 @@ impl<S: Store> DynStore for S {
     }
     fn max_value_bytes(&self) -> usize {
         Store::max_value_bytes(self)
+    }
+    fn server_errors(&self) -> Vec<(String, u64)> {
+        Store::server_errors(self)
     }
     fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Value>, StoreError>> {
         Box::pin(Store::get(self, key))
@@ -221,6 +231,9 @@ impl Store for Arc<dyn DynStore> {
     }
     fn max_value_bytes(&self) -> usize {
         DynStore::max_value_bytes(&**self)
+    }
+    fn server_errors(&self) -> Vec<(String, u64)> {
+        DynStore::server_errors(&**self)
     }
     async fn get(&self, key: &str) -> Result<Option<Value>, StoreError> {
         DynStore::get(&**self, key).await

@@ -53,6 +53,10 @@ impl<L2: Store> Store for TieredStore<L2> {
         self.l2.max_value_bytes()
     }
 
+    fn server_errors(&self) -> Vec<(String, u64)> {
+        self.l2.server_errors()
+    }
+
     async fn get(&self, key: &str) -> Result<Option<Value>, StoreError> {
         if let Some(value) = self.l1.get_now(key) {
             return Ok(Some(value));

@@ -53,6 +53,15 @@ pub struct ProxyConfig {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CacheSection {
+    /// A shared store to cache in (spec/STORES.md URL: `memcached://h1:11211,h2:11211`, `redis://host:6379/0`,
+    /// `postgres://…`, `file:///…`); empty = the memory store alone, bounded by `capacity_bytes`.
+    pub store: String,
+    /// With `store`: a memory copy (L1) of this many bytes in front of it (0 = none, every read goes to the store).
+    #[serde(deserialize_with = "size::deserialize_usize")]
+    pub l1_bytes: usize,
+    /// With an L1: the longest an L1 copy is used before the store is asked again, in milliseconds. This bounds how
+    /// long another proxy's purge takes to reach this one.
+    pub l1_ttl_ms: u64,
     /// Memory store bound in bytes (keys, values and bookkeeping).
     #[serde(deserialize_with = "size::deserialize_usize")]
     pub capacity_bytes: usize,
@@ -151,6 +160,9 @@ impl Default for ProxyConfig {
 impl Default for CacheSection {
     fn default() -> Self {
         CacheSection {
+            store: String::new(),
+            l1_bytes: 0,
+            l1_ttl_ms: 1000,
             capacity_bytes: 256 << 20,
             max_entry_fraction: 1.0 / 16.0,
             max_body_bytes: 8 << 20,

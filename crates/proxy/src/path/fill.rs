@@ -13,10 +13,12 @@
 //! - **Stale responses are refreshed here too**, with their validators: a 304 refreshes the stored copy.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::header::{AGE, CONTENT_ENCODING, DATE, IF_MODIFIED_SINCE, IF_NONE_MATCH, IF_RANGE, RANGE};
 use http::{HeaderValue, Method, Response, StatusCode};
 use larder_cache::coalesce::{Lead, Role, Waiter};
+use larder_cache::LockState;
 use larder_format::ContentEncoding;
 use larder_store::Store;
 use tokio::sync::{oneshot, OwnedSemaphorePermit};
@@ -150,7 +152,11 @@ impl<S: Store> Proxy<S> {
         let (tx, rx) = oneshot::channel();
         let proxy = Arc::clone(self);
         tokio::spawn(async move {
-            let (answer, outcome) = proxy.fetch_and_store(&ctx, &plan).await;
+            let (answer, outcome) = if lead.is_some() && plan.stale.is_none() {
+                proxy.fetch_once_across_processes(&ctx, &plan).await
+            } else {
+                proxy.fetch_and_store(&ctx, &plan).await
+            };
             if matches!(outcome, FillOutcome::Uncacheable) && !proxy.settings.hit_for_miss.is_zero() {
                 let now = proxy.clock.now_ms();
                 let until = now.saturating_add(proxy.settings.hit_for_miss.as_millis() as u64);
@@ -236,6 +242,49 @@ impl<S: Store> Proxy<S> {
                 Some(stale) => self.serve_stale_copy(ctx, stale, "stale-if-error", None).await,
                 None => (respond::error(failure.status, &failure.message), collapsed().with_detail(failure.detail)),
             }),
+        }
+    }
+
+    /// The fill of a key no response is stored for, coalesced with other processes on the same store through a
+    /// store lock (spec/STORES.md §3): the process that takes it goes upstream; the others watch the store for its
+    /// response and go upstream themselves only if the lock goes away without one, or after `wait_limit`.
+    async fn fetch_once_across_processes(
+        self: &Arc<Self>,
+        ctx: &RequestContext,
+        plan: &FillPlan,
+    ) -> (Answer, FillOutcome) {
+        match self.cache.try_lock(&plan.fill_key, self.settings.wait_limit).await {
+            LockState::Acquired(lock) => {
+                let result = self.fetch_and_store(ctx, plan).await;
+                self.cache.unlock(lock).await;
+                result
+            }
+            LockState::Unavailable => self.fetch_and_store(ctx, plan).await,
+            LockState::Held => match self.await_other_process(ctx, plan).await {
+                Some(answer) => (answer, FillOutcome::Stored),
+                None => self.fetch_and_store(ctx, plan).await,
+            },
+        }
+    }
+
+    /// Polls the store for the response another process is fetching; `None` when it gave up without one.
+    async fn await_other_process(self: &Arc<Self>, ctx: &RequestContext, plan: &FillPlan) -> Option<Answer> {
+        let deadline = tokio::time::Instant::now() + self.settings.wait_limit;
+        let mut pause = Duration::from_millis(5);
+        loop {
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(50));
+            let now = self.clock.now_ms();
+            if let Lookup::Found(found, _) = stored::lookup(&self.cache, &ctx.key, |names| ctx.vary_view(names)).await {
+                if found.is_fresh(now) {
+                    Metrics::bump(&self.metrics.coalesced_across_processes);
+                    let verdict = Verdict::forwarded(Outcome::Collapsed, plan.fwd).with_ttl(ttl_seconds(&found, now));
+                    return Some(self.serve_stored(ctx, *found, verdict).await);
+                }
+            }
+            if tokio::time::Instant::now() >= deadline || !self.cache.is_locked(&plan.fill_key).await {
+                return None;
+            }
         }
     }
 

@@ -205,6 +205,22 @@ impl Larder {
             .maintenance_interval(None)
             .build()
             .expect("store");
+        Larder::start_with(config, store, clock).await
+    }
+
+    /// larder on `store` (a clone of a memory store shares it, as proxies share a memcached or Redis store).
+    pub async fn start_on(upstream: &str, store: MemoryStore, tweak: impl FnOnce(&mut ProxyConfig)) -> Larder {
+        let mut config = ProxyConfig {
+            upstream: upstream.to_owned(),
+            listen: "127.0.0.1:0".parse().expect("addr"),
+            admin: Some("127.0.0.1:0".parse().expect("addr")),
+            ..ProxyConfig::default()
+        };
+        tweak(&mut config);
+        Larder::start_with(config, store, ManualClock::new(larder_format::now_ms())).await
+    }
+
+    async fn start_with(config: ProxyConfig, store: MemoryStore, clock: Arc<ManualClock>) -> Larder {
         let server = Server::bind(config, store, clock.clone()).expect("larder binds");
         let addr = server.local_addr().expect("address");
         let admin = server.admin_addr();

@@ -1,0 +1,57 @@
+//! Cross-process locks in the store (spec/STORES.md §3): `add` of a random token under the key's lock key, released
+//! with `delete_if` so a holder whose lock expired never releases the next holder's. Used by `fetch`'s
+//! stale-while-recompute and by the proxy's fills, so that N processes missing one key send about one request to
+//! the app, not N. A lock is an optimisation: a store that cannot answer never stops the work.
+
+use std::time::Duration;
+
+use larder_store::keys::lock_key;
+use larder_store::Store;
+
+use crate::cache::Cache;
+
+/// A lock this process holds; give it back with [`Cache::unlock`].
+#[derive(Debug)]
+pub struct Lock {
+    key: String,
+    token: String,
+}
+
+/// What trying a lock found.
+#[derive(Debug)]
+pub enum LockState {
+    /// This process holds it.
+    Acquired(Lock),
+    /// Another process holds it.
+    Held,
+    /// The store did not answer: go ahead without one.
+    Unavailable,
+}
+
+impl<S: Store> Cache<S> {
+    /// Tries to take the lock of `store_key` for at most `ttl`.
+    pub async fn try_lock(&self, store_key: &str, ttl: Duration) -> LockState {
+        let key = lock_key("", store_key);
+        let token = format!("{:016x}", fastrand::u64(..));
+        match self.shared.store.add(&key, token.as_bytes(), Some(ttl)).await {
+            Ok(true) => LockState::Acquired(Lock { key, token }),
+            Ok(false) => LockState::Held,
+            Err(error) => {
+                self.absorbed::<()>(Err(error));
+                LockState::Unavailable
+            }
+        }
+    }
+
+    /// Whether some process holds the lock of `store_key` (a store failure reads as not held).
+    pub async fn is_locked(&self, store_key: &str) -> bool {
+        let found = self.shared.store.get(&lock_key("", store_key)).await;
+        self.absorbed(found).flatten().is_some()
+    }
+
+    /// Releases a lock, unless it expired and another process took it since.
+    pub async fn unlock(&self, lock: Lock) {
+        let released = self.shared.store.delete_if(&lock.key, lock.token.as_bytes()).await;
+        self.absorbed(released);
+    }
+}
