@@ -41,3 +41,26 @@ mod tests {
         assert!(internal_key("p:", "lock", "k").starts_with("p:larder#"));
     }
 }
+
+#[cfg(test)]
+mod vectors {
+    use super::*;
+
+    #[test]
+    fn every_case_of_spec_vectors_stores_json() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../spec/vectors/stores.json");
+        let text = std::fs::read_to_string(path).expect("spec/vectors/stores.json");
+        let doc: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+        let cases = doc["cases"].as_array().expect("cases");
+        assert!(cases.len() >= 10);
+        for case in cases {
+            let text = |field: &str| case[field].as_str().expect(field).to_owned();
+            let got = match case["kind"].as_str() {
+                Some("stored") => stored_key(&text("prefix"), &text("key")).into_owned(),
+                Some("internal") => internal_key(&text("prefix"), &text("purpose"), &text("name")),
+                other => panic!("unknown kind {other:?}"),
+            };
+            assert_eq!(got, text("stored_key"), "{case}");
+        }
+    }
+}
