@@ -1,45 +1,27 @@
-//! The bytes a store hands back. A memory-store hit shares the stored allocation (no copy); a remote store's value
-//! is plain `Bytes`. Both read as `&[u8]`.
+//! The bytes a store hands back: `Bytes`, cheap to clone. Every backend makes one its own way (a memory-store hit
+//! shares the stored allocation without copying it; a remote store's value is the buffer it read), so `Value`
+//! depends on no backend's internals.
 
 use std::fmt;
 use std::ops::Deref;
 
 use bytes::Bytes;
 
-use crate::memory::entry::EntryRef;
-
 /// A stored value, cheap to clone.
 #[derive(Clone)]
-pub struct Value(Repr);
-
-#[derive(Clone)]
-enum Repr {
-    Entry(EntryRef),
-    Bytes(Bytes),
-}
+pub struct Value(Bytes);
 
 impl Value {
-    pub(crate) fn from_entry(entry: EntryRef) -> Value {
-        Value(Repr::Entry(entry))
-    }
-
-    /// Whether `other` is this very stored value (the same memory-store entry, or the same bytes), not merely
-    /// equal bytes: a caller that keeps a decoded form of a value can tell it is still current. While the caller
-    /// holds a `Value`, its memory cannot be reused for another entry, so the answer cannot be a coincidence.
+    /// Whether `other` is this very stored value (the same memory), not merely equal bytes: a caller that keeps a
+    /// decoded form of a value can tell it is still current. While the caller holds a `Value`, its memory cannot
+    /// be reused for another value, so the answer cannot be a coincidence.
     pub fn same_entry(&self, other: &Value) -> bool {
-        match (&self.0, &other.0) {
-            (Repr::Entry(a), Repr::Entry(b)) => a.same(b),
-            (Repr::Bytes(a), Repr::Bytes(b)) => a.as_ptr() == b.as_ptr() && a.len() == b.len(),
-            _ => false,
-        }
+        self.0.as_ptr() == other.0.as_ptr() && self.0.len() == other.0.len()
     }
 
-    /// The value as `Bytes` sharing the same memory (one small allocation for memory-store values).
+    /// The value as `Bytes` sharing the same memory.
     pub fn to_bytes(&self) -> Bytes {
-        match &self.0 {
-            Repr::Bytes(bytes) => bytes.clone(),
-            Repr::Entry(_) => Bytes::from_owner(self.clone()),
-        }
+        self.0.clone()
     }
 }
 
@@ -47,10 +29,7 @@ impl Deref for Value {
     type Target = [u8];
 
     fn deref(&self) -> &[u8] {
-        match &self.0 {
-            Repr::Entry(entry) => entry.value(),
-            Repr::Bytes(bytes) => bytes,
-        }
+        &self.0
     }
 }
 
@@ -62,13 +41,19 @@ impl AsRef<[u8]> for Value {
 
 impl From<Bytes> for Value {
     fn from(bytes: Bytes) -> Value {
-        Value(Repr::Bytes(bytes))
+        Value(bytes)
     }
 }
 
 impl From<Vec<u8>> for Value {
     fn from(bytes: Vec<u8>) -> Value {
-        Value(Repr::Bytes(Bytes::from(bytes)))
+        Value(Bytes::from(bytes))
+    }
+}
+
+impl From<Value> for Bytes {
+    fn from(value: Value) -> Bytes {
+        value.0
     }
 }
 

@@ -159,6 +159,13 @@ fn layout_for(key_len: usize, value_len: usize) -> Layout {
     Layout::from_size_align(HEADER_LEN + key_len + value_len, ALIGN).expect("entry layout fits in isize")
 }
 
+/// A hit hands out the value as `Bytes` owning this reference, so the entry's memory lives while it is read.
+impl AsRef<[u8]> for EntryRef {
+    fn as_ref(&self) -> &[u8] {
+        self.value()
+    }
+}
+
 impl Clone for EntryRef {
     fn clone(&self) -> Self {
         let old = self.header().refcount.fetch_add(1, Ordering::Relaxed);

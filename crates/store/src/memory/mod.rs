@@ -237,7 +237,10 @@ impl MemoryStore {
         let hash = inner.hash(key.as_bytes());
         let hasher = |k: &[u8]| inner.hash(k);
         let now = LazyNow::new(&*inner.clock);
-        inner.shard(hash).get(hash, key.as_bytes(), &now, &hasher, inner.counters()).map(Value::from_entry)
+        inner
+            .shard(hash)
+            .get(hash, key.as_bytes(), &now, &hasher, inner.counters())
+            .map(|entry| Value::from(bytes::Bytes::from_owner(entry)))
     }
 
     /// Whether a live value exists for `key` (not counted as a hit or miss).
