@@ -34,6 +34,13 @@ impl<S: Store> Cache<S> {
         self.get_raw(store_key).await
     }
 
+    /// The stored bytes under several full store keys, in one request to the store; a store failure is a counted
+    /// miss for all of them.
+    pub async fn get_entries(&self, store_keys: &[&str]) -> Vec<Option<Value>> {
+        let found = self.shared.store.get_many(store_keys).await;
+        self.absorbed(found).unwrap_or_else(|| vec![None; store_keys.len()])
+    }
+
     /// Stores entry bytes under a full store key; a store failure is absorbed and counted, and reported as
     /// `false`, since losing a cache write must not fail the request that produced it.
     pub async fn put_entry(&self, store_key: &str, entry: &[u8], ttl: Option<Duration>) -> bool {

@@ -23,6 +23,7 @@ use crate::config::{ConfigError, ProxyConfig};
 use crate::forwarding::TrustedProxies;
 use crate::health::UpstreamHealth;
 use crate::hit_for_miss::HitForMiss;
+use crate::marker_hints::MarkerHints;
 use crate::metrics::Metrics;
 use crate::path::fill::FillOutcome;
 use crate::request::{RequestContext, RequestRules, Route};
@@ -75,6 +76,8 @@ pub struct Proxy<S> {
     pub(crate) fill_budget: FillBudget,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) access_log: Option<AccessLog>,
+    /// On a shared store: the `Vary` marker last seen per URL, to read marker and variant in one round trip.
+    pub(crate) marker_hints: Option<MarkerHints>,
 }
 
 /// A response and how the cache handled the request.
@@ -136,6 +139,8 @@ impl<S: Store> Proxy<S> {
             transform_slots: Arc::new(Semaphore::new(TRANSFORM_SLOTS)),
             hit_for_miss: HitForMiss::new(HIT_FOR_MISS_CAPACITY),
             fill_budget: FillBudget::new(config.fill_buffer_bytes()),
+            // The memory store answers a second get as fast as a batch: hints pay off only over a network.
+            marker_hints: (cache.backend() != "memory").then(MarkerHints::default),
             cache,
             clock,
             access_log,

@@ -15,6 +15,7 @@ pub mod forwarding;
 pub mod handler;
 pub mod health;
 pub mod hit_for_miss;
+pub mod marker_hints;
 pub mod metrics;
 pub mod origin;
 pub mod path;

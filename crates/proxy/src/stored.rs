@@ -13,6 +13,7 @@ use larder_format::{
 use larder_store::Store;
 use serde::{Deserialize, Serialize};
 
+use crate::marker_hints::MarkerHints;
 use crate::respond::CONSUMED;
 use crate::rfc9111::headers::end_to_end;
 use crate::rfc9111::{freshness, vary, StorePlan};
@@ -115,11 +116,29 @@ pub fn header_map(pairs: &[(Bytes, Bytes)]) -> HeaderMap {
 /// headers that select the variant. `view` gives the request's value of a header as it was sent upstream.
 pub async fn lookup<'r, S: Store>(
     cache: &Cache<S>,
+    hints: Option<&MarkerHints>,
     base_key: &str,
     view: impl Fn(&[String]) -> std::borrow::Cow<'r, HeaderMap>,
 ) -> Lookup {
     let missing = |marker: Option<FoundMarker>, fill_key: String| Lookup::Missing { fill_key, marker };
-    let Some(value) = cache.get_entry(base_key).await else { return missing(None, base_key.to_owned()) };
+    // With a hint, the marker and the variant it probably selects are read in one round trip.
+    let guess = hints.and_then(|h| h.get(base_key)).map(|hint| {
+        let key = variant_key(base_key, &hint, &view(&hint.vary));
+        (hint, key)
+    });
+    let (value, guessed) = match &guess {
+        Some((_, key)) => {
+            let mut both = cache.get_entries(&[base_key, key]).await.into_iter();
+            (both.next().flatten(), both.next().flatten())
+        }
+        None => (cache.get_entry(base_key).await, None),
+    };
+    let Some(value) = value else {
+        if let Some(hints) = hints {
+            hints.forget(base_key);
+        }
+        return missing(None, base_key.to_owned());
+    };
     let Ok(entry) = Entry::parse(&value) else { return missing(None, base_key.to_owned()) };
     match entry.header.kind {
         Kind::Response => match crate::prepared::stored(base_key, value.clone()) {
@@ -130,9 +149,23 @@ pub async fn lookup<'r, S: Store>(
             let Ok(marker) = entry.value::<VaryMarker>(&DecodeLimits::default()) else {
                 return missing(None, base_key.to_owned());
             };
-            let key = variant_key(base_key, &marker, &view(&marker.vary));
+            let variant = match guess {
+                Some((hint, key)) if hint == marker => guessed.map(|value| (key, value)),
+                _ => None,
+            };
+            let (key, value) = match variant {
+                Some((key, value)) => (key, Some(value)),
+                None => {
+                    let key = variant_key(base_key, &marker, &view(&marker.vary));
+                    let value = cache.get_entry(&key).await;
+                    (key, value)
+                }
+            };
+            if let Some(hints) = hints {
+                hints.remember(base_key, &marker);
+            }
             let found = FoundMarker { marker, meta: entry.header.meta() };
-            match cache.get_entry(&key).await.and_then(|v| crate::prepared::stored(&key, v)) {
+            match value.and_then(|v| crate::prepared::stored(&key, v)) {
                 Some(stored) => Lookup::Found(Box::new(stored), Some(found)),
                 None => missing(Some(found), key),
             }

@@ -5,9 +5,12 @@
 
 mod support;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
-use larder_store::MemoryStore;
+use larder_proxy::{ProxyConfig, Server};
+use larder_store::{MemoryStore, Store, StoreError, StoreStats, SystemClock, Value};
 use support::{cacheable, get, Larder, Origin};
 
 /// Proxies listen on different ports; clients name the site, which is what keys are made of.
@@ -79,4 +82,127 @@ async fn a_purge_through_one_proxy_is_seen_by_the_other() {
     assert_eq!(purged.status, 200, "{}", purged.text());
     assert_eq!(get(&b.url("/p"), HOST).await.cache(), "MISS", "gone for b too");
     assert_eq!(origin.count("/p"), 2);
+}
+
+/// A memory store that says it is remote and counts the requests it gets, as a memcached or Redis server would.
+#[derive(Clone)]
+struct Remote {
+    inner: MemoryStore,
+    requests: Arc<AtomicUsize>,
+}
+
+impl Store for Remote {
+    fn backend(&self) -> &'static str {
+        "remote"
+    }
+    async fn get(&self, key: &str) -> Result<Option<Value>, StoreError> {
+        self.requests.fetch_add(1, Ordering::SeqCst);
+        self.inner.get(key).await
+    }
+    async fn get_many(&self, keys: &[&str]) -> Result<Vec<Option<Value>>, StoreError> {
+        self.requests.fetch_add(1, Ordering::SeqCst);
+        self.inner.get_many(keys).await
+    }
+    async fn set(&self, key: &str, value: &[u8], ttl: Option<Duration>) -> Result<(), StoreError> {
+        self.inner.set(key, value, ttl).await
+    }
+    async fn add(&self, key: &str, value: &[u8], ttl: Option<Duration>) -> Result<bool, StoreError> {
+        self.inner.add(key, value, ttl).await
+    }
+    async fn incr(
+        &self,
+        key: &str,
+        delta: i64,
+        ttl: Option<Duration>,
+        create: bool,
+    ) -> Result<Option<i64>, StoreError> {
+        self.inner.incr(key, delta, ttl, create).await
+    }
+    async fn delete_if(&self, key: &str, expected: &[u8]) -> Result<bool, StoreError> {
+        self.inner.delete_if(key, expected).await
+    }
+    async fn delete(&self, key: &str) -> Result<bool, StoreError> {
+        self.inner.delete(key).await
+    }
+    async fn delete_many(&self, keys: &[&str]) -> Result<usize, StoreError> {
+        self.inner.delete_many(keys).await
+    }
+    async fn clear(&self) -> Result<(), StoreError> {
+        self.inner.clear().await
+    }
+    async fn purge_prefix(&self, prefix: &str) -> Result<usize, StoreError> {
+        self.inner.purge_prefix(prefix).await
+    }
+    async fn purge_tag(&self, tag: &str) -> Result<usize, StoreError> {
+        self.inner.purge_tag(tag).await
+    }
+    async fn stats(&self) -> Result<StoreStats, StoreError> {
+        self.inner.stats().await
+    }
+}
+
+#[tokio::test]
+async fn on_a_remote_store_a_vary_hit_takes_one_round_trip_and_never_a_stale_marker() {
+    let origin =
+        Origin::start(cacheable(vec![("cache-control", "max-age=60".into()), ("vary", "accept-language".into())]))
+            .await;
+    let requests = Arc::new(AtomicUsize::new(0));
+    let shared_store = shared();
+    let store = Remote { inner: shared_store.clone(), requests: requests.clone() };
+    let config = ProxyConfig {
+        upstream: origin.url(),
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        admin: None,
+        ..ProxyConfig::default()
+    };
+    let server = Server::bind(config, store, Arc::new(SystemClock)).expect("binds");
+    let addr = server.local_addr().expect("addr");
+    let task = tokio::spawn(server.run(std::future::pending()));
+    let url = format!("http://{addr}/v");
+    let de = [("host", "shop.example"), ("accept-language", "de")];
+    let fr = [("host", "shop.example"), ("accept-language", "fr")];
+    assert_eq!(get(&url, &de).await.cache(), "MISS");
+    assert_eq!(get(&url, &de).await.cache(), "HIT");
+    let before = requests.load(Ordering::SeqCst);
+    let hit = get(&url, &de).await;
+    assert_eq!((hit.cache(), hit.text()), ("HIT", "/v #1".to_owned()));
+    assert_eq!(requests.load(Ordering::SeqCst) - before, 1, "marker and variant in one request to the store");
+    // Another variant under the same marker: found with the marker's generation, one request too.
+    assert_eq!(get(&url, &fr).await.cache(), "MISS");
+    let before = requests.load(Ordering::SeqCst);
+    assert_eq!(get(&url, &fr).await.cache(), "HIT");
+    assert_eq!(requests.load(Ordering::SeqCst) - before, 1);
+    // A purge removes the marker; the hint must not bring back the old variant.
+    let purged = support::send("PURGE", &url, &[("host", "shop.example")], "").await;
+    assert_eq!(purged.status, 200);
+    let after = get(&url, &de).await;
+    assert_eq!((after.cache(), after.text()), ("MISS", "/v #3".to_owned()), "not the purged variant");
+    assert_eq!(get(&url, &de).await.text(), "/v #3");
+
+    // Another proxy on the store purges and refills (a marker of a new generation) while this one still holds a
+    // hint of the old: the old variant, still in the store, must not be served.
+    let other = ProxyConfig {
+        upstream: origin.url(),
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        admin: None,
+        ..ProxyConfig::default()
+    };
+    let other = Server::bind(
+        other,
+        Remote { inner: shared_store, requests: Arc::new(AtomicUsize::new(0)) },
+        Arc::new(SystemClock),
+    )
+    .expect("binds");
+    let other_url = format!("http://{}/v", other.local_addr().expect("addr"));
+    let other_task = tokio::spawn(other.run(std::future::pending()));
+    assert_eq!(support::send("PURGE", &other_url, &[("host", "shop.example")], "").await.status, 200);
+    assert_eq!(get(&other_url, &fr).await.text(), "/v #4", "the other proxy stored a new marker");
+    let fresh = get(&url, &de).await;
+    assert_eq!(
+        (fresh.cache(), fresh.text()),
+        ("MISS", "/v #5".to_owned()),
+        "the old generation's variant is not served"
+    );
+    task.abort();
+    other_task.abort();
 }

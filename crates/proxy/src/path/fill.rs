@@ -222,7 +222,9 @@ impl<S: Store> Proxy<S> {
         match outcome {
             FillOutcome::Stored => {
                 let now = self.clock.now_ms();
-                match stored::lookup(&self.cache, &ctx.key, |names| ctx.vary_view(names)).await {
+                match stored::lookup(&self.cache, self.marker_hints.as_ref(), &ctx.key, |names| ctx.vary_view(names))
+                    .await
+                {
                     Lookup::Found(found, _) if found.is_fresh(now) => {
                         let verdict = collapsed().with_ttl(ttl_seconds(&found, now));
                         Waited::Answer(self.serve_stored(ctx, *found, verdict).await)
@@ -275,7 +277,9 @@ impl<S: Store> Proxy<S> {
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(50));
             let now = self.clock.now_ms();
-            if let Lookup::Found(found, _) = stored::lookup(&self.cache, &ctx.key, |names| ctx.vary_view(names)).await {
+            if let Lookup::Found(found, _) =
+                stored::lookup(&self.cache, self.marker_hints.as_ref(), &ctx.key, |names| ctx.vary_view(names)).await
+            {
                 if found.is_fresh(now) {
                     Metrics::bump(&self.metrics.coalesced_across_processes);
                     let verdict = Verdict::forwarded(Outcome::Collapsed, plan.fwd).with_ttl(ttl_seconds(&found, now));

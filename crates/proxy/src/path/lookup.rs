@@ -21,7 +21,7 @@ impl<S: Store> Proxy<S> {
     /// GET and HEAD.
     pub(crate) async fn serve_cacheable(self: &Arc<Self>, ctx: &RequestContext) -> Answer {
         let now = self.clock.now_ms();
-        match stored::lookup(&self.cache, &ctx.key, |names| ctx.vary_view(names)).await {
+        match stored::lookup(&self.cache, self.marker_hints.as_ref(), &ctx.key, |names| ctx.vary_view(names)).await {
             Lookup::Found(found, marker) => {
                 if !reusable_for(&found, &ctx.headers) {
                     let plan = FillPlan::pass(ctx, Fwd::Request, "authorization", marker);
