@@ -186,7 +186,8 @@ async fn store_failures_are_absorbed_and_counted() {
         assert!(got.header("cache-status").is_some_and(|s| s.contains("detail=store-refused")));
     }
     let metrics = get(&format!("http://{admin}/metrics"), &[]).await.text();
-    assert!(metrics.contains("larder_store_errors_total 2\n"), "{metrics}");
+    // Per request, two store operations failed: the fill's lock (an `add`) and the write.
+    assert!(metrics.contains("larder_store_errors_total 4\n"), "{metrics}");
     let _ = stop.send(());
     let _ = task.await;
 }
