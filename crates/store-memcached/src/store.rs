@@ -1,0 +1,512 @@
+//! `MemcachedStore`: the URL's options, routing keys to servers over the ring (rebuilt when a server is ejected or
+//! readmitted), and the `Store` operations as batches of meta commands.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::future::join_all;
+use larder_store::expiry::{expires_at_ms, memcached_exptime};
+use larder_store::keys::stored_key;
+use larder_store::{OpenError, Store, StoreError, StoreStats, StoreUrl, Value};
+use parking_lot::RwLock;
+
+use crate::protocol::{self, Reply};
+use crate::ring::{Ring, RingServer};
+use crate::server::{Expect, Failure, Server};
+
+const BACKEND: &str = "memcached";
+/// memcached's per-item overhead (48-byte header + CAS) that counts against its item size.
+const ITEM_OVERHEAD: usize = 56;
+
+/// A pool of memcached servers (cheap to clone; clones share connections).
+#[derive(Clone)]
+pub struct MemcachedStore {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    servers: Vec<Server>,
+    ring_servers: Vec<RingServer>,
+    ring: RwLock<Arc<Ring>>,
+    next_readmit_check: AtomicU64,
+    pub(crate) prefix: String,
+    timeout: Duration,
+    connect_timeout: Duration,
+    failures: u32,
+    retry_after: Duration,
+    max_item: usize,
+    pub(crate) prefix_purge: bool,
+    pub(crate) purge_skew_ms: u64,
+    pub(crate) purge_retention_ms: u64,
+}
+
+impl MemcachedStore {
+    /// Opens `memcached://h1:11211,h2:11211?…`; no server is contacted until the first request.
+    pub async fn open(mut url: StoreUrl) -> Result<MemcachedStore, OpenError> {
+        if url.scheme != "memcached" {
+            return Err(url.error("not a memcached:// URL").into());
+        }
+        if !url.path.is_empty() && url.path != "/" {
+            return Err(url.error("memcached:// takes no path").into());
+        }
+        let hosts = url.require_hosts()?.to_vec();
+        let prefix = url.take("prefix").unwrap_or_default();
+        let timeout = url.take_duration("timeout", Duration::from_millis(250))?;
+        let connect_timeout = url.take_duration("connect_timeout", Duration::from_millis(500))?;
+        let pool = url.take_number("pool", 2, 1..=64)? as usize;
+        let failures = url.take_number("failures", 2, 1..=1000)? as u32;
+        let retry_after = url.take_duration("retry_after", Duration::from_secs(5))?;
+        let max_item = url.take_size("max_item", 1 << 20)? as usize;
+        let prefix_purge = url.take_bool("prefix_purge", true)?;
+        let purge_skew_ms = url.take_duration("purge_skew", Duration::from_secs(1))?.as_millis() as u64;
+        let purge_retention_ms =
+            url.take_duration("purge_retention", Duration::from_secs(30 * 86_400))?.as_millis() as u64;
+        let weights: Vec<u32> = match url.take("weights") {
+            None => vec![1; hosts.len()],
+            Some(text) => text
+                .split(',')
+                .map(|w| w.trim().parse::<u32>().ok().filter(|w| *w > 0))
+                .collect::<Option<Vec<u32>>>()
+                .filter(|w| w.len() == hosts.len())
+                .ok_or_else(|| url.error(format!("weights={text:?}: one whole number > 0 per host, in order")))?,
+        };
+        url.finish()?;
+        if max_item <= ITEM_OVERHEAD + 250 {
+            return Err(url.error("max_item is too small").into());
+        }
+        let ring_servers: Vec<RingServer> = hosts
+            .iter()
+            .zip(&weights)
+            .map(|(h, &weight)| RingServer {
+                host: if h.host.contains(':') { format!("[{}]", h.host) } else { h.host.clone() },
+                port: h.port.unwrap_or(11211),
+                weight,
+            })
+            .collect();
+        let servers = hosts
+            .iter()
+            .map(|h| {
+                let address = h.address(11211);
+                Server::new(address.clone(), address, pool, max_item + 1024)
+            })
+            .collect();
+        let ring = Ring::build(&ring_servers, |_| true);
+        Ok(MemcachedStore {
+            inner: Arc::new(Inner {
+                servers,
+                ring_servers,
+                ring: RwLock::new(Arc::new(ring)),
+                next_readmit_check: AtomicU64::new(0),
+                prefix,
+                timeout,
+                connect_timeout,
+                failures,
+                retry_after,
+                max_item,
+                prefix_purge,
+                purge_skew_ms,
+                purge_retention_ms,
+            }),
+        })
+    }
+
+    /// The server a stored key goes to now (for tests and tools).
+    pub fn server_of(&self, key: &str) -> Option<String> {
+        let stored = stored_key(&self.inner.prefix, key);
+        self.inner.route(&stored).ok().map(|i| self.inner.servers[i].name.clone())
+    }
+}
+
+impl Inner {
+    /// The server index for a stored key, putting servers whose ejection is over back on the ring first.
+    fn route(&self, stored: &str) -> Result<usize, StoreError> {
+        let now = larder_format::now_ms();
+        if now >= self.next_readmit_check.load(Ordering::Relaxed) {
+            self.next_readmit_check.store(now + 100, Ordering::Relaxed);
+            let mut changed = false;
+            for server in &self.servers {
+                changed |= server.readmit_if_due(now);
+            }
+            if changed {
+                self.rebuild();
+            }
+        }
+        self.ring.read().server_for(stored).ok_or_else(|| StoreError::Server {
+            backend: BACKEND,
+            server: self.servers.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(","),
+            message: "every server is ejected after failures; retrying after retry_after".into(),
+        })
+    }
+
+    fn rebuild(&self) {
+        let ring = Ring::build(&self.ring_servers, |i| !self.servers[i].is_ejected());
+        *self.ring.write() = Arc::new(ring);
+    }
+
+    fn error(&self, server: &Server, failure: Failure) -> StoreError {
+        if failure.0.starts_with("no answer within") {
+            StoreError::Timeout {
+                backend: BACKEND,
+                server: server.name.clone(),
+                timeout_ms: self.timeout.as_millis() as u64,
+            }
+        } else {
+            StoreError::Server { backend: BACKEND, server: server.name.clone(), message: failure.0 }
+        }
+    }
+
+    /// One batch to one server, recording the outcome; a failure that ejects the server is retried once on the
+    /// key's new server (`route_key` routes again).
+    async fn exchange(&self, route_key: &str, request: &[u8], expect: Expect) -> Result<Vec<Reply>, StoreError> {
+        let mut attempt = 0;
+        loop {
+            let index = self.route(route_key)?;
+            let server = &self.servers[index];
+            let result = server.exchange(request, expect, self.timeout, self.connect_timeout).await;
+            let now = larder_format::now_ms();
+            match result {
+                Ok(replies) => {
+                    server.record(true, self.failures, self.retry_after, now);
+                    return Ok(replies);
+                }
+                Err(failure) => {
+                    let ejected = server.record(false, self.failures, self.retry_after, now);
+                    if ejected {
+                        self.rebuild();
+                    }
+                    if !ejected || attempt > 0 {
+                        return Err(self.error(server, failure));
+                    }
+                    attempt += 1;
+                }
+            }
+        }
+    }
+
+    /// Server-level error in a reply.
+    fn reply_error(&self, route_key: &str, message: String) -> StoreError {
+        let server = self.route(route_key).map(|i| self.servers[i].name.clone()).unwrap_or_default();
+        StoreError::Server { backend: BACKEND, server, message }
+    }
+
+    /// Values for stored keys, one round trip per server, servers in parallel.
+    pub(crate) async fn get_stored(&self, keys: &[&str]) -> Result<Vec<Option<Bytes>>, StoreError> {
+        let mut groups: HashMap<usize, Vec<usize>> = HashMap::new();
+        for (i, key) in keys.iter().enumerate() {
+            groups.entry(self.route(key)?).or_default().push(i);
+        }
+        let batches = groups.into_values().map(|indexes| async move {
+            let mut request = Vec::with_capacity(indexes.len() * 64);
+            for &i in &indexes {
+                protocol::get(&mut request, keys[i], "k q");
+            }
+            request.extend_from_slice(b"mn\r\n");
+            let replies = self.exchange(keys[indexes[0]], &request, Expect::UntilEnd).await?;
+            let mut found: HashMap<String, Bytes> = HashMap::new();
+            for reply in replies {
+                match reply {
+                    Reply::Value { data, key: Some(key), .. } => {
+                        found.insert(key, data);
+                    }
+                    Reply::End | Reply::Miss => {}
+                    Reply::Error(message) => return Err(self.reply_error(keys[indexes[0]], message)),
+                    other => return Err(self.reply_error(keys[indexes[0]], format!("unexpected reply {other:?}"))),
+                }
+            }
+            Ok::<_, StoreError>(indexes.into_iter().map(|i| (i, found.get(keys[i]).cloned())).collect::<Vec<_>>())
+        });
+        let mut values = vec![None; keys.len()];
+        for batch in join_all(batches).await {
+            for (i, value) in batch? {
+                values[i] = value;
+            }
+        }
+        Ok(values)
+    }
+
+    /// Writes under stored keys with their exptimes; one batch per server.
+    async fn set_stored(&self, items: &[(String, &[u8], i64)], mode: &str) -> Result<Vec<bool>, StoreError> {
+        let mut groups: HashMap<usize, Vec<usize>> = HashMap::new();
+        for (i, (key, _, _)) in items.iter().enumerate() {
+            groups.entry(self.route(key)?).or_default().push(i);
+        }
+        let batches = groups.into_values().map(|indexes| async move {
+            let mut request = Vec::new();
+            for &i in &indexes {
+                let (key, value, exptime) = &items[i];
+                if *exptime < 0 {
+                    protocol::delete(&mut request, key, "");
+                } else {
+                    protocol::set(&mut request, key, value, *exptime, mode);
+                }
+            }
+            let route = items[indexes[0]].0.as_str();
+            let replies = self.exchange(route, &request, Expect::Count(indexes.len())).await?;
+            let mut stored = Vec::with_capacity(indexes.len());
+            for (&i, reply) in indexes.iter().zip(replies) {
+                let expired = items[i].2 < 0;
+                match reply {
+                    Reply::Done | Reply::NotFound if expired => stored.push((i, false)),
+                    Reply::Done => stored.push((i, true)),
+                    Reply::NotStored => stored.push((i, false)),
+                    Reply::Error(message) => return Err(self.reply_error(route, message)),
+                    other => return Err(self.reply_error(route, format!("unexpected reply {other:?}"))),
+                }
+            }
+            Ok::<_, StoreError>(stored)
+        });
+        let mut results = vec![false; items.len()];
+        for batch in join_all(batches).await {
+            for (i, stored) in batch? {
+                results[i] = stored;
+            }
+        }
+        Ok(results)
+    }
+
+    fn check_size(&self, key: &str, value: &[u8]) -> Result<(), StoreError> {
+        if value.len() + key.len() + ITEM_OVERHEAD > self.max_item {
+            return Err(StoreError::TooLarge {
+                backend: BACKEND,
+                key: key.to_owned(),
+                size: value.len(),
+                limit: self.max_value_bytes(),
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn max_value_bytes(&self) -> usize {
+        self.max_item - ITEM_OVERHEAD - larder_format::key::MAX_KEY_LEN
+    }
+
+    /// Deletes stored keys; how many were present.
+    async fn delete_stored(&self, keys: &[&str]) -> Result<usize, StoreError> {
+        let mut groups: HashMap<usize, Vec<&str>> = HashMap::new();
+        for key in keys {
+            groups.entry(self.route(key)?).or_default().push(key);
+        }
+        let batches = groups.into_values().map(|group| async move {
+            let mut request = Vec::new();
+            for key in &group {
+                protocol::delete(&mut request, key, "");
+            }
+            let replies = self.exchange(group[0], &request, Expect::Count(group.len())).await?;
+            Ok::<_, StoreError>(replies.iter().filter(|r| matches!(r, Reply::Done)).count())
+        });
+        let mut deleted = 0;
+        for batch in join_all(batches).await {
+            deleted += batch?;
+        }
+        Ok(deleted)
+    }
+
+    /// Runs `request` on every server on the ring.
+    async fn on_every_server(&self, request: &[u8]) -> Result<Vec<Vec<Reply>>, StoreError> {
+        let batches = self.servers.iter().filter(|s| !s.is_ejected()).map(|server| async move {
+            let result = server.exchange(request, Expect::UntilEndOrOne, self.timeout, self.connect_timeout).await;
+            server.record(result.is_ok(), self.failures, self.retry_after, larder_format::now_ms());
+            result.map_err(|failure| self.error(server, failure))
+        });
+        join_all(batches).await.into_iter().collect()
+    }
+
+    /// A value under a stored key with its CAS.
+    pub(crate) async fn get_with_cas(&self, stored: &str) -> Result<Option<(Bytes, u64)>, StoreError> {
+        let mut request = Vec::new();
+        protocol::get(&mut request, stored, "c");
+        match self.exchange(stored, &request, Expect::Count(1)).await?.pop() {
+            Some(Reply::Value { data, cas: Some(cas), .. }) => Ok(Some((data, cas))),
+            Some(Reply::Miss) => Ok(None),
+            other => Err(self.reply_error(stored, format!("unexpected reply {other:?}"))),
+        }
+    }
+
+    /// `ms` with a mode/CAS flag; `true` when stored.
+    pub(crate) async fn set_with(
+        &self,
+        stored: &str,
+        value: &[u8],
+        exptime: i64,
+        flags: &str,
+    ) -> Result<bool, StoreError> {
+        let mut request = Vec::new();
+        protocol::set(&mut request, stored, value, exptime, flags);
+        match self.exchange(stored, &request, Expect::Count(1)).await?.pop() {
+            Some(Reply::Done) => Ok(true),
+            Some(Reply::NotStored | Reply::Exists | Reply::NotFound) => Ok(false),
+            Some(Reply::Error(message)) => Err(self.reply_error(stored, message)),
+            other => Err(self.reply_error(stored, format!("unexpected reply {other:?}"))),
+        }
+    }
+}
+
+impl Store for MemcachedStore {
+    fn backend(&self) -> &'static str {
+        BACKEND
+    }
+
+    fn max_value_bytes(&self) -> usize {
+        self.inner.max_value_bytes()
+    }
+
+    fn server_errors(&self) -> Vec<(String, u64)> {
+        self.inner.servers.iter().map(|s| (s.name.clone(), s.errors.load(Ordering::Relaxed))).collect()
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Value>, StoreError> {
+        Ok(self.get_many(&[key]).await?.pop().flatten())
+    }
+
+    async fn get_many(&self, keys: &[&str]) -> Result<Vec<Option<Value>>, StoreError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let inner = &self.inner;
+        let stored: Vec<String> = keys.iter().map(|k| stored_key(&inner.prefix, k).into_owned()).collect();
+        let mut asked: Vec<&str> = stored.iter().map(String::as_str).collect();
+        let list_key = inner.prefix_list_key();
+        if inner.prefix_purge {
+            asked.push(&list_key);
+        }
+        let mut values = inner.get_stored(&asked).await?;
+        let list = if inner.prefix_purge { values.pop().flatten() } else { None };
+        let values = inner.drop_purged(keys, values, list).await?;
+        Ok(values.into_iter().map(|v| v.map(Value::from)).collect())
+    }
+
+    async fn set(&self, key: &str, value: &[u8], ttl: Option<Duration>) -> Result<(), StoreError> {
+        self.set_many(&[(key, value)], ttl).await
+    }
+
+    async fn set_many(&self, items: &[(&str, &[u8])], ttl: Option<Duration>) -> Result<(), StoreError> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        let inner = &self.inner;
+        let now = larder_format::now_ms();
+        let mut batch = Vec::with_capacity(items.len());
+        for (key, value) in items {
+            let stored = stored_key(&inner.prefix, key).into_owned();
+            inner.check_size(&stored, value)?;
+            let exptime = memcached_exptime(expires_at_ms(value, ttl, now), now);
+            batch.push((stored, *value, exptime));
+        }
+        inner.set_stored(&batch, "").await.map(|_| ())
+    }
+
+    async fn add(&self, key: &str, value: &[u8], ttl: Option<Duration>) -> Result<bool, StoreError> {
+        let inner = &self.inner;
+        let stored = stored_key(&inner.prefix, key).into_owned();
+        inner.check_size(&stored, value)?;
+        let now = larder_format::now_ms();
+        let exptime = memcached_exptime(expires_at_ms(value, ttl, now), now);
+        if exptime < 0 {
+            return Ok(false);
+        }
+        inner.set_with(&stored, value, exptime, "ME").await
+    }
+
+    async fn incr(
+        &self,
+        key: &str,
+        delta: i64,
+        ttl: Option<Duration>,
+        create: bool,
+    ) -> Result<Option<i64>, StoreError> {
+        let inner = &self.inner;
+        let stored = stored_key(&inner.prefix, key).into_owned();
+        let mode = if delta < 0 { "MD" } else { "MI" };
+        let mut request = format!("ma {stored} v D{} {mode}", delta.unsigned_abs());
+        if create {
+            let now = larder_format::now_ms();
+            let exptime = memcached_exptime(ttl.map(|t| now + t.as_millis() as u64), now).max(0);
+            request.push_str(&format!(" N{exptime} J{}", delta.max(0)));
+        }
+        request.push_str("\r\n");
+        match inner.exchange(&stored, request.as_bytes(), Expect::Count(1)).await?.pop() {
+            Some(Reply::Value { data, .. }) => {
+                let text = String::from_utf8_lossy(&data).into_owned();
+                let value: u64 =
+                    text.trim().parse().map_err(|_| inner.reply_error(&stored, format!("counter {text:?}")))?;
+                Ok(Some(i64::try_from(value).unwrap_or(i64::MAX)))
+            }
+            Some(Reply::NotFound | Reply::Miss) => Ok(None),
+            Some(Reply::Error(message)) if message.contains("non-numeric") => {
+                Err(StoreError::NotACounter { backend: BACKEND, key: key.to_owned() })
+            }
+            Some(Reply::Error(message)) => Err(inner.reply_error(&stored, message)),
+            other => Err(inner.reply_error(&stored, format!("unexpected reply {other:?}"))),
+        }
+    }
+
+    async fn delete_if(&self, key: &str, expected: &[u8]) -> Result<bool, StoreError> {
+        let inner = &self.inner;
+        let stored = stored_key(&inner.prefix, key).into_owned();
+        let Some((data, cas)) = inner.get_with_cas(&stored).await? else { return Ok(false) };
+        if data != expected {
+            return Ok(false);
+        }
+        let mut request = Vec::new();
+        protocol::delete(&mut request, &stored, &format!("C{cas}"));
+        Ok(matches!(inner.exchange(&stored, &request, Expect::Count(1)).await?.pop(), Some(Reply::Done)))
+    }
+
+    async fn delete(&self, key: &str) -> Result<bool, StoreError> {
+        Ok(self.delete_many(&[key]).await? == 1)
+    }
+
+    async fn delete_many(&self, keys: &[&str]) -> Result<usize, StoreError> {
+        let inner = &self.inner;
+        let stored: Vec<String> = keys.iter().map(|k| stored_key(&inner.prefix, k).into_owned()).collect();
+        let refs: Vec<&str> = stored.iter().map(String::as_str).collect();
+        if refs.is_empty() {
+            return Ok(0);
+        }
+        inner.delete_stored(&refs).await
+    }
+
+    async fn clear(&self) -> Result<(), StoreError> {
+        if self.inner.prefix.is_empty() {
+            self.inner.on_every_server(b"flush_all\r\n").await.map(|_| ())
+        } else {
+            self.purge_prefix("").await.map(|_| ())
+        }
+    }
+
+    async fn purge_prefix(&self, prefix: &str) -> Result<usize, StoreError> {
+        self.inner.record_prefix_purge(prefix).await?;
+        Ok(0)
+    }
+
+    async fn purge_tag(&self, tag: &str) -> Result<usize, StoreError> {
+        self.inner.record_tag_purge(tag).await?;
+        Ok(0)
+    }
+
+    async fn stats(&self) -> Result<StoreStats, StoreError> {
+        let mut stats = StoreStats::default();
+        for replies in self.inner.on_every_server(b"stats\r\n").await? {
+            for reply in replies {
+                if let Reply::Stat(name, value) = reply {
+                    let n: u64 = value.parse().unwrap_or(0);
+                    match name.as_str() {
+                        "get_hits" => stats.hits += n,
+                        "get_misses" => stats.misses += n,
+                        "total_items" => stats.inserts += n,
+                        "evictions" => stats.evictions += n,
+                        "expired_unfetched" => stats.expirations += n,
+                        "curr_items" => stats.entries += n,
+                        "bytes" => stats.bytes += n,
+                        "limit_maxbytes" => stats.capacity_bytes += n,
+                        _ => {}
+                    }
+                }
+            }
+        }
+        Ok(stats)
+    }
+}
