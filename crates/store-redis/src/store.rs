@@ -1,0 +1,444 @@
+//! `RedisStore`: the URL's options, and the `Store` operations as Redis commands (spec/STORES.md §5).
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use larder_store::expiry::expires_at_ms;
+use larder_store::keys::{internal_key, stored_key};
+use larder_store::{OpenError, Store, StoreError, StoreStats, StoreUrl, Value};
+use redis::{AsyncCommands, ConnectionAddr, ConnectionInfo, RedisConnectionInfo, RedisResult};
+
+use crate::connect::{Handle, Pool, Target};
+use crate::scripts;
+
+/// Keys deleted per DEL while purging.
+const DELETE_BATCH: usize = 500;
+
+/// A Redis server or Cluster (cheap to clone).
+#[derive(Clone)]
+pub struct RedisStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: Pool,
+    backend: &'static str,
+    /// The server (or the cluster's seeds) as errors name it.
+    server: String,
+    prefix: String,
+    timeout: Duration,
+    connect_timeout: Duration,
+    /// How to reach a node directly (for SCAN on each master), with the URL's credentials.
+    redis_info: RedisConnectionInfo,
+    errors: AtomicU64,
+}
+
+impl RedisStore {
+    /// Opens `redis://[user:pass@]host:port/db` or `redis+cluster://h1:p1,h2:p2`; connects on first use.
+    pub async fn open(mut url: StoreUrl) -> Result<RedisStore, OpenError> {
+        let cluster = match url.scheme.as_str() {
+            "redis" => false,
+            "redis+cluster" => true,
+            _ => return Err(url.error("not a redis:// or redis+cluster:// URL").into()),
+        };
+        let hosts = url.require_hosts()?.to_vec();
+        let db = match url.path.trim_start_matches('/') {
+            "" => 0,
+            text => text
+                .parse::<i64>()
+                .ok()
+                .filter(|n| (0..=1_000_000).contains(n))
+                .ok_or_else(|| url.error(format!("the path {:?} must be a database number (/0)", url.path)))?,
+        };
+        if cluster && db != 0 {
+            return Err(url.error("a Redis Cluster has only database 0").into());
+        }
+        if !cluster && hosts.len() != 1 {
+            return Err(url.error("redis:// takes one host; use redis+cluster:// for a Cluster").into());
+        }
+        let prefix = url.take("prefix").unwrap_or_default();
+        let timeout = url.take_duration("timeout", Duration::from_millis(250))?;
+        let connect_timeout = url.take_duration("connect_timeout", Duration::from_millis(500))?;
+        let pool = url.take_number("pool", 4, 1..=64)? as usize;
+        url.finish()?;
+        let redis_info = RedisConnectionInfo {
+            db,
+            username: url.username.clone(),
+            password: url.password.clone(),
+            ..RedisConnectionInfo::default()
+        };
+        let info = |h: &larder_store::url::HostPort| ConnectionInfo {
+            addr: ConnectionAddr::Tcp(h.host.clone(), h.port.unwrap_or(6379)),
+            redis: redis_info.clone(),
+        };
+        let target =
+            if cluster { Target::Cluster(hosts.iter().map(info).collect()) } else { Target::Single(info(&hosts[0])) };
+        let server = hosts.iter().map(|h| h.address(6379)).collect::<Vec<_>>().join(",");
+        Ok(RedisStore {
+            inner: Arc::new(Inner {
+                pool: Pool::new(target, pool, connect_timeout, timeout),
+                backend: if cluster { "redis-cluster" } else { "redis" },
+                server,
+                prefix,
+                timeout,
+                connect_timeout,
+                redis_info,
+                errors: AtomicU64::new(0),
+            }),
+        })
+    }
+}
+
+impl Inner {
+    /// Runs `f` on a connection within the store's bounds, naming the server in any error.
+    async fn call<T, F, Fut>(&self, f: F) -> Result<T, StoreError>
+    where
+        F: FnOnce(Handle) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
+        let work = async {
+            let handle = self.pool.get().await?;
+            f(handle).await
+        };
+        match tokio::time::timeout(self.timeout + self.connect_timeout, work).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => {
+                self.errors.fetch_add(1, Ordering::Relaxed);
+                if error.is_timeout() {
+                    return Err(self.timed_out());
+                }
+                Err(StoreError::Server {
+                    backend: self.backend,
+                    server: self.server.clone(),
+                    message: error.to_string(),
+                })
+            }
+            Err(_) => {
+                self.errors.fetch_add(1, Ordering::Relaxed);
+                Err(self.timed_out())
+            }
+        }
+    }
+
+    fn timed_out(&self) -> StoreError {
+        StoreError::Timeout {
+            backend: self.backend,
+            server: self.server.clone(),
+            timeout_ms: self.timeout.as_millis() as u64,
+        }
+    }
+
+    fn key(&self, key: &str) -> String {
+        stored_key(&self.prefix, key).into_owned()
+    }
+
+    /// Writes entries (and indexes their tags) in one pipeline; `mode_nx` makes it an add (one item).
+    async fn write(&self, items: &[(&str, &[u8])], ttl: Option<Duration>, nx: bool) -> Result<bool, StoreError> {
+        let now = larder_format::now_ms();
+        let mut commands: Vec<redis::Cmd> = Vec::with_capacity(items.len());
+        let mut tagged: Vec<(String, u64, Vec<String>)> = Vec::new();
+        for (key, value) in items {
+            let stored = self.key(key);
+            let expiry = expires_at_ms(value, ttl, now);
+            if expiry.is_some_and(|at| at <= now) {
+                if nx {
+                    return Ok(false);
+                }
+                commands.push(redis::Cmd::del(&stored));
+                continue;
+            }
+            let mut set = redis::cmd("SET");
+            set.arg(&stored).arg(*value);
+            if let Some(at) = expiry {
+                set.arg("PXAT").arg(at);
+            }
+            if nx {
+                set.arg("NX");
+            }
+            commands.push(set);
+            if let Ok((header, _)) = larder_format::Header::parse(value) {
+                if !header.tags.is_empty() {
+                    let tags = header.tags.iter().map(|t| internal_key(&self.prefix, "tag", t)).collect();
+                    tagged.push((stored, expiry.unwrap_or(0), tags));
+                }
+            }
+        }
+        let replies = self.run_all(commands).await?;
+        let stored = !nx || replies.first().is_some_and(|r| !matches!(r, redis::Value::Nil));
+        if stored {
+            for (member, at, tags) in tagged {
+                for tag in tags {
+                    let member = member.clone();
+                    self.call(|mut c| async move {
+                        scripts::TAG.key(tag).arg(member).arg(at).invoke_async::<i64>(&mut c).await
+                    })
+                    .await?;
+                }
+            }
+        }
+        Ok(stored)
+    }
+
+    /// Runs commands in one pipeline on one server; on a Cluster, where a pipeline may not cross slots, all at
+    /// once side by side.
+    async fn run_all(&self, commands: Vec<redis::Cmd>) -> Result<Vec<redis::Value>, StoreError> {
+        if self.backend == "redis" {
+            let mut pipe = redis::pipe();
+            for command in commands {
+                pipe.add_command(command);
+            }
+            return self.call(|mut c| async move { pipe.query_async(&mut c).await }).await;
+        }
+        let runs =
+            commands.into_iter().map(|command| self.call(|mut c| async move { command.query_async(&mut c).await }));
+        futures_util::future::join_all(runs).await.into_iter().collect()
+    }
+
+    /// Deletes stored keys in batches; how many existed.
+    async fn delete_stored<K: redis::ToRedisArgs + Clone + Send + Sync>(
+        &self,
+        keys: Vec<K>,
+    ) -> Result<usize, StoreError> {
+        let mut deleted = 0;
+        for chunk in keys.chunks(DELETE_BATCH) {
+            let chunk = chunk.to_vec();
+            let n: usize = self.call(|mut c| async move { c.del(chunk).await }).await?;
+            deleted += n;
+        }
+        Ok(deleted)
+    }
+
+    /// The masters to scan directly: none for one server (scanned through the pool), or the cluster's masters
+    /// from `CLUSTER NODES`.
+    async fn scan_targets(&self) -> Result<Vec<ConnectionInfo>, StoreError> {
+        if self.backend == "redis" {
+            return Ok(Vec::new());
+        }
+        let nodes: String =
+            self.call(|mut c| async move { redis::cmd("CLUSTER").arg("NODES").query_async(&mut c).await }).await?;
+        Ok(nodes
+            .lines()
+            .filter_map(|line| {
+                let mut fields = line.split(' ');
+                let address = fields.nth(1)?;
+                let flags = fields.next()?;
+                if !flags.split(',').any(|f| f == "master") || flags.contains("fail") {
+                    return None;
+                }
+                let (host, port) = address.split('@').next()?.rsplit_once(':')?;
+                Some(ConnectionInfo {
+                    addr: ConnectionAddr::Tcp(host.to_owned(), port.parse().ok()?),
+                    redis: RedisConnectionInfo { db: 0, ..self.redis_info.clone() },
+                })
+            })
+            .collect())
+    }
+
+    /// Every stored key matching `pattern`, from every master.
+    async fn scan(&self, pattern: &str) -> Result<Vec<Vec<u8>>, StoreError> {
+        let targets = self.scan_targets().await?;
+        let mut found = Vec::new();
+        if targets.is_empty() {
+            let pattern = pattern.to_owned();
+            let keys: Vec<Vec<u8>> = self
+                .call(|mut c| async move {
+                    let mut keys = Vec::new();
+                    let mut iter: redis::AsyncIter<Vec<u8>> = c.scan_match(&pattern).await?;
+                    while let Some(key) = iter.next_item().await {
+                        keys.push(key?);
+                    }
+                    Ok(keys)
+                })
+                .await?;
+            found.extend(keys);
+        } else {
+            for info in targets {
+                let pattern = pattern.to_owned();
+                let keys: Vec<Vec<u8>> = self
+                    .call(|_| async move {
+                        let client = redis::Client::open(info)?;
+                        let mut node = client.get_multiplexed_async_connection().await?;
+                        let mut keys = Vec::new();
+                        let mut iter: redis::AsyncIter<Vec<u8>> = node.scan_match(&pattern).await?;
+                        while let Some(key) = iter.next_item().await {
+                            keys.push(key?);
+                        }
+                        Ok(keys)
+                    })
+                    .await?;
+                found.extend(keys);
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// `prefix` with SCAN's glob characters escaped, then `*`.
+fn glob_prefix(prefix: &str) -> String {
+    let mut pattern = String::with_capacity(prefix.len() + 1);
+    for c in prefix.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('*');
+    pattern
+}
+
+impl Store for RedisStore {
+    fn backend(&self) -> &'static str {
+        self.inner.backend
+    }
+
+    /// Redis strings hold up to 512 MiB.
+    fn max_value_bytes(&self) -> usize {
+        512 << 20
+    }
+
+    fn server_errors(&self) -> Vec<(String, u64)> {
+        vec![(self.inner.server.clone(), self.inner.errors.load(Ordering::Relaxed))]
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Value>, StoreError> {
+        let stored = self.inner.key(key);
+        let value: Option<Vec<u8>> = self.inner.call(|mut c| async move { c.get(stored).await }).await?;
+        Ok(value.map(Value::from))
+    }
+
+    async fn get_many(&self, keys: &[&str]) -> Result<Vec<Option<Value>>, StoreError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let stored: Vec<String> = keys.iter().map(|k| self.inner.key(k)).collect();
+        let values: Vec<Option<Vec<u8>>> =
+            self.inner.call(|mut c| async move { redis::cmd("MGET").arg(&stored).query_async(&mut c).await }).await?;
+        Ok(values.into_iter().map(|v| v.map(|v| Value::from(Bytes::from(v)))).collect())
+    }
+
+    async fn set(&self, key: &str, value: &[u8], ttl: Option<Duration>) -> Result<(), StoreError> {
+        self.inner.write(&[(key, value)], ttl, false).await.map(|_| ())
+    }
+
+    async fn set_many(&self, items: &[(&str, &[u8])], ttl: Option<Duration>) -> Result<(), StoreError> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        self.inner.write(items, ttl, false).await.map(|_| ())
+    }
+
+    async fn add(&self, key: &str, value: &[u8], ttl: Option<Duration>) -> Result<bool, StoreError> {
+        self.inner.write(&[(key, value)], ttl, true).await
+    }
+
+    async fn incr(
+        &self,
+        key: &str,
+        delta: i64,
+        ttl: Option<Duration>,
+        create: bool,
+    ) -> Result<Option<i64>, StoreError> {
+        let stored = self.inner.key(key);
+        let ttl_ms = ttl.map_or(0, |t| t.as_millis().max(1) as u64);
+        let result = self
+            .inner
+            .call(|mut c| async move {
+                scripts::INCR
+                    .key(stored)
+                    .arg(delta)
+                    .arg(u8::from(create))
+                    .arg(ttl_ms)
+                    .invoke_async::<Option<i64>>(&mut c)
+                    .await
+            })
+            .await;
+        match result {
+            Err(StoreError::Server { message, .. }) if message.contains("not an integer") => {
+                Err(StoreError::NotACounter { backend: self.inner.backend, key: key.to_owned() })
+            }
+            other => other,
+        }
+    }
+
+    async fn delete_if(&self, key: &str, expected: &[u8]) -> Result<bool, StoreError> {
+        let stored = self.inner.key(key);
+        let expected = expected.to_vec();
+        let deleted: i64 = self
+            .inner
+            .call(|mut c| async move { scripts::DELETE_IF.key(stored).arg(expected).invoke_async(&mut c).await })
+            .await?;
+        Ok(deleted == 1)
+    }
+
+    async fn delete(&self, key: &str) -> Result<bool, StoreError> {
+        Ok(self.inner.delete_stored(vec![self.inner.key(key)]).await? == 1)
+    }
+
+    async fn delete_many(&self, keys: &[&str]) -> Result<usize, StoreError> {
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        self.inner.delete_stored(keys.iter().map(|k| self.inner.key(k)).collect()).await
+    }
+
+    async fn clear(&self) -> Result<(), StoreError> {
+        if self.inner.prefix.is_empty() {
+            self.inner.call(|mut c| async move { redis::cmd("FLUSHDB").query_async::<()>(&mut c).await }).await
+        } else {
+            self.purge_prefix("").await.map(|_| ())
+        }
+    }
+
+    async fn purge_prefix(&self, prefix: &str) -> Result<usize, StoreError> {
+        let pattern = glob_prefix(&stored_key(&self.inner.prefix, prefix));
+        let keys = self.inner.scan(&pattern).await?;
+        self.inner.delete_stored(keys).await
+    }
+
+    async fn purge_tag(&self, tag: &str) -> Result<usize, StoreError> {
+        let set = internal_key(&self.inner.prefix, "tag", tag);
+        let members: Vec<Vec<u8>> = {
+            let set = set.clone();
+            self.inner
+                .call(|mut c| async move {
+                    let mut members = Vec::new();
+                    let mut iter: redis::AsyncIter<Vec<u8>> = c.sscan(set).await?;
+                    while let Some(member) = iter.next_item().await {
+                        members.push(member?);
+                    }
+                    Ok(members)
+                })
+                .await?
+        };
+        let deleted = self.inner.delete_stored(members).await?;
+        self.inner.delete_stored(vec![set]).await?;
+        Ok(deleted)
+    }
+
+    async fn stats(&self) -> Result<StoreStats, StoreError> {
+        let entries: u64 =
+            self.inner.call(|mut c| async move { redis::cmd("DBSIZE").query_async(&mut c).await }).await?;
+        let mut stats = StoreStats { entries, ..StoreStats::default() };
+        if self.inner.backend == "redis" {
+            let info: String =
+                self.inner.call(|mut c| async move { redis::cmd("INFO").query_async(&mut c).await }).await?;
+            for line in info.lines() {
+                let Some((name, value)) = line.trim().split_once(':') else { continue };
+                let n: u64 = value.parse().unwrap_or(0);
+                match name {
+                    "keyspace_hits" => stats.hits = n,
+                    "keyspace_misses" => stats.misses = n,
+                    "evicted_keys" => stats.evictions = n,
+                    "expired_keys" => stats.expirations = n,
+                    "used_memory" => stats.bytes = n,
+                    "maxmemory" => stats.capacity_bytes = n,
+                    _ => {}
+                }
+            }
+        }
+        Ok(stats)
+    }
+}

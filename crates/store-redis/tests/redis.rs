@@ -1,0 +1,99 @@
+//! The Redis store against a real Redis server and a real three-master Cluster (larder-testkit): the shared
+//! behaviour suite, native expiry, tag sets, purges spread over every master, and a server that stops and
+//! comes back.
+
+use std::time::{Duration, Instant};
+
+use larder_redis::RedisStore;
+use larder_store::{Store, StoreUrl};
+use larder_testkit::{behaviour, Redis, RedisCluster};
+
+async fn open(url: &str) -> RedisStore {
+    RedisStore::open(StoreUrl::parse(url).expect("url")).await.expect("opens")
+}
+
+#[tokio::test]
+async fn a_server_behaves_as_every_store_must() {
+    let redis = Redis::start().expect("redis");
+    let store = open(&redis.url()).await;
+    behaviour::check_all(&store).await;
+    behaviour::purges_across(&store, &open(&redis.url()).await).await;
+    behaviour::expiry(&store).await;
+    behaviour::clear(&store).await;
+}
+
+#[tokio::test]
+async fn a_cluster_behaves_as_every_store_must_with_keys_on_every_master() {
+    let cluster = RedisCluster::start().expect("cluster");
+    let store = open(&cluster.url()).await;
+    assert_eq!(store.backend(), "redis-cluster");
+    behaviour::check_all(&store).await;
+    behaviour::purges_across(&store, &open(&cluster.url()).await).await;
+    // A tag and a prefix whose keys live on all three masters.
+    let keys: Vec<String> = (0..60).map(|i| format!("spread/{i}")).collect();
+    for key in &keys {
+        store.set(key, &behaviour::entry(key, Some(60_000), 0, &["everywhere"]), None).await.expect("set");
+    }
+    for node in cluster.nodes() {
+        let count: u64 = node.cli(&["dbsize"]).expect("dbsize").trim().parse().expect("number");
+        assert!(count > 0, "every master holds keys");
+    }
+    assert_eq!(store.purge_tag("everywhere").await.expect("purge"), 60);
+    for key in &keys {
+        assert_eq!(store.get(key).await.expect("get"), None);
+    }
+    for key in &keys {
+        store.set(key, b"v", None).await.expect("set");
+    }
+    assert_eq!(store.purge_prefix("spread/").await.expect("purge"), 60);
+    behaviour::clear(&store).await;
+}
+
+#[tokio::test]
+async fn entries_expire_natively_at_their_hard_expiry() {
+    let redis = Redis::start().expect("redis");
+    let store = open(&redis.url()).await;
+    let entry = behaviour::entry("x", Some(30_000), 10_000, &["t"]);
+    store.set("e", &entry, None).await.expect("set");
+    let pttl: i64 = redis.cli(&["pttl", "e"]).expect("pttl").trim().parse().expect("ms");
+    assert!((38_000..=40_000).contains(&pttl), "expires_at + stale window: {pttl}");
+    let tag_ttl: i64 = redis
+        .cli(&["pttl", &larder_store::keys::internal_key("", "tag", "t")])
+        .expect("pttl")
+        .trim()
+        .parse()
+        .expect("ms");
+    assert!((38_000..=40_000).contains(&tag_ttl), "the tag set lives as long as its member: {tag_ttl}");
+    store.set("forever", &behaviour::entry("f", None, 0, &["t"]), None).await.expect("set");
+    let persisted = redis.cli(&["pttl", &larder_store::keys::internal_key("", "tag", "t")]).expect("pttl");
+    assert_eq!(persisted.trim(), "-1", "a member that never expires keeps its tag set");
+}
+
+#[tokio::test]
+async fn a_stopped_server_fails_fast_naming_itself_and_is_used_again_when_back() {
+    let mut redis = Redis::start().expect("redis");
+    let store = open(&format!("{}?timeout=200ms&connect_timeout=200ms", redis.url())).await;
+    store.set("k", b"v", None).await.expect("set");
+    redis.stop();
+    let started = Instant::now();
+    let error = store.get("k").await.expect_err("down");
+    assert!(error.to_string().contains(&format!("127.0.0.1:{}", redis.port())), "{error}");
+    assert!(started.elapsed() < Duration::from_millis(600), "{:?}", started.elapsed());
+    redis.restart().expect("restarts");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while store.set("k", b"again", None).await.is_err() {
+        assert!(Instant::now() < deadline, "reconnects by itself");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(store.get("k").await.expect("get").as_deref(), Some(&b"again"[..]));
+    assert!(store.server_errors()[0].1 >= 1);
+}
+
+#[tokio::test]
+async fn a_store_opens_before_its_server_is_up() {
+    let port = larder_testkit::free_port();
+    let store = open(&format!("redis://127.0.0.1:{port}/0?connect_timeout=100ms")).await;
+    assert!(store.get("k").await.is_err());
+    let bad = RedisStore::open(StoreUrl::parse("redis://h:1/0?pool=0").expect("url")).await;
+    assert!(bad.is_err_and(|e| e.to_string().contains("pool")));
+}
