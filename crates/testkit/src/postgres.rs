@@ -55,10 +55,21 @@ impl Postgres {
         format!("postgres://larder@127.0.0.1:{}/postgres", self.port)
     }
 
+    /// Stops the server (a fast shutdown, signalled to the postmaster itself: the process started may be `runuser`,
+    /// which does not pass signals on) and waits until it is gone.
     pub fn stop(&mut self) {
-        if let Some(mut server) = self.server.take() {
-            server.stop();
+        let Some(mut server) = self.server.take() else { return };
+        let pid = std::fs::read_to_string(self.data.join("postmaster.pid"))
+            .ok()
+            .and_then(|text| text.lines().next().map(str::trim).map(str::to_owned));
+        if let Some(pid) = pid {
+            let _ = Command::new("kill").args(["-INT", &pid]).status();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+            while std::path::Path::new(&format!("/proc/{pid}")).exists() && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
         }
+        server.stop();
     }
 
     /// Stops and starts the server on the same port, keeping its data.
@@ -88,5 +99,11 @@ fn run(command: &mut Command, what: &str) -> Result<(), TestkitError> {
         Ok(())
     } else {
         Err(TestkitError(format!("{what} failed: {}", String::from_utf8_lossy(&output.stderr))))
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
