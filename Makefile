@@ -10,13 +10,29 @@ VENV := .venv
 VENV_STAMP := $(VENV)/.installed
 LARDER_DEBUG := $(CURDIR)/target/debug/larder
 
-.PHONY: demo test test-rust test-python lint-rust build-debug venv fuzz clean
+.PHONY: demo test test-rust test-python lint-rust build-debug venv services fuzz clean
+
+# Servers the store tests start on loopback (never as system services): binary -> Debian package.
+SERVICE_PACKAGES := memcached:memcached redis-server:redis-server redis-cli:redis-tools memcslap:libmemcached-tools \
+	/usr/lib/postgresql/15/bin/postgres:postgresql sqlite3:sqlite3 runuser:util-linux
 
 demo:
 	cargo build --release -p larder-cli
 	./target/release/larder demo
 
-test: lint-rust test-rust test-python
+test: services lint-rust test-rust test-python
+
+# Installs (apt-get, only what is missing) the servers the tests start themselves through larder-testkit.
+services:
+	@missing=""; for pair in $(SERVICE_PACKAGES); do \
+		binary=$${pair%%:*}; package=$${pair##*:}; \
+		command -v $$binary >/dev/null 2>&1 || [ -x "$$binary" ] || missing="$$missing $$package"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends $$missing; \
+	fi
 
 lint-rust:
 	cargo fmt --all -- --check

@@ -27,6 +27,7 @@ enum Command {
     Inspect(commands::inspect::InspectArgs),
     Key(commands::key::KeyArgs),
     Serve(Box<commands::serve::ServeArgs>),
+    Store(commands::store::StoreArgs),
 }
 
 /// Help and version go to stdout as clap prints them; usage errors become one `larder: ` line (spec/CLI.md).
@@ -92,6 +93,7 @@ fn main() -> ExitCode {
         Command::Inspect(args) => commands::inspect::run(args),
         Command::Key(args) => commands::key::run(args),
         Command::Serve(args) => commands::serve::run(*args),
+        Command::Store(args) => commands::store::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

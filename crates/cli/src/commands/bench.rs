@@ -27,6 +27,7 @@ enum Which {
     Codecs(CodecsArgs),
     HitRatio(HitRatioArgs),
     Memory(MemoryArgs),
+    Stores(super::bench_stores::StoresArgs),
 }
 
 /// Fill an in-process cache with N entries and measure memory and speed, for larder, moka and quick_cache.
@@ -91,6 +92,7 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
         Which::Codecs(args) => codecs(args),
         Which::HitRatio(args) => hit_ratio(args),
         Which::Memory(args) => memory_bench(args),
+        Which::Stores(args) => super::bench_stores::run(args),
     }
 }
 

@@ -66,16 +66,21 @@ pub fn run(args: InspectArgs) -> Result<(), Failure> {
         }
         _ => read_stdin()?,
     };
-    let limits = DecodeLimits { max_size: args.max_size };
+    print(bytes, args.max_size, args.json, args.body, args.full)
+}
+
+/// Prints `bytes` as `inspect` does (also for `larder store get --inspect`).
+pub fn print(bytes: Vec<u8>, max_size: usize, json: bool, body: bool, full: bool) -> Result<(), Failure> {
+    let limits = DecodeLimits { max_size };
     let report = Report::build(Bytes::from(bytes), &limits)
         .map_err(|e| Failure { status: 1, message: format!("invalid entry: {}: {}", e.kind(), e.detail()) })?;
-    if args.json {
+    if json {
         return crate::output::print_line(&report.json());
     }
     let terminal = crate::output::stdout_is_terminal();
-    let view = View { terminal, cut: terminal && !args.full };
+    let view = View { terminal, cut: terminal && !full };
     let mut out = report.human(view).into_bytes();
-    if args.body {
+    if body {
         out.push(b'\n');
         report.write_body(&mut out, view);
     }

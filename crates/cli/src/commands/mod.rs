@@ -1,11 +1,13 @@
 //! One module per `larder` subcommand.
 
 pub mod bench;
+pub mod bench_stores;
 pub mod demo;
 pub mod encode;
 pub mod inspect;
 pub mod key;
 pub mod serve;
+pub mod store;
 
 use std::io::Read;
 

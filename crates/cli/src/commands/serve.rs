@@ -13,7 +13,7 @@ use clap::Args;
 use larder_proxy::config::resolve_addr;
 use larder_proxy::config::size::{parse_size, parse_usize};
 use larder_proxy::{ProxyConfig, Server};
-use larder_store::{MemoryStore, SystemClock};
+use larder_store::{MemoryStore, Store, SystemClock};
 
 use crate::Failure;
 
@@ -72,6 +72,18 @@ pub struct ServeArgs {
     #[arg(long, env = "LARDER_WORKERS", value_name = "N")]
     workers: Option<usize>,
 
+    /// Cache in this shared store instead of private memory (spec/STORES.md URL): memcached://h1:11211,h2:11211,
+    /// redis://host:6379/0, redis+cluster://h1:7000,h2:7001, postgres://user@host/db, sqlite:///path.db,
+    /// file:///dir [default: none, memory only].
+    #[arg(long, env = "LARDER_STORE", value_name = "URL")]
+    store: Option<String>,
+    /// With --store: a memory copy of this size in front of the shared store [default: 0, none].
+    #[arg(long, env = "LARDER_L1", value_name = "BYTES", value_parser = parse_usize)]
+    l1: Option<usize>,
+    /// With --l1: milliseconds an L1 copy is used before the shared store is asked again; bounds how long another
+    /// proxy's purge takes to reach this one [default: 1000].
+    #[arg(long, env = "LARDER_L1_TTL", value_name = "MS")]
+    l1_ttl: Option<u64>,
     /// Memory for cached responses [default: 256M].
     #[arg(long, env = "LARDER_CAPACITY", value_name = "BYTES", value_parser = parse_usize)]
     capacity: Option<usize>,
@@ -181,6 +193,9 @@ const SETTINGS: &[(&str, &str, &str)] = &[
     ("trusted_proxies", "trusted-proxies", "LARDER_TRUSTED_PROXIES"),
     ("access_log", "access-log", "LARDER_ACCESS_LOG"),
     ("workers", "workers", "LARDER_WORKERS"),
+    ("cache.store", "store", "LARDER_STORE"),
+    ("cache.l1_bytes", "l1", "LARDER_L1"),
+    ("cache.l1_ttl_ms", "l1-ttl", "LARDER_L1_TTL"),
     ("cache.capacity_bytes", "capacity", "LARDER_CAPACITY"),
     ("cache.max_entry_fraction", "max-entry-fraction", "LARDER_MAX_ENTRY_FRACTION"),
     ("cache.max_body_bytes", "max-body", "LARDER_MAX_BODY"),
@@ -256,6 +271,9 @@ impl ServeArgs {
         set(&mut c.access_log, self.access_log.clone());
         set(&mut c.workers, self.workers);
         let cache = &mut c.cache;
+        set(&mut cache.store, self.store.clone());
+        set(&mut cache.l1_bytes, self.l1);
+        set(&mut cache.l1_ttl_ms, self.l1_ttl);
         set(&mut cache.capacity_bytes, self.capacity);
         set(&mut cache.max_entry_fraction, self.max_entry_fraction);
         set(&mut cache.max_body_bytes, self.max_body);
@@ -308,7 +326,27 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
-    let store = memory_store(&config)?;
+    if config.cache.store.is_empty() {
+        let store = memory_store(&config)?;
+        return serve(config, store);
+    }
+    // The shared store's connections and background tasks live on a runtime of their own, which outlives the
+    // serving threads' runtimes and is not slowed by them.
+    let store_runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("larder-store")
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::input(format!("store runtime: {e}")))?;
+    let l1_ttl = std::time::Duration::from_millis(config.cache.l1_ttl_ms);
+    let store = store_runtime
+        .block_on(larder_stores::open_tiered(&config.cache.store, config.cache.l1_bytes, l1_ttl))
+        .map_err(|e| Failure::input(e.to_string()))?;
+    tracing::info!(store = %larder_store::url::redact(&config.cache.store), l1_bytes = config.cache.l1_bytes, "shared store");
+    serve(config, store)
+}
+
+fn serve<S: Store>(config: ProxyConfig, store: S) -> Result<(), Failure> {
     let server =
         Server::bind(config.clone(), store, Arc::new(SystemClock)).map_err(|e| Failure::input(e.to_string()))?;
     tracing::info!(

@@ -1,0 +1,266 @@
+//! `larder serve --store …` and `larder store …` against real servers (larder-testkit starts memcached, Redis and
+//! PostgreSQL on loopback): proxies share pages and purges through the store, and a store that fails or restarts
+//! is invisible to clients (the failure drills of spec/STORES.md §4.3 and issue 8).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use larder_testkit::{Memcached, Postgres, Redis};
+
+fn larder() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_larder"))
+}
+
+fn free_addr() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("address")
+}
+
+/// An app that counts its requests and answers `/<path>` with a page cacheable for a minute.
+fn counting_app() -> (String, Arc<AtomicU64>) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        runtime.block_on(async move {
+            let origin =
+                larder_proxy::origin::Origin::start(Duration::from_millis(5), 16, 2000, 60).await.expect("app");
+            tx.send((origin.url(), origin.requests.clone())).expect("send");
+            std::future::pending::<()>().await;
+        });
+    });
+    rx.recv().expect("the app")
+}
+
+struct Proxy {
+    child: Child,
+    listen: SocketAddr,
+    admin: SocketAddr,
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(upstream: &str, store: &str, extra: &[&str]) -> Proxy {
+    let (listen, admin) = (free_addr(), free_addr());
+    let child = larder()
+        .args(["serve", "--upstream", upstream, "--store", store, "--workers", "1"])
+        .args(["--listen", &listen.to_string(), "--admin", &admin.to_string()])
+        .args(extra)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("larder starts");
+    let started = Instant::now();
+    while TcpStream::connect(listen).is_err() {
+        assert!(started.elapsed() < Duration::from_secs(10), "larder did not listen on {listen}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Proxy { child, listen, admin }
+}
+
+/// One request; returns the status and the X-Cache value.
+fn request(addr: SocketAddr, method: &str, path: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    write!(stream, "{method} {path} HTTP/1.1\r\nhost: shop.example\r\nconnection: close\r\ncontent-length: 0\r\n\r\n")
+        .expect("write");
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    let status = answer.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let cache = answer.lines().find_map(|l| l.strip_prefix("x-cache: ")).unwrap_or_default().to_owned();
+    (status, cache)
+}
+
+fn get(proxy: &Proxy, path: &str) -> (u16, String) {
+    request(proxy.listen, "GET", path)
+}
+
+fn metric(proxy: &Proxy, name: &str) -> String {
+    let mut stream = TcpStream::connect(proxy.admin).expect("admin");
+    write!(stream, "GET /metrics HTTP/1.1\r\nhost: admin\r\nconnection: close\r\n\r\n").expect("write");
+    let mut text = String::new();
+    let _ = stream.read_to_string(&mut text);
+    text.lines().filter(|l| l.starts_with(name)).collect::<Vec<_>>().join("\n")
+}
+
+#[test]
+fn two_proxies_on_a_memcached_pool_share_pages_and_purges() {
+    let servers: Vec<Memcached> = (0..3).map(|_| Memcached::start().expect("memcached")).collect();
+    let url = format!("memcached://{}", servers.iter().map(Memcached::address).collect::<Vec<_>>().join(","));
+    let (app, requests) = counting_app();
+    let a = serve(&app, &url, &[]);
+    let b = serve(&app, &url, &["--l1", "16M", "--l1-ttl", "300"]);
+    for i in 0..30 {
+        assert_eq!(get(&a, &format!("/page/{i}")), (200, "MISS".to_owned()));
+    }
+    for i in 0..30 {
+        assert_eq!(get(&b, &format!("/page/{i}")), (200, "HIT".to_owned()), "b serves what a stored");
+    }
+    assert_eq!(requests.load(Ordering::SeqCst), 30);
+    // A purge through a reaches b: its L2 at once, its L1 within --l1-ttl.
+    assert_eq!(request(a.listen, "PURGE", "/page/3").0, 200);
+    std::thread::sleep(Duration::from_millis(350));
+    assert_eq!(get(&b, "/page/3").1, "MISS", "purged for every proxy");
+    assert_eq!(get(&b, "/page/4").1, "HIT");
+}
+
+#[test]
+fn one_of_three_memcached_servers_dies_while_requests_flow_and_rejoins() {
+    let mut servers: Vec<Memcached> = (0..3).map(|_| Memcached::start().expect("memcached")).collect();
+    let url = format!(
+        "memcached://{}?timeout=100ms&retry_after=1s",
+        servers.iter().map(Memcached::address).collect::<Vec<_>>().join(",")
+    );
+    let (app, _) = counting_app();
+    let proxy = serve(&app, &url, &[]);
+    let mut failures = Vec::new();
+    let mut run = |round: usize| {
+        for i in 0..60 {
+            let (status, cache) = get(&proxy, &format!("/p/{i}"));
+            if status != 200 {
+                failures.push((round, i, status, cache));
+            }
+        }
+    };
+    run(0);
+    servers[1].stop();
+    run(1);
+    run(2);
+    let errors = metric(&proxy, "larder_store_server_errors_total");
+    assert!(errors.contains(&servers[1].address()), "errors are counted per server: {errors}");
+    servers[1].restart().expect("restarts");
+    std::thread::sleep(Duration::from_millis(1200));
+    run(3);
+    run(4);
+    assert!(failures.is_empty(), "clients never saw the failure: {failures:?}");
+    // Back on the ring: it holds items again.
+    let mut stream = TcpStream::connect(("127.0.0.1", servers[1].port())).expect("memcached");
+    stream.write_all(b"stats\r\nquit\r\n").expect("write");
+    let mut stats = String::new();
+    let _ = stream.read_to_string(&mut stats);
+    let items: u64 =
+        stats.lines().find_map(|l| l.strip_prefix("STAT curr_items ")).and_then(|n| n.trim().parse().ok()).unwrap_or(0);
+    assert!(items > 0, "the restarted server is used again: {stats}");
+}
+
+#[test]
+fn a_stopped_redis_is_invisible_to_clients_and_used_again_when_back() {
+    let mut redis = Redis::start().expect("redis");
+    let (app, requests) = counting_app();
+    let proxy = serve(&app, &format!("{}?timeout=100ms", redis.url()), &[]);
+    assert_eq!(get(&proxy, "/r"), (200, "MISS".to_owned()));
+    assert_eq!(get(&proxy, "/r"), (200, "HIT".to_owned()));
+    redis.stop();
+    let started = Instant::now();
+    for i in 0..20 {
+        assert_eq!(get(&proxy, &format!("/down/{i}")).0, 200, "answered from the app while Redis is down");
+    }
+    assert!(started.elapsed() < Duration::from_secs(10), "no request waited long: {:?}", started.elapsed());
+    redis.restart().expect("redis restarts");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        get(&proxy, "/after");
+        if get(&proxy, "/after").1 == "HIT" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "larder reconnected to Redis by itself");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(requests.load(Ordering::SeqCst) >= 22);
+}
+
+#[test]
+fn a_restarted_postgres_is_reconnected_to() {
+    let mut postgres = Postgres::start().expect("postgres");
+    let (app, _) = counting_app();
+    let proxy = serve(&app, &postgres.url(), &[]);
+    assert_eq!(get(&proxy, "/pg"), (200, "MISS".to_owned()));
+    assert_eq!(get(&proxy, "/pg"), (200, "HIT".to_owned()));
+    postgres.restart().expect("restarts");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let (status, _) = get(&proxy, "/pg-after");
+        assert_eq!(status, 200);
+        if get(&proxy, "/pg-after").1 == "HIT" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "larder reconnected to PostgreSQL by itself");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(get(&proxy, "/pg").1, "HIT", "what was stored before the restart is still there");
+}
+
+/// `larder store` reads and writes entries as `encode` makes them and `inspect` reads them, in every store.
+#[test]
+fn larder_store_moves_entries_in_and_out_of_every_store() {
+    let memcached = Memcached::start().expect("memcached");
+    let redis = Redis::start().expect("redis");
+    let dir = tempfile::tempdir().expect("dir");
+    let urls = [
+        format!("memcached://{}", memcached.address()),
+        redis.url(),
+        format!("sqlite://{}/cache.db", dir.path().display()),
+        format!("file://{}/files", dir.path().display()),
+    ];
+    let entry = {
+        let mut child = larder()
+            .args(["encode", "--serializer", "text", "--ttl", "60", "--tag", "t1"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("encode");
+        child.stdin.take().expect("stdin").write_all(b"hello from the cli").expect("write");
+        child.wait_with_output().expect("encode runs").stdout
+    };
+    for url in &urls {
+        let run = |args: &[&str], input: Option<&[u8]>| {
+            let mut child = larder()
+                .arg("store")
+                .args(args)
+                .args(["--store", url])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("larder store");
+            let mut stdin = child.stdin.take().expect("stdin");
+            if let Some(input) = input {
+                stdin.write_all(input).expect("write");
+            }
+            drop(stdin);
+            child.wait_with_output().expect("runs")
+        };
+        let set = run(&["set", "greeting"], Some(&entry));
+        assert!(set.status.success(), "{url}: {}", String::from_utf8_lossy(&set.stderr));
+        let got = run(&["get", "greeting"], None);
+        assert_eq!(got.stdout, entry, "{url}: the entry comes back byte for byte");
+        let shown = run(&["get", "greeting", "--inspect", "--json"], None);
+        let json: serde_json::Value = serde_json::from_slice(&shown.stdout).expect("inspect's JSON");
+        assert_eq!(json["value"], "hello from the cli", "{url}: {json}");
+        assert_eq!(json["tags"], serde_json::json!(["t1"]));
+        let refused = run(&["set", "junk"], Some(b"not an entry"));
+        assert_eq!(refused.status.code(), Some(2), "{url}: bytes that are not an entry are refused");
+        assert!(String::from_utf8_lossy(&refused.stderr).contains("--raw"));
+        let purged = run(&["purge", "--tag", "t1"], None);
+        assert!(purged.status.success(), "{url}: {}", String::from_utf8_lossy(&purged.stderr));
+        let missing = run(&["get", "greeting"], None);
+        assert_eq!(missing.status.code(), Some(1), "{url}: purged by tag");
+        assert!(String::from_utf8_lossy(&missing.stderr).contains("not found"));
+        let stats = run(&["stats", "--json"], None);
+        let stats: serde_json::Value = serde_json::from_slice(&stats.stdout).expect("stats JSON");
+        assert!(stats["backend"].is_string(), "{url}: {stats}");
+    }
+    let bad =
+        larder().args(["store", "get", "k", "--store", "memcached://127.0.0.1:1?colour=blue"]).output().expect("runs");
+    assert_eq!(bad.status.code(), Some(2));
+    let message = String::from_utf8_lossy(&bad.stderr);
+    assert!(message.contains("unknown option colour"), "{message}");
+}
