@@ -276,7 +276,7 @@ fn mix_loop(
     while !stop.load(Ordering::Relaxed) {
         for _ in 0..1024 {
             let key = &keys[order[i % order.len()] as usize];
-            if i % 10 == 0 {
+            if i.is_multiple_of(10) {
                 store.insert(key, value);
             } else {
                 black_box(store.get(key));

@@ -66,7 +66,7 @@ pub fn parse(bytes: &[u8], format: TraceFormat) -> Result<Vec<Request>, String> 
         TraceFormat::Arc => parse_arc(bytes),
         TraceFormat::Lirs => parse_lines(bytes, |line| Ok(vec![line.parse::<u64>().map_err(|e| e.to_string())?])),
         TraceFormat::Cache2k => {
-            if bytes.len() % 4 != 0 {
+            if !bytes.len().is_multiple_of(4) {
                 return Err(format!("cache2k trace of {} bytes is not a whole number of 4-byte keys", bytes.len()));
             }
             Ok(bytes
@@ -75,7 +75,7 @@ pub fn parse(bytes: &[u8], format: TraceFormat) -> Result<Vec<Request>, String> 
                 .collect())
         }
         TraceFormat::OracleGeneral => {
-            if bytes.len() % 24 != 0 {
+            if !bytes.len().is_multiple_of(24) {
                 return Err(format!(
                     "oracleGeneral trace of {} bytes is not a whole number of 24-byte records",
                     bytes.len()

@@ -1,10 +1,11 @@
 //! One memcached server: a small pool of connections, each used by one batch at a time (a batch is pipelined: all
-//! its commands are written at once and the replies read in order), and the failure bookkeeping of spec/STORES.md
-//! §4.3 (consecutive failures, ejection until a time, errors counted for `/metrics`).
+//! its commands are written at once and the replies read in order), and its health (larder_store::Health: failures,
+//! ejection, errors counted for `/metrics`; spec/STORES.md §4.3).
 
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use larder_store::Health;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::Mutex;
@@ -37,14 +38,8 @@ pub struct Server {
     address: String,
     connections: Box<[Mutex<Option<Connection>>]>,
     next: AtomicUsize,
-    /// Consecutive failures.
-    failures: AtomicU32,
-    /// When ejected: the time (ms) it goes back on the ring; 0 = on the ring.
-    pub ejected_until: AtomicU64,
-    /// Whether it was put back after an ejection and has not answered since (one failure ejects it again).
-    on_probation: AtomicU32,
-    /// Failures since start.
-    pub errors: AtomicU64,
+    /// Failures, ejection from the ring, and errors since start.
+    pub health: Health,
     max_value: usize,
 }
 
@@ -55,10 +50,7 @@ impl Server {
             address,
             connections: (0..pool.max(1)).map(|_| Mutex::new(None)).collect(),
             next: AtomicUsize::new(0),
-            failures: AtomicU32::new(0),
-            ejected_until: AtomicU64::new(0),
-            on_probation: AtomicU32::new(0),
-            errors: AtomicU64::new(0),
+            health: Health::default(),
             max_value,
         }
     }
@@ -110,40 +102,6 @@ impl Server {
         tokio::time::timeout(timeout, work)
             .await
             .unwrap_or_else(|_| Err(Failure(format!("no answer within {} ms", timeout.as_millis()))))
-    }
-
-    /// Records the outcome of a batch; `true` when this failure ejects the server.
-    pub fn record(&self, ok: bool, threshold: u32, retry_after: Duration, now_ms: u64) -> bool {
-        if ok {
-            self.failures.store(0, Ordering::Relaxed);
-            self.on_probation.store(0, Ordering::Relaxed);
-            return false;
-        }
-        self.errors.fetch_add(1, Ordering::Relaxed);
-        let failures = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
-        let probation = self.on_probation.load(Ordering::Relaxed) == 1;
-        if failures >= threshold || probation {
-            self.ejected_until.store(now_ms + retry_after.as_millis() as u64, Ordering::Relaxed);
-            self.failures.store(0, Ordering::Relaxed);
-            self.on_probation.store(0, Ordering::Relaxed);
-            return true;
-        }
-        false
-    }
-
-    /// Puts the server back on the ring if its ejection is over; `true` if it changed.
-    pub fn readmit_if_due(&self, now_ms: u64) -> bool {
-        let until = self.ejected_until.load(Ordering::Relaxed);
-        if until != 0 && until <= now_ms {
-            self.ejected_until.store(0, Ordering::Relaxed);
-            self.on_probation.store(1, Ordering::Relaxed);
-            return true;
-        }
-        false
-    }
-
-    pub fn is_ejected(&self) -> bool {
-        self.ejected_until.load(Ordering::Relaxed) != 0
     }
 }
 

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use futures_util::future::join_all;
 use larder_store::expiry::{expires_at_ms, memcached_exptime};
 use larder_store::keys::stored_key;
-use larder_store::{OpenError, Store, StoreError, StoreStats, StoreUrl, Value};
+use larder_store::{FailurePolicy, OpenError, Store, StoreError, StoreStats, StoreUrl, Value};
 use parking_lot::RwLock;
 
 use crate::protocol::{self, Reply};
@@ -35,8 +35,7 @@ pub(crate) struct Inner {
     pub(crate) prefix: String,
     timeout: Duration,
     connect_timeout: Duration,
-    failures: u32,
-    retry_after: Duration,
+    policy: FailurePolicy,
     max_item: usize,
     pub(crate) prefix_purge: bool,
     pub(crate) purge_skew_ms: u64,
@@ -57,8 +56,7 @@ impl MemcachedStore {
         let timeout = url.take_duration("timeout", Duration::from_millis(250))?;
         let connect_timeout = url.take_duration("connect_timeout", Duration::from_millis(500))?;
         let pool = url.take_number("pool", 2, 1..=64)? as usize;
-        let failures = url.take_number("failures", 2, 1..=1000)? as u32;
-        let retry_after = url.take_duration("retry_after", Duration::from_secs(5))?;
+        let policy = FailurePolicy::from_url(&mut url, 2, Duration::from_secs(5))?;
         let max_item = url.take_size("max_item", 1 << 20)? as usize;
         let prefix_purge = url.take_bool("prefix_purge", true)?;
         let purge_skew_ms = url.take_duration("purge_skew", Duration::from_secs(1))?.as_millis() as u64;
@@ -103,8 +101,7 @@ impl MemcachedStore {
                 prefix,
                 timeout,
                 connect_timeout,
-                failures,
-                retry_after,
+                policy,
                 max_item,
                 prefix_purge,
                 purge_skew_ms,
@@ -128,7 +125,7 @@ impl Inner {
             self.next_readmit_check.store(now + 100, Ordering::Relaxed);
             let mut changed = false;
             for server in &self.servers {
-                changed |= server.readmit_if_due(now);
+                changed |= server.health.readmit_if_due(now);
             }
             if changed {
                 self.rebuild();
@@ -142,7 +139,7 @@ impl Inner {
     }
 
     fn rebuild(&self) {
-        let ring = Ring::build(&self.ring_servers, |i| !self.servers[i].is_ejected());
+        let ring = Ring::build(&self.ring_servers, |i| !self.servers[i].health.is_ejected());
         *self.ring.write() = Arc::new(ring);
     }
 
@@ -169,11 +166,11 @@ impl Inner {
             let now = larder_format::now_ms();
             match result {
                 Ok(replies) => {
-                    server.record(true, self.failures, self.retry_after, now);
+                    server.health.record(true, self.policy, now);
                     return Ok(replies);
                 }
                 Err(failure) => {
-                    let ejected = server.record(false, self.failures, self.retry_after, now);
+                    let ejected = server.health.record(false, self.policy, now);
                     if ejected {
                         self.rebuild();
                     }
@@ -306,9 +303,9 @@ impl Inner {
 
     /// Runs `request` on every server on the ring.
     async fn on_every_server(&self, request: &[u8]) -> Result<Vec<Vec<Reply>>, StoreError> {
-        let batches = self.servers.iter().filter(|s| !s.is_ejected()).map(|server| async move {
+        let batches = self.servers.iter().filter(|s| !s.health.is_ejected()).map(|server| async move {
             let result = server.exchange(request, Expect::UntilEndOrOne, self.timeout, self.connect_timeout).await;
-            server.record(result.is_ok(), self.failures, self.retry_after, larder_format::now_ms());
+            server.health.record(result.is_ok(), self.policy, larder_format::now_ms());
             result.map_err(|failure| self.error(server, failure))
         });
         join_all(batches).await.into_iter().collect()
@@ -354,7 +351,7 @@ impl Store for MemcachedStore {
     }
 
     fn server_errors(&self) -> Vec<(String, u64)> {
-        self.inner.servers.iter().map(|s| (s.name.clone(), s.errors.load(Ordering::Relaxed))).collect()
+        self.inner.servers.iter().map(|s| (s.name.clone(), s.health.errors())).collect()
     }
 
     async fn get(&self, key: &str) -> Result<Option<Value>, StoreError> {

@@ -1,14 +1,13 @@
 //! `RedisStore`: the URL's options, and the `Store` operations as Redis commands (spec/STORES.md §5).
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use larder_store::expiry::expires_at_ms;
 use larder_store::keys::{internal_key, stored_key};
-use larder_store::{OpenError, Store, StoreError, StoreStats, StoreUrl, Value};
+use larder_store::{FailurePolicy, Health, OpenError, Store, StoreError, StoreStats, StoreUrl, Value};
 use redis::{AsyncCommands, ConnectionAddr, ConnectionInfo, RedisConnectionInfo, RedisResult};
 
 use crate::connect::{Handle, Pool, Target};
@@ -33,7 +32,9 @@ struct Inner {
     connect_timeout: Duration,
     /// How to reach a node directly (for SCAN on each master), with the URL's credentials.
     redis_info: RedisConnectionInfo,
-    errors: AtomicU64,
+    /// A standalone server's failures and ejection (a cluster's nodes fail over on their own: no ejection there).
+    health: Health,
+    policy: Option<FailurePolicy>,
 }
 
 impl RedisStore {
@@ -63,6 +64,7 @@ impl RedisStore {
         let timeout = url.take_duration("timeout", Duration::from_millis(250))?;
         let connect_timeout = url.take_duration("connect_timeout", Duration::from_millis(500))?;
         let pool = url.take_number("pool", 4, 1..=64)? as usize;
+        let policy = FailurePolicy::from_url(&mut url, 2, Duration::from_secs(1))?;
         url.finish()?;
         let redis_info = RedisConnectionInfo {
             db,
@@ -86,7 +88,8 @@ impl RedisStore {
                 timeout,
                 connect_timeout,
                 redis_info,
-                errors: AtomicU64::new(0),
+                health: Health::default(),
+                policy: (!cluster).then_some(policy),
             }),
         })
     }
@@ -99,27 +102,48 @@ impl Inner {
         F: FnOnce(Handle) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
+        let now = larder_format::now_ms();
+        if self.policy.is_some() && !self.health.admits(now) {
+            self.health.count_error();
+            return Err(StoreError::Server {
+                backend: self.backend,
+                server: self.server.clone(),
+                message: "ejected after failing; not tried until retry_after has passed".into(),
+            });
+        }
         let work = async {
             let handle = self.pool.get().await?;
             f(handle).await
         };
-        match tokio::time::timeout(self.timeout + self.connect_timeout, work).await {
-            Ok(Ok(value)) => Ok(value),
+        let result = tokio::time::timeout(self.timeout + self.connect_timeout, work).await;
+        // Only the server's unavailability counts as a failure: an error reply (a script's, say) does not eject it.
+        let failed = match &result {
+            Ok(Ok(_)) => false,
             Ok(Err(error)) => {
-                self.errors.fetch_add(1, Ordering::Relaxed);
-                if error.is_timeout() {
-                    return Err(self.timed_out());
-                }
-                Err(StoreError::Server {
-                    backend: self.backend,
-                    server: self.server.clone(),
-                    message: error.to_string(),
-                })
+                error.is_timeout()
+                    || error.is_io_error()
+                    || error.is_connection_refusal()
+                    || error.is_connection_dropped()
             }
-            Err(_) => {
-                self.errors.fetch_add(1, Ordering::Relaxed);
-                Err(self.timed_out())
+            Err(_) => true,
+        };
+        let ok = matches!(result, Ok(Ok(_)));
+        match self.policy {
+            Some(policy) if ok || failed => {
+                self.health.record(ok, policy, larder_format::now_ms());
             }
+            _ if !ok => self.health.count_error(),
+            _ => {}
+        }
+        match result {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) if error.is_timeout() => Err(self.timed_out()),
+            Ok(Err(error)) => Err(StoreError::Server {
+                backend: self.backend,
+                server: self.server.clone(),
+                message: error.to_string(),
+            }),
+            Err(_) => Err(self.timed_out()),
         }
     }
 
@@ -300,7 +324,7 @@ impl Store for RedisStore {
     }
 
     fn server_errors(&self) -> Vec<(String, u64)> {
-        vec![(self.inner.server.clone(), self.inner.errors.load(Ordering::Relaxed))]
+        vec![(self.inner.server.clone(), self.inner.health.errors())]
     }
 
     async fn get(&self, key: &str) -> Result<Option<Value>, StoreError> {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use larder_store::expiry::expires_at_ms;
 use larder_store::keys::stored_key;
-use larder_store::{counter, OpenError, Store, StoreError, StoreStats, StoreUrl, Value};
+use larder_store::{counter, FailurePolicy, Health, OpenError, Store, StoreError, StoreStats, StoreUrl, Value};
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 use sha2::{Digest, Sha256};
 use sqlx::any::{AnyPoolOptions, AnyRow};
@@ -36,7 +36,9 @@ struct Inner {
     timeout: Duration,
     schema_ready: OnceCell<()>,
     writes: AtomicU64,
-    errors: AtomicU64,
+    /// PostgreSQL's failures and ejection (SQLite is a local file: never ejected, errors counted only).
+    health: Health,
+    policy: Option<FailurePolicy>,
 }
 
 /// The first 8 bytes of the key's SHA-256 as a big-endian signed integer (Solid Cache's key hash).
@@ -65,14 +67,15 @@ impl SqlStore {
         if !schema::valid_table_name(&table) {
             return Err(url.error(format!("table={table:?}: lowercase letters, digits and _ only")).into());
         }
-        let (timeout, connect_timeout, pool) = match dialect {
+        let (timeout, connect_timeout, pool, policy) = match dialect {
             Dialect::Postgres => (
                 url.take_duration("timeout", Duration::from_millis(250))?,
                 url.take_duration("connect_timeout", Duration::from_millis(500))?,
                 url.take_number("pool", 8, 1..=256)? as u32,
+                Some(FailurePolicy::from_url(&mut url, 2, Duration::from_secs(1))?),
             ),
             // A local file: a request waits at most SQLite's busy timeout for another process's write.
-            Dialect::Sqlite => (Duration::from_secs(5), Duration::from_secs(5), 4),
+            Dialect::Sqlite => (Duration::from_secs(5), Duration::from_secs(5), 4, None),
         };
         url.finish()?;
         let (connect_url, server) = match dialect {
@@ -121,7 +124,8 @@ impl SqlStore {
                 timeout,
                 schema_ready: OnceCell::new(),
                 writes: AtomicU64::new(0),
-                errors: AtomicU64::new(0),
+                health: Health::default(),
+                policy,
             }),
         };
         if dialect == Dialect::Sqlite {
@@ -139,32 +143,60 @@ impl Inner {
         }
     }
 
+    fn timed_out(&self) -> StoreError {
+        StoreError::Timeout {
+            backend: self.backend(),
+            server: self.server.clone(),
+            timeout_ms: self.timeout.as_millis() as u64,
+        }
+    }
+
+    /// Records an outcome: the server's unavailability is a failure that may eject it; an error answer (a
+    /// constraint, say) is only counted.
+    fn record(&self, ok: bool, unavailable: bool) {
+        match self.policy {
+            Some(policy) if ok || unavailable => {
+                self.health.record(ok, policy, larder_format::now_ms());
+            }
+            _ if !ok => self.health.count_error(),
+            _ => {}
+        }
+    }
+
     fn fail(&self, error: sqlx::Error) -> StoreError {
-        self.errors.fetch_add(1, Ordering::Relaxed);
+        let unavailable = matches!(
+            error,
+            sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Tls(_)
+        );
+        self.record(false, unavailable);
         match error {
-            sqlx::Error::PoolTimedOut => StoreError::Timeout {
-                backend: self.backend(),
-                server: self.server.clone(),
-                timeout_ms: self.timeout.as_millis() as u64,
-            },
+            sqlx::Error::PoolTimedOut => self.timed_out(),
             other => {
                 StoreError::Server { backend: self.backend(), server: self.server.clone(), message: other.to_string() }
             }
         }
     }
 
-    /// Runs `work` within the store's timeout, once the tables exist.
+    /// Runs `work` within the store's timeout, once the tables exist; at once an error while the server is ejected.
     async fn run<T>(&self, work: impl std::future::Future<Output = Result<T, sqlx::Error>>) -> Result<T, StoreError> {
+        if self.policy.is_some() && !self.health.admits(larder_format::now_ms()) {
+            self.health.count_error();
+            return Err(StoreError::Server {
+                backend: self.backend(),
+                server: self.server.clone(),
+                message: "ejected after failing; not tried until retry_after has passed".into(),
+            });
+        }
         self.ready().await?;
         match tokio::time::timeout(self.timeout, work).await {
-            Ok(result) => result.map_err(|e| self.fail(e)),
+            Ok(Ok(value)) => {
+                self.record(true, false);
+                Ok(value)
+            }
+            Ok(Err(error)) => Err(self.fail(error)),
             Err(_) => {
-                self.errors.fetch_add(1, Ordering::Relaxed);
-                Err(StoreError::Timeout {
-                    backend: self.backend(),
-                    server: self.server.clone(),
-                    timeout_ms: self.timeout.as_millis() as u64,
-                })
+                self.record(false, true);
+                Err(self.timed_out())
             }
         }
     }
@@ -192,7 +224,8 @@ impl Inner {
                 let version = match tokio::time::timeout(self.timeout.max(Duration::from_secs(2)), create).await {
                     Ok(result) => result.map_err(|e| self.fail(e))?,
                     Err(_) => {
-                        return Err(StoreError::Timeout { backend: self.backend(), server: self.server.clone(), timeout_ms: self.timeout.as_millis() as u64 })
+                        self.record(false, true);
+                        return Err(self.timed_out());
                     }
                 };
                 match version {
@@ -364,7 +397,7 @@ impl Store for SqlStore {
 
     fn server_errors(&self) -> Vec<(String, u64)> {
         match self.inner.dialect {
-            Dialect::Postgres => vec![(self.inner.server.clone(), self.inner.errors.load(Ordering::Relaxed))],
+            Dialect::Postgres => vec![(self.inner.server.clone(), self.inner.health.errors())],
             Dialect::Sqlite => Vec::new(),
         }
     }

@@ -7,6 +7,7 @@ mod clock;
 pub mod counter;
 mod error;
 pub mod expiry;
+pub mod health;
 pub mod keys;
 pub mod memory;
 mod size;
@@ -17,6 +18,7 @@ mod value;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{OpenError, StoreError};
+pub use health::{FailurePolicy, Health};
 pub use memory::{ConfigError, MemoryStore, MemoryStoreBuilder};
 pub use size::{parse_size, parse_usize};
 pub use store::{BoxFuture, DynStore, Store, StoreStats};

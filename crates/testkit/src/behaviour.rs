@@ -69,6 +69,8 @@ pub async fn basics<S: Store>(store: &S) {
     };
     store.set(&key, &past, None).await.expect("set of an expired entry is not an error");
     assert_eq!(store.get(&key).await.expect("get"), None, "{name}: an expired entry is never returned");
+    assert!(!store.add(&key, &past, None).await.expect("add"), "{name}: an add of an expired entry adds nothing");
+    assert_eq!(store.get(&key).await.expect("get"), None, "{name}: nothing was added");
 }
 
 /// get_many keeps order and answers misses; set_many and delete_many.

@@ -1,0 +1,121 @@
+//! A remote server's health as every remote store keeps it (spec/STORES.md §2 "Failure and recovery"): consecutive
+//! failures, ejection until a time after `failures` of them, probation after the ejection (one failure ejects
+//! again), and the count of errors since start that `/metrics` shows. One bookkeeping for memcached's ring members,
+//! a Redis server and an SQL database, so "a store that fails is invisible" means the same thing on each.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+/// How many consecutive failures eject a server, and for how long.
+#[derive(Debug, Clone, Copy)]
+pub struct FailurePolicy {
+    pub failures: u32,
+    pub retry_after: Duration,
+}
+
+impl FailurePolicy {
+    /// Reads `failures` and `retry_after` from a store URL, with the given defaults.
+    pub fn from_url(
+        url: &mut crate::StoreUrl,
+        failures: u32,
+        retry_after: Duration,
+    ) -> Result<FailurePolicy, crate::UrlError> {
+        Ok(FailurePolicy {
+            failures: url.take_number("failures", u64::from(failures), 1..=1000)? as u32,
+            retry_after: url.take_duration("retry_after", retry_after)?,
+        })
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Health {
+    consecutive_failures: AtomicU32,
+    /// When ejected: the time (ms) it may be tried again; 0 = in use.
+    ejected_until: AtomicU64,
+    /// Put back after an ejection and not yet answered: one failure ejects it again.
+    on_probation: AtomicBool,
+    errors: AtomicU64,
+}
+
+impl Health {
+    /// Records the outcome of one request; `true` when this failure ejects the server.
+    pub fn record(&self, ok: bool, policy: FailurePolicy, now_ms: u64) -> bool {
+        if ok {
+            self.consecutive_failures.store(0, Ordering::Relaxed);
+            self.on_probation.store(false, Ordering::Relaxed);
+            return false;
+        }
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        let failures = self.consecutive_failures.fetch_add(1, Ordering::Relaxed) + 1;
+        if failures >= policy.failures || self.on_probation.load(Ordering::Relaxed) {
+            self.ejected_until.store(now_ms + policy.retry_after.as_millis() as u64, Ordering::Relaxed);
+            self.consecutive_failures.store(0, Ordering::Relaxed);
+            self.on_probation.store(false, Ordering::Relaxed);
+            return true;
+        }
+        false
+    }
+
+    /// Puts the server back (on probation) if its ejection is over; `true` if it changed.
+    pub fn readmit_if_due(&self, now_ms: u64) -> bool {
+        let until = self.ejected_until.load(Ordering::Relaxed);
+        if until != 0 && until <= now_ms {
+            self.ejected_until.store(0, Ordering::Relaxed);
+            self.on_probation.store(true, Ordering::Relaxed);
+            return true;
+        }
+        false
+    }
+
+    /// Whether a request may be sent now (readmitting the server when its ejection is over); a store with a single
+    /// server fails at once, without waiting, while this is false.
+    pub fn admits(&self, now_ms: u64) -> bool {
+        self.readmit_if_due(now_ms);
+        !self.is_ejected()
+    }
+
+    pub fn is_ejected(&self) -> bool {
+        self.ejected_until.load(Ordering::Relaxed) != 0
+    }
+
+    /// Counts an error that is not a failure of the server (a request refused at once while it is ejected).
+    pub fn count_error(&self) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Errors since start.
+    pub fn errors(&self) -> u64 {
+        self.errors.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const POLICY: FailurePolicy = FailurePolicy { failures: 2, retry_after: Duration::from_millis(1000) };
+
+    #[test]
+    fn ejects_after_consecutive_failures_only() {
+        let health = Health::default();
+        assert!(!health.record(false, POLICY, 0));
+        assert!(!health.record(true, POLICY, 0), "a success resets the count");
+        assert!(!health.record(false, POLICY, 0));
+        assert!(health.record(false, POLICY, 10), "the second failure in a row ejects");
+        assert!(!health.admits(500));
+        assert_eq!(health.errors(), 3);
+    }
+
+    #[test]
+    fn one_failure_on_probation_ejects_again_and_a_success_ends_it() {
+        let health = Health::default();
+        health.record(false, POLICY, 0);
+        health.record(false, POLICY, 0);
+        assert!(health.admits(1000), "readmitted once retry_after has passed");
+        assert!(health.record(false, POLICY, 1000), "on probation, one failure ejects");
+        assert!(!health.admits(1999));
+        assert!(health.admits(2000));
+        health.record(true, POLICY, 2000);
+        assert!(!health.record(false, POLICY, 2001), "probation ended with the success");
+    }
+}
