@@ -53,27 +53,11 @@ impl std::fmt::Display for ReadError {
 pub struct ReplyReader {
     buffer: BytesMut,
     max_value: usize,
-    in_exchange: bool,
 }
 
 impl ReplyReader {
     pub fn new(max_value: usize) -> ReplyReader {
-        ReplyReader { buffer: BytesMut::with_capacity(16 * 1024), max_value, in_exchange: false }
-    }
-
-    /// Marks the start of an exchange (its replies not yet all read).
-    pub fn begin(&mut self) {
-        self.in_exchange = true;
-    }
-
-    /// Marks the end of an exchange.
-    pub fn finish(&mut self) {
-        self.in_exchange = false;
-    }
-
-    /// Whether an exchange was cut before all its replies were read (the connection must not be reused).
-    pub fn mid_reply(&self) -> bool {
-        self.in_exchange
+        ReplyReader { buffer: BytesMut::with_capacity(16 * 1024), max_value }
     }
 
     /// The next reply.

@@ -157,12 +157,18 @@ impl Inner {
 
     /// One batch to one server, recording the outcome; a failure that ejects the server is retried once on the
     /// key's new server (`route_key` routes again).
-    async fn exchange(&self, route_key: &str, request: &[u8], expect: Expect) -> Result<Vec<Reply>, StoreError> {
+    async fn exchange(
+        &self,
+        route_key: &str,
+        request: impl Into<Bytes>,
+        expect: Expect,
+    ) -> Result<Vec<Reply>, StoreError> {
+        let request = request.into();
         let mut attempt = 0;
         loop {
             let index = self.route(route_key)?;
             let server = &self.servers[index];
-            let result = server.exchange(request, expect, self.timeout, self.connect_timeout).await;
+            let result = server.exchange(request.clone(), expect, self.timeout, self.connect_timeout).await;
             let now = larder_format::now_ms();
             match result {
                 Ok(replies) => {
@@ -201,7 +207,7 @@ impl Inner {
                 protocol::get(&mut request, keys[i], "k q");
             }
             request.extend_from_slice(b"mn\r\n");
-            let replies = self.exchange(keys[indexes[0]], &request, Expect::UntilEnd).await?;
+            let replies = self.exchange(keys[indexes[0]], request, Expect::UntilEnd).await?;
             let mut found: HashMap<String, Bytes> = HashMap::new();
             for reply in replies {
                 match reply {
@@ -241,7 +247,7 @@ impl Inner {
                 }
             }
             let route = items[indexes[0]].0.as_str();
-            let replies = self.exchange(route, &request, Expect::Count(indexes.len())).await?;
+            let replies = self.exchange(route, request, Expect::Count(indexes.len())).await?;
             let mut stored = Vec::with_capacity(indexes.len());
             for (&i, reply) in indexes.iter().zip(replies) {
                 let expired = items[i].2 < 0;
@@ -291,7 +297,7 @@ impl Inner {
             for key in &group {
                 protocol::delete(&mut request, key, "");
             }
-            let replies = self.exchange(group[0], &request, Expect::Count(group.len())).await?;
+            let replies = self.exchange(group[0], request, Expect::Count(group.len())).await?;
             Ok::<_, StoreError>(replies.iter().filter(|r| matches!(r, Reply::Done)).count())
         });
         let mut deleted = 0;
@@ -302,11 +308,14 @@ impl Inner {
     }
 
     /// Runs `request` on every server on the ring.
-    async fn on_every_server(&self, request: &[u8]) -> Result<Vec<Vec<Reply>>, StoreError> {
-        let batches = self.servers.iter().filter(|s| !s.health.is_ejected()).map(|server| async move {
-            let result = server.exchange(request, Expect::UntilEndOrOne, self.timeout, self.connect_timeout).await;
-            server.health.record(result.is_ok(), self.policy, larder_format::now_ms());
-            result.map_err(|failure| self.error(server, failure))
+    async fn on_every_server(&self, request: Bytes) -> Result<Vec<Vec<Reply>>, StoreError> {
+        let batches = self.servers.iter().filter(|s| !s.health.is_ejected()).map(|server| {
+            let request = request.clone();
+            async move {
+                let result = server.exchange(request, Expect::UntilEndOrOne, self.timeout, self.connect_timeout).await;
+                server.health.record(result.is_ok(), self.policy, larder_format::now_ms());
+                result.map_err(|failure| self.error(server, failure))
+            }
         });
         join_all(batches).await.into_iter().collect()
     }
@@ -315,7 +324,7 @@ impl Inner {
     pub(crate) async fn get_with_cas(&self, stored: &str) -> Result<Option<(Bytes, u64)>, StoreError> {
         let mut request = Vec::new();
         protocol::get(&mut request, stored, "c");
-        match self.exchange(stored, &request, Expect::Count(1)).await?.pop() {
+        match self.exchange(stored, request, Expect::Count(1)).await?.pop() {
             Some(Reply::Value { data, cas: Some(cas), .. }) => Ok(Some((data, cas))),
             Some(Reply::Miss) => Ok(None),
             other => Err(self.reply_error(stored, format!("unexpected reply {other:?}"))),
@@ -332,7 +341,7 @@ impl Inner {
     ) -> Result<bool, StoreError> {
         let mut request = Vec::new();
         protocol::set(&mut request, stored, value, exptime, flags);
-        match self.exchange(stored, &request, Expect::Count(1)).await?.pop() {
+        match self.exchange(stored, request, Expect::Count(1)).await?.pop() {
             Some(Reply::Done) => Ok(true),
             Some(Reply::NotStored | Reply::Exists | Reply::NotFound) => Ok(false),
             Some(Reply::Error(message)) => Err(self.reply_error(stored, message)),
@@ -424,7 +433,7 @@ impl Store for MemcachedStore {
             request.push_str(&format!(" N{exptime} J{}", delta.max(0)));
         }
         request.push_str("\r\n");
-        match inner.exchange(&stored, request.as_bytes(), Expect::Count(1)).await?.pop() {
+        match inner.exchange(&stored, request, Expect::Count(1)).await?.pop() {
             Some(Reply::Value { data, .. }) => {
                 let text = String::from_utf8_lossy(&data).into_owned();
                 let value: u64 =
@@ -449,7 +458,7 @@ impl Store for MemcachedStore {
         }
         let mut request = Vec::new();
         protocol::delete(&mut request, &stored, &format!("C{cas}"));
-        Ok(matches!(inner.exchange(&stored, &request, Expect::Count(1)).await?.pop(), Some(Reply::Done)))
+        Ok(matches!(inner.exchange(&stored, request, Expect::Count(1)).await?.pop(), Some(Reply::Done)))
     }
 
     async fn delete(&self, key: &str) -> Result<bool, StoreError> {
@@ -468,7 +477,7 @@ impl Store for MemcachedStore {
 
     async fn clear(&self) -> Result<(), StoreError> {
         if self.inner.prefix.is_empty() {
-            self.inner.on_every_server(b"flush_all\r\n").await.map(|_| ())
+            self.inner.on_every_server(Bytes::from_static(b"flush_all\r\n")).await.map(|_| ())
         } else {
             self.purge_prefix("").await.map(|_| ())
         }
@@ -486,7 +495,7 @@ impl Store for MemcachedStore {
 
     async fn stats(&self) -> Result<StoreStats, StoreError> {
         let mut stats = StoreStats::default();
-        for replies in self.inner.on_every_server(b"stats\r\n").await? {
+        for replies in self.inner.on_every_server(Bytes::from_static(b"stats\r\n")).await? {
             for reply in replies {
                 if let Reply::Stat(name, value) = reply {
                     let n: u64 = value.parse().unwrap_or(0);

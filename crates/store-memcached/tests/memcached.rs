@@ -140,3 +140,41 @@ async fn a_server_speaking_nonsense_gives_errors_not_panics() {
         assert!(error.to_string().contains(&addr.to_string()), "{error}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_callers_on_one_connection_each_get_their_own_answer() {
+    let server = Memcached::start().expect("memcached");
+    let store = open(&url_of(std::slice::from_ref(&server), "?pool=1")).await;
+    let items: Vec<(String, Vec<u8>)> =
+        (0..300).map(|i| (format!("mux:{i}"), format!("value {i} ").repeat(1 + i % 40).into_bytes())).collect();
+    let writes = items.iter().map(|(k, v)| {
+        let store = store.clone();
+        async move { store.set(k, v, None).await }
+    });
+    for result in futures_util::future::join_all(writes).await {
+        result.expect("set");
+    }
+    // Gets, multi-gets and misses interleaved on the one connection, all in flight together.
+    let reads = (0..600).map(|i| {
+        let store = store.clone();
+        let items = &items;
+        async move {
+            match i % 3 {
+                0 => {
+                    let (key, value) = &items[i % items.len()];
+                    assert_eq!(store.get(key).await.expect("get").as_deref(), Some(&value[..]), "{key}");
+                }
+                1 => {
+                    let keys: Vec<&str> = (0..7).map(|j| items[(i + j * 11) % items.len()].0.as_str()).collect();
+                    let got = store.get_many(&keys).await.expect("get_many");
+                    for (j, value) in got.iter().enumerate() {
+                        let expected = &items[(i + j * 11) % items.len()].1;
+                        assert_eq!(value.as_deref(), Some(&expected[..]), "batch {i} item {j}");
+                    }
+                }
+                _ => assert_eq!(store.get(&format!("mux:absent:{i}")).await.expect("get"), None),
+            }
+        }
+    });
+    futures_util::future::join_all(reads).await;
+}
