@@ -1,0 +1,48 @@
+# frozen_string_literal: true
+
+module Larder
+  # The error kinds of spec/FORMAT.md §7, in the spec's order.
+  ERROR_KINDS = %w[truncated bad_magic unsupported_version unknown_codec bad_header too_large corrupt_payload
+                   bad_value].freeze
+
+  # Every way an entry can be invalid (spec/FORMAT.md §7) surfaces as InvalidEntry, whose `kind` is the error-kind
+  # name shared by every larder implementation, so a caller (or a test comparing languages) can tell why without
+  # parsing messages. Decoding never lets any other exception escape, whatever the input bytes.
+  class InvalidEntry < StandardError
+    attr_reader :kind, :detail
+
+    def initialize(kind, detail)
+      raise ArgumentError, "unknown error kind #{kind.inspect}" unless ERROR_KINDS.include?(kind)
+
+      @kind = kind
+      @detail = detail
+      super("#{kind}: #{detail}")
+    end
+  end
+
+  # A system library (liblz4, libzstd, libsnappy, libbrotli) that a compressor needs could not be loaded.
+  class MissingLibrary < StandardError; end
+
+  # A store failed: it names the backend and, for remote stores, the server (spec/STORES.md §2).
+  class StoreError < StandardError
+    attr_reader :backend, :server
+
+    def initialize(backend, message, server: nil)
+      @backend = backend
+      @server = server
+      super(server ? "#{backend} #{server}: #{message}" : "#{backend}: #{message}")
+    end
+  end
+
+  # A value that is not a counter was given to incr (spec/STORES.md §3).
+  class NotACounter < StoreError; end
+
+  # A value the store cannot hold (spec/STORES.md §2 Sizes).
+  class TooLarge < StoreError; end
+
+  # An operation the store does not offer with its options (memcached purge by prefix with prefix_purge=false).
+  class Unsupported < StoreError; end
+
+  # A store URL that does not parse, or names an option the store does not know (spec/STORES.md §1).
+  class UrlError < ArgumentError; end
+end

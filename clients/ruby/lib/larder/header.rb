@@ -1,0 +1,190 @@
+# frozen_string_literal: true
+
+module Larder
+  # The entry header (spec/FORMAT.md §1): the fixed 23 bytes and the optional stale window, version and tags.
+  #
+  # Everything a store or a cache decides about an entry (expiry, version, tags) is read here, without touching the
+  # payload, so a store can skip an expired entry without decompressing or deserializing anything.
+  module Header
+    MAGIC = "\xC1\x4C".b.freeze
+    FORMAT_VERSION = 1
+    FIXED_HEADER_LEN = 23
+    # Offset of the compressor byte, rewritten once the encoder knows whether compression paid.
+    COMPRESSOR_OFFSET = 5
+    # Offset of `expires_at`, for readers that want only the expiry.
+    EXPIRES_AT_OFFSET = 15
+
+    FLAG_STALE = 0x01
+    FLAG_VERSION = 0x02
+    FLAG_TAGS = 0x04
+    RESERVED_FLAGS = 0xFF & ~(FLAG_STALE | FLAG_VERSION | FLAG_TAGS)
+
+    # Names of the header's numbered choices; a name's index is its wire id.
+    KINDS = %w[value response].freeze
+    SERIALIZERS = %w[raw msgpack json text].freeze
+    COMPRESSORS = %w[none lz4 snappy zstd brotli gzip].freeze
+
+    U16_MAX = 0xFFFF
+    U64_MAX = 0xFFFF_FFFF_FFFF_FFFF
+
+    # A parsed entry header. Times are ms since the Unix epoch; `expires_at == 0` means never. `payload_offset` is
+    # the number of bytes the header takes: the payload starts there.
+    Fields = Struct.new(:kind, :serializer, :compressor, :created_at, :expires_at, :stale_ms, :version, :tags,
+                        :payload_offset, keyword_init: true) do
+      # The moment past which the entry may not be served at all, even stale; nil = never.
+      def hard_expiry
+        Header.hard_expiry(expires_at, stale_ms)
+      end
+    end
+
+    module_function
+
+    # `expires_at + stale_ms` (capped at 2^64-1), or nil when the entry never expires.
+    def hard_expiry(expires_at, stale_ms)
+      return nil if expires_at.zero?
+
+      [expires_at + stale_ms, U64_MAX].min
+    end
+
+    # Only `expires_at`, the cheapest check a store can make; nil if `data` does not start like an entry.
+    def peek_expires_at(data)
+      return nil if data.bytesize < FIXED_HEADER_LEN || data.byteslice(0, 2).b != MAGIC
+
+      data.byteslice(EXPIRES_AT_OFFSET, 8).unpack1("Q<")
+    end
+
+    # Parses the header of `data` (the whole entry, or at least its header) without looking at the payload.
+    # Raises InvalidEntry (truncated, bad_magic, unsupported_version, unknown_codec, bad_header).
+    def read(data)
+      view = data.b
+      length = view.bytesize
+      if length < 3
+        raise bad_magic(view.byteslice(0, 2)) if length >= 2 && view.byteslice(0, 2) != MAGIC
+
+        raise truncated("fixed header", FIXED_HEADER_LEN, length)
+      end
+      raise bad_magic(view.byteslice(0, 2)) if view.byteslice(0, 2) != MAGIC
+
+      version_byte = view.getbyte(2)
+      if version_byte != FORMAT_VERSION
+        raise InvalidEntry.new("unsupported_version",
+                               "format version #{version_byte} (this reader knows version #{FORMAT_VERSION})")
+      end
+      raise truncated("fixed header", FIXED_HEADER_LEN, length) if length < FIXED_HEADER_LEN
+
+      kind = name(KINDS, view.getbyte(3), "kind")
+      serializer = name(SERIALIZERS, view.getbyte(4), "serializer")
+      compressor = name(COMPRESSORS, view.getbyte(5), "compressor")
+      flags = view.getbyte(6)
+      if flags.anybits?(RESERVED_FLAGS)
+        raise InvalidEntry.new("bad_header",
+                               format("reserved flag bits set: %#04x", flags))
+      end
+      if kind == "response" && serializer != "msgpack"
+        raise InvalidEntry.new("bad_header", "an HTTP response entry must use msgpack, not #{serializer}")
+      end
+
+      created_at, expires_at = view.unpack("@7Q<Q<")
+      stale_ms, version, tags, pos = read_optional(view, flags)
+      Fields.new(kind: kind, serializer: serializer, compressor: compressor, created_at: created_at,
+                 expires_at: expires_at, stale_ms: stale_ms, version: version, tags: tags.freeze, payload_offset: pos)
+    end
+
+    # The optional fields (stale window, version, tags) that `flags` announce, and the offset after them.
+    def read_optional(view, flags)
+      length = view.bytesize
+      pos = FIXED_HEADER_LEN
+      stale_ms = 0
+      if flags.anybits?(FLAG_STALE)
+        need(length, pos, 8, "stale window")
+        stale_ms = view.unpack1("@#{pos}Q<")
+        pos += 8
+      end
+      version = nil
+      version, pos = read_string(view, pos, "version") if flags.anybits?(FLAG_VERSION)
+      tags = []
+      if flags.anybits?(FLAG_TAGS)
+        need(length, pos, 2, "tag count")
+        count = view.unpack1("@#{pos}S<")
+        pos += 2
+        count.times do
+          tag, pos = read_string(view, pos, "tag")
+          tags << tag
+        end
+      end
+      [stale_ms, version, tags, pos]
+    end
+
+    # The header bytes for these fields (a mutable binary String). Raises ArgumentError for what the format
+    # cannot hold.
+    def pack(kind:, serializer:, compressor:, created_at:, expires_at:, stale_ms:, version:, tags:)
+      { created_at: created_at, expires_at: expires_at, stale_ms: stale_ms }.each do |field, value|
+        raise TypeError, "#{field} must be an Integer, not #{value.class}" unless value.is_a?(Integer)
+        raise ArgumentError, "#{field} #{value} is outside 0..2^64-1" unless value.between?(0, U64_MAX)
+      end
+      raise TypeError, "tags must be an Array of strings, not a single string" if tags.is_a?(String)
+
+      tags = Array(tags)
+      flags = 0
+      flags |= FLAG_STALE if stale_ms.positive?
+      flags |= FLAG_VERSION unless version.nil?
+      flags |= FLAG_TAGS unless tags.empty?
+      out = MAGIC.dup
+      out << [FORMAT_VERSION, id(KINDS, kind, "kind"), id(SERIALIZERS, serializer, "serializer"),
+              id(COMPRESSORS, compressor, "compressor"), flags, created_at, expires_at].pack("C5Q<Q<")
+      out << [stale_ms].pack("Q<") if stale_ms.positive?
+      out << pack_string("version", version) unless version.nil?
+      unless tags.empty?
+        raise ArgumentError, "#{tags.size} tags; the format allows at most #{U16_MAX}" if tags.size > U16_MAX
+
+        out << [tags.size].pack("S<")
+        tags.each { |tag| out << pack_string("tag", tag) }
+      end
+      out
+    end
+
+    def pack_string(field, text)
+      raise TypeError, "#{field} must be a String, not #{text.class}" unless text.is_a?(String)
+
+      raw = text.encode(Encoding::UTF_8).b
+      if raw.bytesize > U16_MAX
+        raise ArgumentError,
+              "#{field} is #{raw.bytesize} bytes; the format allows at most #{U16_MAX}"
+      end
+
+      [raw.bytesize].pack("S<") + raw
+    end
+
+    def id(names, name, what)
+      names.index(name.to_s) || raise(ArgumentError,
+                                      "unknown #{what} #{name.inspect} (expected one of: #{names.join(', ')})")
+    end
+
+    def name(names, wire_id, what)
+      names[wire_id] || raise(InvalidEntry.new("unknown_codec", "unknown #{what} id #{wire_id}"))
+    end
+
+    def need(length, pos, count, what)
+      raise truncated(what, pos + count, length) if pos + count > length
+    end
+
+    def read_string(view, pos, what)
+      need(view.bytesize, pos, 2, what)
+      size = view.unpack1("@#{pos}S<")
+      pos += 2
+      need(view.bytesize, pos, size, what)
+      text = view.byteslice(pos, size).force_encoding(Encoding::UTF_8)
+      raise InvalidEntry.new("bad_header", "#{what} is not valid UTF-8") unless text.valid_encoding?
+
+      [text.freeze, pos + size]
+    end
+
+    def bad_magic(first_two)
+      InvalidEntry.new("bad_magic", "starts with #{first_two.unpack1('H*')} instead of c14c: not a larder entry")
+    end
+
+    def truncated(what, need, have)
+      InvalidEntry.new("truncated", "#{what} needs #{need} bytes, entry has #{have}")
+    end
+  end
+end

@@ -1,0 +1,111 @@
+# frozen_string_literal: true
+
+require "digest"
+
+module Larder
+  # Keys every language derives identically (spec/FORMAT.md §5), so an entry written by one is found by another.
+  #
+  # `safe_key` fits memcached's rules (at most 250 bytes, no spaces or control characters) by hashing what does not
+  # fit, keeping a readable prefix; `namespaced_key` prefixes a namespace; `http_key` and `url_key` turn a request
+  # into a key with the query sorted and tracking parameters dropped. Lengths and comparisons are over UTF-8 bytes,
+  # and case changes are ASCII-only: no Unicode case folding, no percent-decoding.
+  module Keys
+    # memcached's key length limit.
+    MAX_KEY_LEN = 250
+    # Longest readable prefix kept in a hashed key.
+    HASHED_PREFIX_LEN = 180
+    # Query parameters dropped from HTTP keys unless told otherwise.
+    DEFAULT_DROP = %w[utm_* gclid fbclid msclkid].freeze
+    UNSAFE = /[\x00-\x20\x7F]/n
+    DEFAULT_PORTS = { "http" => ":80", "https" => ":443" }.freeze
+
+    module_function
+
+    # `key` unchanged if memcached accepts it, else its readable prefix, `#`, and the SHA-256 of the whole key.
+    def safe_key(key)
+      raw = key.to_s.b
+      return key.to_s.dup.force_encoding(Encoding::UTF_8) if raw.bytesize <= MAX_KEY_LEN && !raw.match?(UNSAFE)
+
+      prefix = raw.byteslice(0, HASHED_PREFIX_LEN)[/\A[\x21-\x7E]*/n]
+      "#{prefix}##{Digest::SHA256.hexdigest(raw)}".force_encoding(Encoding::UTF_8)
+    end
+
+    # `namespace:key` (just `key` when the namespace is empty or nil), made safe.
+    def namespaced_key(namespace, key)
+      safe_key(namespace.nil? || namespace.empty? ? key : "#{namespace}:#{key}")
+    end
+
+    # The key of a request, from its parts as a server sees them (spec/FORMAT.md §5.3). `drop` lists query parameter
+    # names to leave out; a pattern ending in `*` matches names starting with the rest.
+    def http_key(method, scheme, authority, path_and_query, namespace: "", drop: DEFAULT_DROP)
+      raise TypeError, "drop must be an Array of patterns, not a single String" if drop.is_a?(String)
+
+      scheme = ascii_lower(scheme)
+      base = +"#{ascii_upper(method)}:#{scheme}://#{normalize_authority(scheme, authority)}"
+      without_fragment = path_and_query.b.split("#", 2).first || "".b
+      path, query = without_fragment.split("?", 2)
+      base << (path.nil? || path.empty? ? "/" : path.force_encoding(Encoding::UTF_8))
+      parts = (query || "").split("&").reject { |part| part.empty? || dropped?(param_name(part), drop) }
+      parts = parts.each_with_index.sort_by { |part, index| [param_name(part), index] }.map(&:first)
+      base << "?" << parts.join("&").force_encoding(Encoding::UTF_8) unless parts.empty?
+      namespaced_key(namespace, base)
+    end
+
+    # The key of a request given as a URL text, `scheme://authority/path?query`. Raises ArgumentError without `://`.
+    def url_key(method, url, namespace: "", drop: DEFAULT_DROP)
+      scheme, rest = url.split("://", 2)
+      raise ArgumentError, "not an absolute URL (no \"://\"): #{url.inspect}" if rest.nil?
+
+      stop = rest.index(%r{[/?#]}) || rest.length
+      http_key(method, scheme, rest[0, stop], rest[stop..], namespace: namespace, drop: drop)
+    end
+
+    # The key of a response's variant (spec/FORMAT.md §5.4), from its marker ({"vary" => [...], "generation" => G})
+    # and the request's header lines ([name, value] pairs, in order).
+    def variant_key(base_key, marker, request_headers)
+      selecting = marker.fetch("vary").map do |name|
+        values = request_headers.select { |header, _| ascii_lower(header) == name }.map(&:last)
+        next "#{name}\u0000absent\n" if values.empty?
+
+        elements = values.flat_map { |value| value.split(",", -1) }
+        "#{name}:#{elements.map { |element| element.gsub(/\A[ \t]+|[ \t]+\z/, '') }.join(',')}\n"
+      end.join
+      generation = marker["generation"]
+      middle = generation.nil? ? "" : "\u0000generation:#{generation}\n"
+      safe_key("#{base_key}\n#{middle}#{selecting}")
+    end
+
+    # Where a response transformed to another coding is kept beside the original (spec/FORMAT.md §5.5).
+    def alternate_key(entry_key, coding)
+      safe_key("#{entry_key}\n\u0000coding:#{coding}")
+    end
+
+    def param_name(part)
+      part.split("=", 2).first || ""
+    end
+
+    def dropped?(name, patterns)
+      patterns.any? do |pattern|
+        pattern.end_with?("*") ? name.b.start_with?(pattern.b.chop) : name.b == pattern.b
+      end
+    end
+
+    def normalize_authority(scheme, authority)
+      host = ascii_lower(authority.b.rpartition("@").last)
+      return host.chop if host.end_with?(":")
+
+      default_port = DEFAULT_PORTS[scheme]
+      return host.delete_suffix(default_port) if default_port && host.end_with?(default_port)
+
+      host
+    end
+
+    def ascii_upper(text)
+      text.b.tr("a-z", "A-Z").force_encoding(Encoding::UTF_8)
+    end
+
+    def ascii_lower(text)
+      text.b.tr("A-Z", "a-z").force_encoding(Encoding::UTF_8)
+    end
+  end
+end
