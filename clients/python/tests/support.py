@@ -60,7 +60,7 @@ def same_json(actual: Any, expected: Any) -> bool:
         return (
             isinstance(actual, (list, tuple))
             and len(actual) == len(expected)
-            and all(same_json(a, e) for a, e in zip(actual, expected))
+            and all(same_json(a, e) for a, e in zip(actual, expected, strict=False))
         )
     if isinstance(expected, dict):
         return (

@@ -3,7 +3,8 @@ any bytes at all (random, or valid entries bit-flipped, truncated, spliced) rais
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from hypothesis import given, settings

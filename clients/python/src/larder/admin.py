@@ -37,15 +37,15 @@ import urllib.parse
 import urllib.request
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Final, Union
+from typing import Final
 
 from .entry import encode_response, now_ms
 from .keys import DEFAULT_DROP, http_key
 from .response import CONTENT_ENCODINGS, HttpResponse
 
-HeaderPart = Union[bytes, str]
+HeaderPart = bytes | str
 #: Response headers: a mapping, or (name, value) pairs in order (duplicates kept, as for two Set-Cookie lines).
-Headers = Union[Mapping[str, HeaderPart], Mapping[bytes, HeaderPart], Iterable[tuple[HeaderPart, HeaderPart]]]
+Headers = Mapping[str, HeaderPart] | Mapping[bytes, HeaderPart] | Iterable[tuple[HeaderPart, HeaderPart]]
 
 #: Fields a server derives when it sends a body, so they are never stored (spec/FORMAT.md §4).
 HOP_BY_HOP: Final = frozenset(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final, Union
+from typing import Final
 
 from .errors import BAD_HEADER, BAD_MAGIC, TRUNCATED, UNKNOWN_CODEC, UNSUPPORTED_VERSION, InvalidEntry
 
@@ -35,7 +35,7 @@ U16_MAX: Final = 0xFFFF
 U64_MAX: Final = 0xFFFF_FFFF_FFFF_FFFF
 
 #: What decoders take: any contiguous bytes.
-BytesLike = Union[bytes, bytearray, memoryview]
+BytesLike = bytes | bytearray | memoryview
 
 _U16 = struct.Struct("<H")
 _U64 = struct.Struct("<Q")

@@ -12,7 +12,7 @@ payload holds nothing it would lose.
 from __future__ import annotations
 
 import struct
-from typing import Final, NamedTuple, Union
+from typing import Final, NamedTuple
 
 import msgpack
 
@@ -34,7 +34,7 @@ class MapPairs(list):  # type: ignore[type-arg]
 
 
 #: What `read_tree` returns: None, bool, int, float, bytes (str and bin alike), Ext, list or MapPairs.
-Tree = Union[None, bool, int, float, bytes, Ext, list, MapPairs]  # type: ignore[type-arg]
+Tree = None | bool | int | float | bytes | Ext | list | MapPairs  # type: ignore[type-arg]
 
 #: How a timestamp (ext type -1) that msgpack-python would convert starts: fixext 4, fixext 8, ext 8 of 12 bytes.
 _TIMESTAMP_HEADS: Final = (b"\xd6\xff", b"\xd7\xff", b"\xc7\x0c\xff")

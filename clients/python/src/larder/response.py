@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final, Union
+from typing import Final
 
 import msgpack
 
@@ -19,7 +19,7 @@ from .msgpack_reader import MsgpackReader
 #: The codings a body may be stored in.
 CONTENT_ENCODINGS: Final = ("identity", "gzip", "br", "zstd")
 
-HeaderPart = Union[bytes, str]
+HeaderPart = bytes | str
 
 
 @dataclass(frozen=True, init=False)

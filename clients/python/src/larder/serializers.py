@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import chain, compress, repeat
-from typing import Any, Callable, Final, cast
+from typing import Any, Final, cast
 
 import msgpack
 

@@ -1,0 +1,331 @@
+"""What every store shares (spec/STORES.md §2, §3): the `Store` interface, its errors, the keys a store writes,
+the expiry rule, counters and a remote server's health.
+
+A store knows bytes: it never deserializes a value, but may read an entry's header (expiry, tags). Mirrors the Rust
+crate `larder-store` (store.rs, error.rs, keys.rs, expiry.rs, counter.rs, health.rs), one concept per section.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from ..errors import InvalidEntry
+from ..header import hard_expiry, read_header
+from ..keys import safe_key
+
+# ---------------------------------------------------------------------------------------------------------- errors
+
+
+class StoreError(Exception):
+    """A store operation that failed. `backend` names the backend ("memcached", "redis", …); `server` the server
+    (`host:port`) for remote stores, else None. `str(error)` always names both."""
+
+    backend: str
+    server: str | None
+
+    def __init__(self, backend: str, message: str, server: str | None = None) -> None:
+        where = f"{backend} server {server}" if server else backend
+        super().__init__(f"{where}: {message}")
+        self.backend = backend
+        self.server = server
+        self.message = message
+
+
+class ServerError(StoreError):
+    """A server could not be reached, refused, lost the connection, or answered with an error."""
+
+
+class StoreTimeout(ServerError):
+    """A server did not answer within the store's `timeout`."""
+
+    def __init__(self, backend: str, server: str, timeout_ms: int) -> None:
+        super().__init__(backend, f"no answer within {timeout_ms} ms", server)
+        self.timeout_ms = timeout_ms
+
+
+class TooLarge(StoreError):
+    """A value larger than the store accepts; nothing was stored (spec/STORES.md §2 `too_large`)."""
+
+    def __init__(self, backend: str, key: str, size: int, limit: int) -> None:
+        super().__init__(backend, f"value of {size} bytes for key {key!r} exceeds the {limit}-byte entry limit")
+        self.key, self.size, self.limit = key, size, limit
+
+
+class NotACounter(StoreError):
+    """`incr` found a value that is not a decimal integer; it was left as it was (`not_a_counter`)."""
+
+    def __init__(self, backend: str, key: str) -> None:
+        super().__init__(backend, f"the value at key {key!r} is not a counter")
+        self.key = key
+
+
+class Unsupported(StoreError):
+    """The backend cannot do this operation."""
+
+    def __init__(self, backend: str, operation: str) -> None:
+        super().__init__(backend, f"{operation} is not supported")
+
+
+class UrlError(ValueError):
+    """A store URL that cannot be used (nothing was contacted). The password is never shown."""
+
+    def __init__(self, url: str, message: str) -> None:
+        super().__init__(f"store URL {url!r}: {message}")
+        self.url = url
+        self.message = message
+
+
+# ------------------------------------------------------------------------------------------------------ statistics
+
+
+@dataclass
+class StoreStats:
+    """Counters a store reports; remote backends report what their servers report, zeros where unknown."""
+
+    hits: int = 0
+    misses: int = 0
+    inserts: int = 0
+    evictions: int = 0
+    expirations: int = 0
+    rejections: int = 0
+    entries: int = 0
+    bytes: int = 0
+    capacity_bytes: int = 0
+
+
+# ------------------------------------------------------------------------------------------------------- interface
+
+
+class Store(ABC):
+    """Blocking operations on keys and entry bytes; every implementation is safe to share between threads.
+
+    `ttl` (seconds, float; None = only the entry's own expiry) is a store-side expiry on top of the entry's own:
+    a store never returns a value past `expiry(value, ttl)` (spec/STORES.md §2).
+    """
+
+    backend: str = "store"
+
+    def max_value_bytes(self) -> int:
+        """The largest value a write under a short key can store."""
+        return 1 << 62
+
+    def server_errors(self) -> list[tuple[str, int]]:
+        """Failures counted per server (`host:port`, count) since the store was opened."""
+        return []
+
+    def get(self, key: str) -> bytes | None:
+        return self.get_many([key])[0]
+
+    @abstractmethod
+    def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        """One result per key, in order."""
+
+    def set(self, key: str, value: bytes, ttl: float | None = None) -> None:
+        self.set_many([(key, value)], ttl)
+
+    @abstractmethod
+    def set_many(self, items: Sequence[tuple[str, bytes]], ttl: float | None = None) -> None:
+        """Stores every item with one TTL; not atomic (after an error some may be stored)."""
+
+    @abstractmethod
+    def add(self, key: str, value: bytes, ttl: float | None = None) -> bool:
+        """Stores only if the key is absent (or expired); True if it stored."""
+
+    @abstractmethod
+    def incr(self, key: str, delta: int, ttl: float | None = None, create: bool = True) -> int | None:
+        """Adds `delta` to the counter at `key` (spec/STORES.md §3); None when missing and not `create`."""
+
+    @abstractmethod
+    def delete_if(self, key: str, expected: bytes) -> bool:
+        """Deletes `key` only while it holds exactly `expected`; True if it deleted."""
+
+    def delete(self, key: str) -> bool:
+        return self.delete_many([key]) == 1
+
+    @abstractmethod
+    def delete_many(self, keys: Sequence[str]) -> int:
+        """How many of the keys were present."""
+
+    @abstractmethod
+    def clear(self) -> None: ...
+
+    @abstractmethod
+    def purge_prefix(self, prefix: str) -> int:
+        """Removes every entry whose key starts with `prefix`; how many (0 where the store cannot count)."""
+
+    @abstractmethod
+    def purge_tag(self, tag: str) -> int:
+        """Removes every entry whose header carries `tag`; how many (0 where the store cannot count)."""
+
+    @abstractmethod
+    def stats(self) -> StoreStats: ...
+
+    def close(self) -> None:  # noqa: B027 - a no-op default; remote stores close their connections
+        """Releases connections and files."""
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# ------------------------------------------------------------------------------------------------------------ keys
+
+
+def stored_key(prefix: str, key: str) -> str:
+    """The key as the server sees it: `safe_key(prefix + key)`, or `key` itself without a prefix."""
+    return safe_key(prefix + key) if prefix else key
+
+
+def internal_key(prefix: str, purpose: str, name: str) -> str:
+    """A bookkeeping key (locks, purge records, tag indexes): `larder#<sha256>` after the prefix."""
+    return stored_key(prefix, safe_key(f"larder\x00{purpose}:{name}"))
+
+
+def lock_key(prefix: str, key: str) -> str:
+    """The lock guarding `key`, taken with `add`, released with `delete_if` (spec/STORES.md §3)."""
+    return internal_key(prefix, "lock", key)
+
+
+# ---------------------------------------------------------------------------------------------------------- expiry
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def entry_hard_expiry(value: bytes) -> int | None:
+    """The entry's hard expiry in ms, if `value` is an entry that expires."""
+    try:
+        header = read_header(value)
+    except InvalidEntry:
+        return None
+    return hard_expiry(header.expires_at, header.stale_ms)
+
+
+def entry_tags(value: bytes) -> tuple[str, ...]:
+    """The entry's tags; none for a value that is not an entry."""
+    try:
+        return read_header(value).tags
+    except InvalidEntry:
+        return ()
+
+
+def ttl_ms(ttl: float | None) -> int | None:
+    """A TTL in seconds as whole milliseconds, rounded up (None stays None)."""
+    if ttl is None:
+        return None
+    if ttl < 0:
+        raise ValueError(f"a ttl cannot be negative: {ttl!r}")
+    return math.ceil(ttl * 1000)
+
+
+def expires_at_ms(value: bytes, ttl: float | None, now: int) -> int | None:
+    """The moment (ms) past which `value` must not be returned: the earlier of now + ttl and the entry's hard
+    expiry; None = never."""
+    from_ttl = None if ttl is None else now + (ttl_ms(ttl) or 0)
+    hard = entry_hard_expiry(value)
+    if from_ttl is not None and hard is not None:
+        return min(from_ttl, hard)
+    return from_ttl if from_ttl is not None else hard
+
+
+THIRTY_DAYS_SECS: Final = 30 * 24 * 3600
+
+
+def memcached_exptime(expires_at: int | None, now: int) -> int:
+    """memcached's exptime: 0 = never; relative seconds up to 30 days, a Unix time beyond; -1 when already past."""
+    if expires_at is None:
+        return 0
+    if expires_at <= now:
+        return -1
+    relative = -(-(expires_at - now) // 1000)
+    if relative <= THIRTY_DAYS_SECS:
+        return relative
+    return -(-expires_at // 1000)
+
+
+# -------------------------------------------------------------------------------------------------------- counters
+
+I64_MIN: Final = -(1 << 63)
+I64_MAX: Final = (1 << 63) - 1
+_COUNTER: Final = re.compile(rb"-?[0-9]{1,20}")
+
+
+def parse_counter(value: bytes) -> int | None:
+    """The counter a stored value holds: an optional `-` and digits within signed 64 bits, nothing else."""
+    if not _COUNTER.fullmatch(value):
+        return None
+    number = int(value)
+    return number if I64_MIN <= number <= I64_MAX else None
+
+
+def saturate(number: int) -> int:
+    return max(I64_MIN, min(I64_MAX, number))
+
+
+# ---------------------------------------------------------------------------------------------------------- health
+
+
+@dataclass(frozen=True)
+class FailurePolicy:
+    """`failures` consecutive failures eject a server for `retry_after_ms`."""
+
+    failures: int
+    retry_after_ms: int
+
+
+class Health:
+    """A remote server's health (spec/STORES.md §1 "Failure and recovery"): consecutive failures, ejection,
+    probation after it, and the errors counted since start. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._consecutive = 0
+        self._ejected_until = 0
+        self._probation = False
+        self.errors = 0
+
+    def record(self, ok: bool, policy: FailurePolicy, now: int) -> bool:
+        """Records one request's outcome; True when this failure ejects the server."""
+        with self._lock:
+            if ok:
+                self._consecutive = 0
+                self._probation = False
+                return False
+            self.errors += 1
+            self._consecutive += 1
+            if self._consecutive >= policy.failures or self._probation:
+                self._ejected_until = now + policy.retry_after_ms
+                self._consecutive = 0
+                self._probation = False
+                return True
+            return False
+
+    def readmit_if_due(self, now: int) -> bool:
+        """Puts the server back (on probation) once its ejection is over; True if it changed."""
+        with self._lock:
+            if self._ejected_until and self._ejected_until <= now:
+                self._ejected_until = 0
+                self._probation = True
+                return True
+            return False
+
+    def admits(self, now: int) -> bool:
+        self.readmit_if_due(now)
+        return not self.is_ejected()
+
+    def is_ejected(self) -> bool:
+        return self._ejected_until != 0
+
+    def count_error(self) -> None:
+        with self._lock:
+            self.errors += 1

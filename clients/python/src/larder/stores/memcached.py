@@ -1,0 +1,627 @@
+"""`memcached://h1:11211,h2:11211?…`: a pool of memcached servers (spec/STORES.md §4), mirroring `larder-memcached`.
+
+- Protocol: memcached's meta commands (`mg`, `ms`, `md`, `ma`, `mn`), pipelined: a multi-get is one batch per server
+  ended by `mn`. Written here over plain sockets rather than pymemcache, because pymemcache speaks the text protocol
+  (no `ma` with autovivify and TTL, no `ms` mode flags) and picks servers by rendezvous hashing; the meta protocol
+  is a few dozen lines and lets every language send the same commands.
+- Servers: the ketama ring of ring.py; a server that fails `failures` times in a row is ejected for `retry_after`
+  and its keys move to the others (the failing request is retried once on the key's new server).
+- Purges: records checked on read (§4.4): a tag's purge time, and the prefix list read in the same round trip.
+
+Each server keeps up to `pool` idle connections; a request takes one (or opens one within `connect_timeout`), sends
+its batch and reads every reply within `timeout`. A connection that errs is closed, never reused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from .base import (
+    FailurePolicy,
+    Health,
+    NotACounter,
+    ServerError,
+    Store,
+    StoreError,
+    StoreStats,
+    StoreTimeout,
+    TooLarge,
+    Unsupported,
+    expires_at_ms,
+    internal_key,
+    memcached_exptime,
+    now_ms,
+    stored_key,
+    ttl_ms,
+)
+from .ring import Ring, RingServer
+from .url import StoreUrl
+
+BACKEND: Final = "memcached"
+#: memcached's per-item overhead (48-byte header + CAS) that counts against its item size.
+ITEM_OVERHEAD: Final = 56
+MAX_LINE: Final = 8 * 1024
+MAX_PREFIX_LINES: Final = 1000
+
+
+class _Failure(Exception):
+    """A request that failed at the connection level (counts against the server's health)."""
+
+    def __init__(self, message: str, timeout: bool = False) -> None:
+        super().__init__(message)
+        self.timeout = timeout
+
+
+@dataclass
+class Reply:
+    """One meta reply: `code` is VA, HD, NS, EX, NF, EN, MN, OK, END, STAT or ERROR."""
+
+    code: str
+    data: bytes = b""
+    flags: tuple[str, ...] = ()
+    message: str = ""
+
+    def flag(self, letter: str) -> str | None:
+        for f in self.flags:
+            if f.startswith(letter):
+                return f[1:]
+        return None
+
+
+class _Connection:
+    def __init__(self, sock: socket.socket, max_value: int) -> None:
+        self.sock = sock
+        self.buffer = bytearray()
+        self.max_value = max_value
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+    def _fill(self, deadline: float) -> None:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise _Failure("timeout", timeout=True)
+        self.sock.settimeout(remaining)
+        try:
+            chunk = self.sock.recv(65536)
+        except TimeoutError:
+            raise _Failure("timeout", timeout=True) from None
+        except OSError as e:
+            raise _Failure(str(e)) from None
+        if not chunk:
+            raise _Failure("connection closed")
+        self.buffer += chunk
+
+    def read_line(self, deadline: float) -> str:
+        start = 0
+        while True:
+            at = self.buffer.find(b"\r\n", start)
+            if at != -1:
+                line = bytes(self.buffer[:at])
+                del self.buffer[: at + 2]
+                return line.decode("utf-8", "replace")
+            if len(self.buffer) > MAX_LINE:
+                raise _Failure(f"malformed reply: a reply line longer than {MAX_LINE} bytes")
+            start = max(len(self.buffer) - 1, 0)
+            self._fill(deadline)
+
+    def read_exact(self, size: int, deadline: float) -> bytes:
+        while len(self.buffer) < size + 2:
+            self._fill(deadline)
+        if self.buffer[size : size + 2] != b"\r\n":
+            raise _Failure("malformed reply: a value not followed by CRLF")
+        data = bytes(self.buffer[:size])
+        del self.buffer[: size + 2]
+        return data
+
+    def read_reply(self, deadline: float) -> Reply:
+        line = self.read_line(deadline)
+        tokens = line.split(" ")
+        code = tokens[0]
+        if code == "VA":
+            if len(tokens) < 2 or not tokens[1].isdigit():
+                raise _Failure(f"malformed reply: {line!r}")
+            size = int(tokens[1])
+            if size > self.max_value:
+                raise _Failure(f"malformed reply: a value of {size} bytes")
+            return Reply("VA", self.read_exact(size, deadline), tuple(tokens[2:]))
+        if code in ("HD", "NS", "EX", "NF", "EN", "MN", "OK", "END"):
+            return Reply(code, flags=tuple(tokens[1:]))
+        if code == "STAT":
+            return Reply("STAT", flags=tuple(tokens[1:]))
+        if code in ("ERROR", "CLIENT_ERROR", "SERVER_ERROR"):
+            return Reply("ERROR", message=line)
+        raise _Failure(f"malformed reply: {line[:100]!r}")
+
+
+class _Server:
+    def __init__(self, name: str, host: str, port: int, pool: int, max_value: int) -> None:
+        self.name = name
+        self.host = host
+        self.port = port
+        self.pool_size = pool
+        self.max_value = max_value
+        self.health = Health()
+        self._idle: list[_Connection] = []
+        self._lock = threading.Lock()
+
+    def _take(self, connect_timeout: float) -> _Connection:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        try:
+            sock = socket.create_connection((self.host, self.port), timeout=connect_timeout)
+        except TimeoutError:
+            raise _Failure(f"could not connect within {round(connect_timeout * 1000)} ms", timeout=True) from None
+        except OSError as e:
+            raise _Failure(f"could not connect: {e}") from None
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return _Connection(sock, self.max_value)
+
+    def _give_back(self, conn: _Connection) -> None:
+        with self._lock:
+            if len(self._idle) < self.pool_size:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def exchange(self, request: bytes, expect: int | None, timeout: float, connect_timeout: float) -> list[Reply]:
+        """Sends `request` and reads `expect` replies (None: until `MN`, or until `END`/`OK`)."""
+        conn = self._take(connect_timeout)
+        deadline = time.monotonic() + timeout
+        try:
+            conn.sock.settimeout(timeout)
+            try:
+                conn.sock.sendall(request)
+            except TimeoutError:
+                raise _Failure("timeout", timeout=True) from None
+            except OSError as e:
+                raise _Failure(str(e)) from None
+            replies: list[Reply] = []
+            while True:
+                reply = conn.read_reply(deadline)
+                replies.append(reply)
+                if expect is not None:
+                    if len(replies) == expect:
+                        break
+                elif reply.code in ("MN", "END", "OK") or (reply.code == "ERROR" and not replies[:-1]):
+                    break
+        except BaseException:
+            conn.close()
+            raise
+        self._give_back(conn)
+        return replies
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+
+def _get(key: str, flags: str) -> bytes:
+    return f"mg {key} {flags}\r\n".encode()
+
+
+def _set(key: str, value: bytes, exptime: int, mode: str) -> bytes:
+    head = f"ms {key} {len(value)} T{exptime} F0{' ' + mode if mode else ''}\r\n".encode()
+    return head + bytes(value) + b"\r\n"
+
+
+def _delete(key: str, flags: str = "") -> bytes:
+    return f"md {key}{' ' + flags if flags else ''}\r\n".encode()
+
+
+class MemcachedStore(Store):
+    """A pool of memcached servers over the ketama ring. Thread-safe."""
+
+    backend = BACKEND
+
+    def __init__(
+        self,
+        hosts: Sequence[tuple[str, int]],
+        *,
+        weights: Sequence[int] | None = None,
+        prefix: str = "",
+        timeout_ms: int = 250,
+        connect_timeout_ms: int = 500,
+        pool: int = 2,
+        failures: int = 2,
+        retry_after_ms: int = 5000,
+        max_item: int = 1 << 20,
+        prefix_purge: bool = True,
+        purge_skew_ms: int = 1000,
+        purge_retention_ms: int = 30 * 86_400_000,
+    ) -> None:
+        if not hosts:
+            raise ValueError("memcached needs at least one server")
+        weights = list(weights) if weights is not None else [1] * len(hosts)
+        if max_item <= ITEM_OVERHEAD + 250:
+            raise ValueError("max_item is too small")
+        self.prefix = prefix
+        self.timeout = timeout_ms / 1000
+        self.timeout_ms = timeout_ms
+        self.connect_timeout = connect_timeout_ms / 1000
+        self.policy = FailurePolicy(failures, retry_after_ms)
+        self.max_item = max_item
+        self.prefix_purge = prefix_purge
+        self.purge_skew_ms = purge_skew_ms
+        self.purge_retention_ms = purge_retention_ms
+        self.ring_servers = [
+            RingServer(f"[{h}]" if ":" in h else h, p, w) for (h, p), w in zip(hosts, weights, strict=True)
+        ]
+        self.servers = [
+            _Server(f"[{h}]:{p}" if ":" in h else f"{h}:{p}", h, p, pool, max_item + 1024) for h, p in hosts
+        ]
+        self._ring = Ring(self.ring_servers)
+        self._ring_lock = threading.Lock()
+        self._next_readmit_check = 0
+
+    @classmethod
+    def from_url(cls, url: StoreUrl) -> MemcachedStore:
+        if url.path not in ("", "/"):
+            raise url.error("memcached:// takes no path")
+        hosts = url.require_hosts()
+        prefix = url.take("prefix") or ""
+        timeout = url.take_duration_ms("timeout", 250)
+        connect_timeout = url.take_duration_ms("connect_timeout", 500)
+        pool = url.take_number("pool", 2, 1, 64)
+        failures = url.take_number("failures", 2, 1, 1000)
+        retry_after = url.take_duration_ms("retry_after", 5000)
+        max_item = url.take_size("max_item", 1 << 20)
+        prefix_purge = url.take_bool("prefix_purge", True)
+        purge_skew = url.take_duration_ms("purge_skew", 1000)
+        purge_retention = url.take_duration_ms("purge_retention", 30 * 86_400_000)
+        weights_text = url.take("weights")
+        weights = [1] * len(hosts)
+        if weights_text is not None:
+            parts = [w.strip() for w in weights_text.split(",")]
+            if len(parts) != len(hosts) or not all(p.isdigit() and int(p) > 0 for p in parts):
+                raise url.error(f"weights={weights_text!r}: one whole number > 0 per host, in order")
+            weights = [int(p) for p in parts]
+        url.finish()
+        if max_item <= ITEM_OVERHEAD + 250:
+            raise url.error("max_item is too small")
+        return cls(
+            [(h.host, h.port if h.port is not None else 11211) for h in hosts],
+            weights=weights,
+            prefix=prefix,
+            timeout_ms=timeout,
+            connect_timeout_ms=connect_timeout,
+            pool=pool,
+            failures=failures,
+            retry_after_ms=retry_after,
+            max_item=max_item,
+            prefix_purge=prefix_purge,
+            purge_skew_ms=purge_skew,
+            purge_retention_ms=purge_retention,
+        )
+
+    # ---------------------------------------------------------------------------------------------- routing
+
+    def _rebuild(self) -> None:
+        with self._ring_lock:
+            self._ring = Ring(self.ring_servers, lambda i: not self.servers[i].health.is_ejected())
+
+    def _route(self, stored: str) -> int:
+        now = now_ms()
+        if now >= self._next_readmit_check:
+            self._next_readmit_check = now + 100
+            changed = False
+            for server in self.servers:
+                changed |= server.health.readmit_if_due(now)
+            if changed:
+                self._rebuild()
+        index = self._ring.server_for(stored)
+        if index is None:
+            for server in self.servers:
+                server.health.count_error()
+            raise ServerError(
+                BACKEND,
+                "every server is ejected after failures; retrying after retry_after",
+                ",".join(s.name for s in self.servers),
+            )
+        return index
+
+    def server_of(self, key: str) -> str:
+        """The server (`host:port`) a caller's key goes to now."""
+        return self.servers[self._route(stored_key(self.prefix, key))].name
+
+    def _error(self, server: _Server, failure: _Failure) -> StoreError:
+        if failure.timeout:
+            return StoreTimeout(BACKEND, server.name, self.timeout_ms)
+        return ServerError(BACKEND, str(failure), server.name)
+
+    def _exchange(self, route_key: str, request: bytes, expect: int | None) -> tuple[_Server, list[Reply]]:
+        """One batch to the key's server, recording the outcome; a failure that ejects the server is retried once on
+        the key's new server."""
+        attempt = 0
+        while True:
+            server = self.servers[self._route(route_key)]
+            try:
+                replies = server.exchange(request, expect, self.timeout, self.connect_timeout)
+            except _Failure as failure:
+                ejected = server.health.record(False, self.policy, now_ms())
+                if ejected:
+                    self._rebuild()
+                if not ejected or attempt > 0:
+                    raise self._error(server, failure) from None
+                attempt += 1
+                continue
+            server.health.record(True, self.policy, now_ms())
+            return server, replies
+
+    @staticmethod
+    def _reply_error(server: _Server, message: str) -> StoreError:
+        return ServerError(BACKEND, message, server.name)
+
+    def _groups(self, keys: Sequence[str]) -> dict[int, list[int]]:
+        groups: dict[int, list[int]] = {}
+        for i, key in enumerate(keys):
+            groups.setdefault(self._route(key), []).append(i)
+        return groups
+
+    # ----------------------------------------------------------------------------------------- stored keys
+
+    def _get_stored(self, keys: Sequence[str]) -> list[bytes | None]:
+        values: list[bytes | None] = [None] * len(keys)
+        for indexes in self._groups(keys).values():
+            request = b"".join(_get(keys[i], "v k q") for i in indexes) + b"mn\r\n"
+            server, replies = self._exchange(keys[indexes[0]], request, None)
+            found: dict[str, bytes] = {}
+            for reply in replies:
+                if reply.code == "VA":
+                    key = reply.flag("k")
+                    if key is not None:
+                        found[key] = reply.data
+                elif reply.code == "ERROR":
+                    raise self._reply_error(server, reply.message)
+                elif reply.code not in ("MN", "EN"):
+                    raise self._reply_error(server, f"unexpected reply {reply.code}")
+            for i in indexes:
+                values[i] = found.get(keys[i])
+        return values
+
+    def _set_stored(self, items: Sequence[tuple[str, bytes, int]], mode: str) -> list[bool]:
+        results = [False] * len(items)
+        for indexes in self._groups([k for k, _, _ in items]).values():
+            request = b"".join(
+                _delete(items[i][0]) if items[i][2] < 0 else _set(items[i][0], items[i][1], items[i][2], mode)
+                for i in indexes
+            )
+            server, replies = self._exchange(items[indexes[0]][0], request, len(indexes))
+            for i, reply in zip(indexes, replies, strict=True):
+                if reply.code == "ERROR":
+                    raise self._reply_error(server, reply.message)
+                if reply.code not in ("HD", "NS", "NF", "EX"):
+                    raise self._reply_error(server, f"unexpected reply {reply.code}")
+                results[i] = reply.code == "HD" and items[i][2] >= 0
+        return results
+
+    def _get_with_cas(self, stored: str) -> tuple[bytes, int] | None:
+        server, replies = self._exchange(stored, _get(stored, "v c"), 1)
+        reply = replies[0]
+        if reply.code == "VA" and (cas := reply.flag("c")) is not None and cas.isdigit():
+            return reply.data, int(cas)
+        if reply.code == "EN":
+            return None
+        raise self._reply_error(server, reply.message or f"unexpected reply {reply.code}")
+
+    def _set_with(self, stored: str, value: bytes, exptime: int, mode: str) -> bool:
+        server, replies = self._exchange(stored, _set(stored, value, exptime, mode), 1)
+        reply = replies[0]
+        if reply.code == "HD":
+            return True
+        if reply.code in ("NS", "EX", "NF"):
+            return False
+        raise self._reply_error(server, reply.message or f"unexpected reply {reply.code}")
+
+    def _check_size(self, stored: str, value: bytes) -> None:
+        if len(value) + len(stored.encode()) + ITEM_OVERHEAD > self.max_item:
+            raise TooLarge(BACKEND, stored, len(value), self.max_value_bytes())
+
+    def _on_every_server(self, request: bytes) -> list[list[Reply]]:
+        results = []
+        for server in self.servers:
+            if server.health.is_ejected():
+                continue
+            try:
+                replies = server.exchange(request, None, self.timeout, self.connect_timeout)
+            except _Failure as failure:
+                if server.health.record(False, self.policy, now_ms()):
+                    self._rebuild()
+                raise self._error(server, failure) from None
+            server.health.record(True, self.policy, now_ms())
+            results.append(replies)
+        return results
+
+    # ------------------------------------------------------------------------------------- purge records
+
+    def _prefix_list_key(self) -> str:
+        return internal_key(self.prefix, "prefixes", "")
+
+    def _tag_key(self, tag: str) -> str:
+        return internal_key(self.prefix, "tag", tag)
+
+    def _drop_purged(
+        self, keys: Sequence[str], values: list[bytes | None], prefix_list: bytes | None
+    ) -> list[bytes | None]:
+        from ..errors import InvalidEntry
+        from ..header import read_header
+
+        prefixes = _parse_prefix_list(prefix_list) if prefix_list else []
+        tagged: list[tuple[int, int, tuple[str, ...]]] = []
+        for i, value in enumerate(values):
+            if value is None:
+                continue
+            try:
+                header = read_header(value)
+            except InvalidEntry:
+                continue
+            created = header.created_at
+            if any(keys[i].startswith(p) and created <= at + self.purge_skew_ms for at, p in prefixes):
+                values[i] = None
+            elif header.tags:
+                tagged.append((i, created, header.tags))
+        if not tagged:
+            return values
+        tags = sorted({t for _, _, ts in tagged for t in ts})
+        records = self._get_stored([self._tag_key(t) for t in tags])
+        purged_at: dict[str, int] = {}
+        for tag, record in zip(tags, records, strict=True):
+            if record is not None and record.strip().isdigit():
+                purged_at[tag] = int(record.strip())
+        for i, created, entry_tags_ in tagged:
+            if any(t in purged_at and created <= purged_at[t] + self.purge_skew_ms for t in entry_tags_):
+                values[i] = None
+        return values
+
+    def _record_prefix_purge(self, prefix: str) -> None:
+        if not self.prefix_purge:
+            raise Unsupported(BACKEND, "purge by prefix with prefix_purge=false")
+        if any(b <= 0x20 or b == 0x7F for b in prefix.encode()):
+            return  # no stored key contains these bytes: nothing can match
+        key = self._prefix_list_key()
+        for _ in range(50):
+            now = now_ms()
+            current = self._get_with_cas(key)
+            lines = _parse_prefix_list(current[0]) if current else []
+            lines = [(at, p) for at, p in lines if now - at <= self.purge_retention_ms and p != prefix]
+            lines.append((now, prefix))
+            lines = lines[-MAX_PREFIX_LINES:]
+            text = "".join(f"{at} {p}\n" for at, p in lines).encode()
+            mode = f"C{current[1]}" if current else "ME"
+            if self._set_with(key, text, 0, mode):
+                return
+        raise ServerError(BACKEND, "the prefix list kept changing under 50 attempts to update it", key)
+
+    # ------------------------------------------------------------------------------------------------ Store
+
+    def max_value_bytes(self) -> int:
+        return self.max_item - ITEM_OVERHEAD - 250
+
+    def server_errors(self) -> list[tuple[str, int]]:
+        return [(s.name, s.health.errors) for s in self.servers]
+
+    def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        if not keys:
+            return []
+        stored = [stored_key(self.prefix, k) for k in keys]
+        asked = [*stored, self._prefix_list_key()] if self.prefix_purge else stored
+        values = self._get_stored(asked)
+        prefix_list = values.pop() if self.prefix_purge else None
+        return self._drop_purged(keys, values, prefix_list)
+
+    def set_many(self, items: Sequence[tuple[str, bytes]], ttl: float | None = None) -> None:
+        if not items:
+            return
+        now = now_ms()
+        batch = []
+        for key, value in items:
+            stored = stored_key(self.prefix, key)
+            self._check_size(stored, value)
+            batch.append((stored, value, memcached_exptime(expires_at_ms(value, ttl, now), now)))
+        self._set_stored(batch, "")
+
+    def add(self, key: str, value: bytes, ttl: float | None = None) -> bool:
+        stored = stored_key(self.prefix, key)
+        self._check_size(stored, value)
+        now = now_ms()
+        exptime = memcached_exptime(expires_at_ms(value, ttl, now), now)
+        if exptime < 0:
+            return False
+        return self._set_with(stored, value, exptime, "ME")
+
+    def incr(self, key: str, delta: int, ttl: float | None = None, create: bool = True) -> int | None:
+        stored = stored_key(self.prefix, key)
+        mode = "MD" if delta < 0 else "MI"
+        request = f"ma {stored} v D{abs(delta)} {mode}"
+        if create:
+            now = now_ms()
+            ms = ttl_ms(ttl)
+            exptime = max(memcached_exptime(None if ms is None else now + ms, now), 0)
+            request += f" N{exptime} J{max(delta, 0)}"
+        server, replies = self._exchange(stored, (request + "\r\n").encode(), 1)
+        reply = replies[0]
+        if reply.code == "VA":
+            text = reply.data.decode("ascii", "replace").strip()
+            if not text.isdigit():
+                raise self._reply_error(server, f"counter {text!r}")
+            return min(int(text), (1 << 63) - 1)
+        if reply.code in ("NF", "EN"):
+            return None
+        if reply.code == "ERROR" and "non-numeric" in reply.message:
+            raise NotACounter(BACKEND, key)
+        raise self._reply_error(server, reply.message or f"unexpected reply {reply.code}")
+
+    def delete_if(self, key: str, expected: bytes) -> bool:
+        stored = stored_key(self.prefix, key)
+        current = self._get_with_cas(stored)
+        if current is None or current[0] != bytes(expected):
+            return False
+        _, replies = self._exchange(stored, _delete(stored, f"C{current[1]}"), 1)
+        return replies[0].code == "HD"
+
+    def delete_many(self, keys: Sequence[str]) -> int:
+        stored = [stored_key(self.prefix, k) for k in keys]
+        deleted = 0
+        for indexes in self._groups(stored).values():
+            request = b"".join(_delete(stored[i]) for i in indexes)
+            _, replies = self._exchange(stored[indexes[0]], request, len(indexes))
+            deleted += sum(r.code == "HD" for r in replies)
+        return deleted
+
+    def clear(self) -> None:
+        if self.prefix:
+            self.purge_prefix("")
+        else:
+            self._on_every_server(b"flush_all\r\n")
+
+    def purge_prefix(self, prefix: str) -> int:
+        self._record_prefix_purge(prefix)
+        return 0
+
+    def purge_tag(self, tag: str) -> int:
+        self._set_with(self._tag_key(tag), str(now_ms()).encode(), 0, "")
+        return 0
+
+    def stats(self) -> StoreStats:
+        stats = StoreStats()
+        names = {
+            "get_hits": "hits",
+            "get_misses": "misses",
+            "total_items": "inserts",
+            "evictions": "evictions",
+            "expired_unfetched": "expirations",
+            "curr_items": "entries",
+            "bytes": "bytes",
+            "limit_maxbytes": "capacity_bytes",
+        }
+        for replies in self._on_every_server(b"stats\r\n"):
+            for reply in replies:
+                if reply.code == "STAT" and len(reply.flags) >= 2 and reply.flags[0] in names:
+                    field = names[reply.flags[0]]
+                    value = int(reply.flags[1]) if reply.flags[1].isdigit() else 0
+                    setattr(stats, field, getattr(stats, field) + value)
+        return stats
+
+    def close(self) -> None:
+        for server in self.servers:
+            server.close()
+
+
+def _parse_prefix_list(data: bytes) -> list[tuple[int, str]]:
+    """`<ms> <prefix>\\n` lines; malformed lines are skipped."""
+    lines = []
+    for line in data.decode("utf-8", "replace").splitlines():
+        at, sep, prefix = line.partition(" ")
+        if sep and at.isdigit():
+            lines.append((int(at), prefix))
+    return lines

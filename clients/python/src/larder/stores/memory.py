@@ -1,0 +1,188 @@
+"""`memory://?capacity=256M&max_entries=N`: the process's own store (spec/STORES.md §8).
+
+Bounded by bytes (keys + values + a fixed per-entry overhead) and optionally by a number of entries; the least
+recently used entries are evicted first. One lock guards an `OrderedDict`: Python's GIL serialises the work anyway,
+and a single lock keeps every operation (add, incr, delete_if) atomic. Not shared between processes. Purges are
+exact. The largest entry is 1/16 of the capacity, as in the Rust memory store.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Final
+
+from .base import (
+    NotACounter,
+    Store,
+    StoreStats,
+    TooLarge,
+    entry_tags,
+    expires_at_ms,
+    now_ms,
+    parse_counter,
+    saturate,
+)
+from .url import StoreUrl
+
+#: Bytes counted per entry beyond its key and value (the dict slot, the tuple, the bytes objects' headers).
+ENTRY_OVERHEAD: Final = 96
+DEFAULT_CAPACITY: Final = 256 << 20
+
+
+class MemoryStore(Store):
+    """A bounded, thread-safe LRU of entry bytes."""
+
+    backend = "memory"
+
+    def __init__(self, capacity: int = DEFAULT_CAPACITY, max_entries: int = 0) -> None:
+        if capacity <= 0:
+            raise ValueError("capacity must be positive")
+        self.capacity = capacity
+        self.max_entries = max_entries
+        self._max_weight = max(capacity // 16, 1)
+        self._lock = threading.Lock()
+        # key -> (value, expiry ms or None)
+        self._items: OrderedDict[str, tuple[bytes, int | None]] = OrderedDict()
+        self._bytes = 0
+        self._stats = StoreStats(capacity_bytes=capacity)
+
+    @classmethod
+    def from_url(cls, url: StoreUrl) -> MemoryStore:
+        url.no_hosts()
+        if url.path not in ("", "/"):
+            raise url.error("memory:// takes no path")
+        capacity = url.take_size("capacity", DEFAULT_CAPACITY)
+        max_entries = url.take_number("max_entries", 0, 0, 2**32 - 1)
+        url.finish()
+        if capacity == 0:
+            raise url.error("capacity must be more than 0")
+        return cls(capacity, max_entries)
+
+    def max_value_bytes(self) -> int:
+        return max(self._max_weight - ENTRY_OVERHEAD - 250, 0)
+
+    # -- internals (called with the lock held) --
+
+    def _live(self, key: str, now: int) -> bytes | None:
+        found = self._items.get(key)
+        if found is None:
+            return None
+        value, expiry = found
+        if expiry is not None and expiry <= now:
+            self._remove(key)
+            self._stats.expirations += 1
+            return None
+        self._items.move_to_end(key)
+        return value
+
+    def _remove(self, key: str) -> bool:
+        found = self._items.pop(key, None)
+        if found is None:
+            return False
+        self._bytes -= len(key) + len(found[0]) + ENTRY_OVERHEAD
+        return True
+
+    def _put(self, key: str, value: bytes, expiry: int | None) -> None:
+        self._remove(key)
+        self._items[key] = (value, expiry)
+        self._bytes += len(key) + len(value) + ENTRY_OVERHEAD
+        self._stats.inserts += 1
+        while self._bytes > self.capacity or (self.max_entries and len(self._items) > self.max_entries):
+            oldest = next(iter(self._items))
+            self._remove(oldest)
+            self._stats.evictions += 1
+
+    def _check(self, key: str, value: bytes) -> None:
+        if len(key) + len(value) + ENTRY_OVERHEAD > self._max_weight:
+            self._stats.rejections += 1
+            raise TooLarge(self.backend, key, len(value), self.max_value_bytes())
+
+    # -- Store --
+
+    def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        now = now_ms()
+        with self._lock:
+            values = [self._live(key, now) for key in keys]
+            hits = sum(v is not None for v in values)
+            self._stats.hits += hits
+            self._stats.misses += len(values) - hits
+            return values
+
+    def set_many(self, items: Sequence[tuple[str, bytes]], ttl: float | None = None) -> None:
+        now = now_ms()
+        for key, value in items:
+            self._check(key, value)
+        with self._lock:
+            for key, value in items:
+                expiry = expires_at_ms(value, ttl, now)
+                if expiry is not None and expiry <= now:
+                    self._remove(key)
+                else:
+                    self._put(key, bytes(value), expiry)
+
+    def add(self, key: str, value: bytes, ttl: float | None = None) -> bool:
+        self._check(key, value)
+        now = now_ms()
+        expiry = expires_at_ms(value, ttl, now)
+        with self._lock:
+            if self._live(key, now) is not None or (expiry is not None and expiry <= now):
+                return False
+            self._put(key, bytes(value), expiry)
+            return True
+
+    def incr(self, key: str, delta: int, ttl: float | None = None, create: bool = True) -> int | None:
+        now = now_ms()
+        with self._lock:
+            current = self._live(key, now)
+            if current is None:
+                if not create:
+                    return None
+                number = saturate(delta)
+                self._put(key, str(number).encode(), None if ttl is None else now + max(1, round(ttl * 1000)))
+                return number
+            old = parse_counter(current)
+            if old is None:
+                raise NotACounter(self.backend, key)
+            number = saturate(old + delta)
+            expiry = self._items[key][1]
+            self._put(key, str(number).encode(), expiry)
+            return number
+
+    def delete_if(self, key: str, expected: bytes) -> bool:
+        with self._lock:
+            if self._live(key, now_ms()) == bytes(expected):
+                return self._remove(key)
+            return False
+
+    def delete_many(self, keys: Sequence[str]) -> int:
+        now = now_ms()
+        with self._lock:
+            return sum(self._live(key, now) is not None and self._remove(key) for key in keys)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._bytes = 0
+
+    def purge_prefix(self, prefix: str) -> int:
+        with self._lock:
+            doomed = [key for key in self._items if key.startswith(prefix)]
+            for key in doomed:
+                self._remove(key)
+            return len(doomed)
+
+    def purge_tag(self, tag: str) -> int:
+        with self._lock:
+            doomed = [key for key, (value, _) in self._items.items() if tag in entry_tags(value)]
+            for key in doomed:
+                self._remove(key)
+            return len(doomed)
+
+    def stats(self) -> StoreStats:
+        with self._lock:
+            stats = StoreStats(**vars(self._stats))
+            stats.entries = len(self._items)
+            stats.bytes = self._bytes
+            return stats

@@ -1,0 +1,134 @@
+"""The machine-readable parts of spec/STORES.md: the ketama ring (ring.json), stored and internal keys
+(stores.json), and store URLs (§1: options parsed, unknown and repeated options refused, passwords hidden)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from larder.stores import UrlError, internal_key, open_store, stored_key
+from larder.stores.base import memcached_exptime, parse_counter
+from larder.stores.ring import Ring, RingServer, key_hash
+from larder.stores.url import StoreUrl, parse_duration_ms, parse_size
+
+VECTORS = Path(__file__).resolve().parents[3] / "spec" / "vectors"
+
+
+def load(name: str) -> list[dict[str, Any]]:
+    cases: list[dict[str, Any]] = json.loads((VECTORS / name).read_text(encoding="utf-8"))["cases"]
+    return cases
+
+
+@pytest.mark.parametrize("case", load("ring.json"), ids=lambda c: c["name"])
+def test_ring_vectors(case: dict[str, Any]) -> None:
+    servers = [RingServer(s["host"], s["port"], s["weight"]) for s in case["servers"]]
+    ejected = set(case.get("ejected", []))
+    ring = Ring(servers, lambda i: i not in ejected)
+    assert len(ring.points) == case["points"]
+    assert [list(p) for p in ring.points[:8]] == case["first_points"]
+    assert len(case["keys"]) >= 40
+    for key in case["keys"]:
+        assert key_hash(key["key"]) == key["hash"], key
+        assert ring.server_for(key["key"]) == key["server"], key
+
+
+@pytest.mark.parametrize("case", load("stores.json"), ids=lambda c: f"{c['kind']}-{c['stored_key'][:20]}")
+def test_store_key_vectors(case: dict[str, Any]) -> None:
+    if case["kind"] == "stored":
+        assert stored_key(case["prefix"], case["key"]) == case["stored_key"]
+    else:
+        assert internal_key(case["prefix"], case["purpose"], case["name"]) == case["stored_key"]
+
+
+def test_urls_parse_every_shape_the_spec_lists() -> None:
+    url = StoreUrl.parse("MEMCACHED://h1:11211,h2:11212,[::1]:11213?timeout=100ms")
+    assert url.scheme == "memcached"
+    assert [h.address(11211) for h in url.hosts] == ["h1:11211", "h2:11212", "[::1]:11213"]
+    url = StoreUrl.parse("redis://user:p%40ss@cache.local:6380/2?pool=4")
+    assert (url.username, url.password, url.path) == ("user", "p@ss", "/2")
+    assert url.take_number("pool", 1, 1, 64) == 4
+    url.finish()
+    assert "p%40ss" not in url.shown
+    assert "***" in url.shown
+    url = StoreUrl.parse("sqlite:///var/lib/cache.db")
+    assert (url.hosts, url.path) == ([], "/var/lib/cache.db")
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("memcached://h:1?timeot=5&timeout=10", "unknown option timeot for memcached:// (known: "),
+        ("memcached://h:1?timeout=soon", "not a duration"),
+        ("memcached://h:1?a=1&a=2", "given twice"),
+        ("memcached://h:99999", "port must be 1-65535"),
+        ("memcached://::1:11211", "brackets"),
+        ("localhost:11211", "scheme://"),
+        ("nosuch://h", "unknown store scheme"),
+        ("memory://?capacity=lots", "capacity"),
+        ("memory://host", "takes a path"),
+        ("redis://h1,h2", "one host"),
+        ("redis+cluster://h1/3", "only database 0"),
+        ("redis://a:secret@h/0?bogus=1", "***"),
+        ("memcached://h?weights=1,2", "one whole number > 0 per host"),
+        ("memcached://h?pool=0", "from 1 to 64"),
+        ("memcached://h?prefix_purge=maybe", "true or false"),
+        ("sqlite:///tmp/x.db?timeout=1s", "unknown option timeout"),
+        ("sqlite:///tmp/x.db?table=Bad-Name", "lowercase letters"),
+        ("file://?capacity=1G", "needs a directory"),
+        ("postgres://h1/db?retry=1s", "known: connect_timeout, failures, pool, prefix, retry_after, table, timeout"),
+    ],
+)
+def test_bad_urls_are_refused_with_the_reason(url: str, message: str) -> None:
+    with pytest.raises(UrlError) as caught:
+        open_store(url)
+    assert message in str(caught.value)
+    assert "secret" not in str(caught.value)
+
+
+def test_unknown_option_lists_the_known_ones() -> None:
+    with pytest.raises(UrlError) as caught:
+        open_store("memcached://h:1?timeot=5")
+    text = str(caught.value)
+    for name in ["connect_timeout", "failures", "max_item", "pool", "prefix", "prefix_purge", "purge_retention"]:
+        assert name in text
+    assert "purge_skew" in text
+    assert "retry_after" in text
+    assert "timeout" in text
+    assert "weights" in text
+
+
+def test_sizes_and_durations() -> None:
+    assert parse_size("1048576") == 1 << 20
+    assert parse_size("512K") == 512 << 10
+    assert parse_size("256m") == 256 << 20
+    assert parse_size("1.5G") == 3 << 29
+    assert parse_size("2GiB") == 2 << 30
+    assert parse_size("512kb") == 512 << 10
+    for bad in ["", "-1", "1X", "1.2.3", "K"]:
+        with pytest.raises(ValueError):  # noqa: PT011 - the message is checked through URLs above
+            parse_size(bad)
+    assert parse_duration_ms("250") == 250
+    assert parse_duration_ms("250ms") == 250
+    assert parse_duration_ms("2s") == 2000
+    assert parse_duration_ms("1m") == 60_000
+    assert parse_duration_ms("1m 30s") == 90_000
+    for bad in ["soon", "5 parsecs", "", "s"]:
+        with pytest.raises(ValueError):  # noqa: PT011
+            parse_duration_ms(bad)
+
+
+def test_memcached_exptime_and_counters() -> None:
+    now = 1_700_000_000_000
+    assert memcached_exptime(None, now) == 0
+    assert memcached_exptime(now + 1, now) == 1
+    assert memcached_exptime(now + 30 * 86_400_000, now) == 30 * 86_400
+    assert memcached_exptime(now + 30 * 86_400_000 + 1000, now) == 1_700_000_000 + 30 * 86_400 + 1
+    assert memcached_exptime(now, now) == -1
+    assert parse_counter(b"42") == 42
+    assert parse_counter(b"-7") == -7
+    assert parse_counter(b"9223372036854775807") == 2**63 - 1
+    for bad in [b"", b"-", b"+1", b" 1", b"1 ", b"0x10", b"9223372036854775808", b"1.5", b"1\n"]:
+        assert parse_counter(bad) is None, bad
