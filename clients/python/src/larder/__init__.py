@@ -15,6 +15,8 @@ API (larder.admin).
 from __future__ import annotations
 
 from .admin import AdminError, AdminWarning, PurgeError, PushError, proxy_key, purge, push_entry, push_response
+from .aio import AsyncCache
+from .cache import Cache, CacheStats
 from .compressors import DEFAULT_MAX_SIZE
 from .entry import DEFAULT_THRESHOLD, Entry, decode, decode_payload, encode, encode_response, now_ms
 from .errors import ERROR_KINDS, InvalidEntry
@@ -22,6 +24,7 @@ from .header import COMPRESSORS, KINDS, SERIALIZERS, Header, peek_expires_at, re
 from .keys import DEFAULT_DROP, http_key, namespaced_key, safe_key, url_key
 from .response import CONTENT_ENCODINGS, HttpResponse
 from .serializers import MAX_NESTING
+from .stores import Store, StoreError, open_store
 
 __version__ = "0.1.0"
 
@@ -37,12 +40,17 @@ __all__ = [
     "SERIALIZERS",
     "AdminError",
     "AdminWarning",
+    "AsyncCache",
+    "Cache",
+    "CacheStats",
     "Entry",
     "Header",
     "HttpResponse",
     "InvalidEntry",
     "PurgeError",
     "PushError",
+    "Store",
+    "StoreError",
     "decode",
     "decode_payload",
     "encode",
@@ -50,6 +58,7 @@ __all__ = [
     "http_key",
     "namespaced_key",
     "now_ms",
+    "open_store",
     "peek_expires_at",
     "proxy_key",
     "purge",

@@ -1,0 +1,152 @@
+"""`larder.AsyncCache`: the asyncio twin of `larder.Cache`.
+
+The stores are blocking and thread-safe, so each store request runs in the default thread pool
+(`asyncio.to_thread`) and never blocks the event loop; encoding, decoding and the policy are `Cache`'s own. `fetch`
+coalesces across tasks: on a miss one task runs the loader (a coroutine function or a plain function) and the
+others await its result or its exception. Within the stale window one task recomputes, holding the store's lock
+across processes, while the others are served the stale value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from .cache import Cache, CacheStats, _Lookup
+from .stores import Store
+
+T = TypeVar("T")
+
+
+class AsyncCache:
+    """`Cache`'s verbs as coroutines. Make it with the same arguments as `Cache`, or wrap one: `AsyncCache(cache)`."""
+
+    def __init__(self, store: Store | str | Cache = "memory://", **options: Any) -> None:
+        self.sync = store if isinstance(store, Cache) else Cache(store, **options)
+        self._flights: dict[str, asyncio.Future[Any]] = {}
+
+    @property
+    def store(self) -> Store:
+        return self.sync.store
+
+    def store_key(self, key: str) -> str:
+        return self.sync.store_key(key)
+
+    def stats(self) -> CacheStats:
+        return self.sync.stats()
+
+    def with_namespace(self, namespace: str) -> AsyncCache:
+        return AsyncCache(self.sync.with_namespace(namespace))
+
+    async def get(self, key: str, default: Any = None, *, version: str | None = None) -> Any:
+        return await asyncio.to_thread(self.sync.get, key, default, version=version)
+
+    async def get_many(self, keys: Iterable[str], *, version: str | None = None) -> dict[str, Any]:
+        return await asyncio.to_thread(self.sync.get_many, list(keys), version=version)
+
+    async def exists(self, key: str, *, version: str | None = None) -> bool:
+        return await asyncio.to_thread(self.sync.exists, key, version=version)
+
+    async def set(self, key: str, value: Any, ttl: float | None = None, **options: Any) -> None:
+        await asyncio.to_thread(self.sync.set, key, value, ttl, **options)
+
+    async def set_many(self, items: Mapping[str, Any], ttl: float | None = None, **options: Any) -> None:
+        await asyncio.to_thread(self.sync.set_many, dict(items), ttl, **options)
+
+    async def add(self, key: str, value: Any, ttl: float | None = None, **options: Any) -> bool:
+        return await asyncio.to_thread(self.sync.add, key, value, ttl, **options)
+
+    async def delete(self, key: str) -> bool:
+        return await asyncio.to_thread(self.sync.delete, key)
+
+    async def delete_many(self, keys: Iterable[str]) -> int:
+        return await asyncio.to_thread(self.sync.delete_many, list(keys))
+
+    async def incr(self, key: str, delta: int = 1, *, ttl: float | None = None, create: bool = True) -> int | None:
+        return await asyncio.to_thread(self.sync.incr, key, delta, ttl=ttl, create=create)
+
+    async def decr(self, key: str, delta: int = 1, *, ttl: float | None = None, create: bool = True) -> int | None:
+        return await self.incr(key, -delta, ttl=ttl, create=create)
+
+    async def purge(self, *, tag: str | None = None, prefix: str | None = None) -> int:
+        return await asyncio.to_thread(self.sync.purge, tag=tag, prefix=prefix)
+
+    async def clear(self) -> None:
+        await asyncio.to_thread(self.sync.clear)
+
+    async def fetch(
+        self,
+        key: str,
+        loader: Callable[[], Awaitable[T]] | Callable[[], T],
+        ttl: float | None = None,
+        *,
+        stale: float | None = None,
+        version: str | None = None,
+        tags: Sequence[str] = (),
+    ) -> T:
+        """As `Cache.fetch`, coalescing across the tasks of this event loop."""
+        sync = self.sync
+        store_key = sync.store_key(key)
+        stats = sync._shared.stats
+        while True:
+            found: _Lookup = await asyncio.to_thread(sync._lookup, store_key, version)
+            if found.state == "fresh":
+                return found.value  # type: ignore[no-any-return]
+            waiting = self._flights.get(store_key)
+            if found.state == "stale":
+                if waiting is not None:
+                    stats.bump("stale_served")
+                    return found.value  # type: ignore[no-any-return]
+                lock = await asyncio.to_thread(sync._try_lock, store_key)
+                if lock is False:
+                    stats.bump("stale_served")
+                    return found.value  # type: ignore[no-any-return]
+                try:
+                    return await self._lead(store_key, loader, ttl, stale, version, tags)
+                finally:
+                    if isinstance(lock, tuple):
+                        await asyncio.to_thread(sync._unlock, *lock)
+            if waiting is None:
+                return await self._lead(store_key, loader, ttl, stale, version, tags)
+            stats.bump("coalesced_waits")
+            try:
+                return await asyncio.shield(waiting)  # type: ignore[no-any-return]
+            except asyncio.CancelledError:
+                if waiting.cancelled():
+                    continue  # the leader was cancelled: start over, perhaps as the leader
+                raise
+
+    async def _lead(
+        self,
+        store_key: str,
+        loader: Callable[[], Awaitable[T]] | Callable[[], T],
+        ttl: float | None,
+        stale: float | None,
+        version: str | None,
+        tags: Sequence[str],
+    ) -> T:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._flights[store_key] = future
+        self.sync._shared.stats.bump("loads")
+        try:
+            result = loader()
+            value: T = await result if inspect.isawaitable(result) else result  # type: ignore[assignment]
+            await asyncio.to_thread(self.sync._store_quietly, store_key, value, ttl, stale, version, tags)
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except BaseException as error:
+            future.set_exception(error)
+            future.exception()  # retrieved: no "never retrieved" warning when nobody waited
+            raise
+        else:
+            future.set_result(value)
+            return value
+        finally:
+            if self._flights.get(store_key) is future:
+                del self._flights[store_key]
+
+
+__all__ = ["AsyncCache"]
