@@ -23,3 +23,6 @@ module TestPaths
     raise "the Rust binary #{RUST_BIN} is missing: build it with `cargo build -p larder-cli` from the repository root"
   end
 end
+
+require_relative "support/servers"
+require "larder/stores"

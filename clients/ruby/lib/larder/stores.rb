@@ -1,0 +1,143 @@
+# frozen_string_literal: true
+
+require "securerandom"
+require_relative "../larder"
+require_relative "store_url"
+
+module Larder
+  # Stores: where entries live (spec/STORES.md). Every backend offers the same verbs, on bytes:
+  #
+  #   get(key) / get_many(keys)           the stored bytes, or nil
+  #   set(key, value, ttl: nil)           ttl in seconds (Numeric) on top of the entry's own expiry
+  #   set_many({key => value}, ttl: nil)
+  #   add(key, value, ttl: nil)           true if it stored (the building block for locks)
+  #   incr(key, delta, ttl: nil, create: true)   the new value, or nil when missing and not created
+  #   delete(key) / delete_many(keys) / delete_if(key, expected)
+  #   clear / purge_prefix(prefix) / purge_tag(tag)
+  #
+  # Keys are a caller's safe keys (FORMAT.md §5.1); a store with a `prefix` writes `safe_key(prefix + key)`.
+  # `Stores.open(url)` opens any store from its URL (§1).
+  module Stores
+    autoload :Memory, "larder/stores/memory"
+    autoload :Memcached, "larder/stores/memcached"
+    autoload :Redis, "larder/stores/redis"
+    autoload :Sql, "larder/stores/sql"
+    autoload :File, "larder/stores/file"
+
+    SCHEMES = %w[memory memcached redis redis+cluster sqlite postgres file].freeze
+
+    # Opens the store a URL names.
+    def self.open(url)
+      parsed = url.is_a?(StoreUrl) ? url : StoreUrl.parse(url)
+      store = case parsed.scheme
+              when "memory" then Memory.from_url(parsed)
+              when "memcached" then Memcached.from_url(parsed)
+              when "redis", "redis+cluster" then Redis.from_url(parsed)
+              when "sqlite", "postgres" then Sql.from_url(parsed)
+              when "file" then File.from_url(parsed)
+              else raise UrlError, "unknown store scheme #{parsed.scheme.inspect} (known: #{SCHEMES.join(', ')})"
+              end
+      parsed.finish!
+      store
+    end
+
+    # The keys a store writes (spec/STORES.md §2): a caller's keys under the `prefix` option, and internal keys.
+    class Keys
+      attr_reader :prefix
+
+      def initialize(prefix = "")
+        @prefix = prefix.to_s
+      end
+
+      def stored(key)
+        @prefix.empty? ? key : Larder::Keys.safe_key(@prefix + key)
+      end
+
+      def internal(purpose, name)
+        stored(Larder::Keys.safe_key("larder\u0000#{purpose}:#{name}"))
+      end
+    end
+
+    # What every store shares: expiry from entries and TTLs, lock tokens, the default batch operations.
+    class Base
+      attr_reader :keys
+
+      def initialize(prefix: "")
+        @keys = Keys.new(prefix)
+      end
+
+      def backend
+        self.class::BACKEND
+      end
+
+      def get_many(keys)
+        keys.map { |key| get(key) }
+      end
+
+      def set_many(items, ttl: nil)
+        items.each { |key, value| set(key, value, ttl: ttl) }
+        nil
+      end
+
+      def delete_many(keys)
+        keys.count { |key| delete(key) }
+      end
+
+      def close; end
+
+      # The moment (ms) past which `value` may not be returned (spec/STORES.md §2), or nil for never: the earlier of
+      # now + ttl and the entry's hard expiry.
+      def self.expiry_ms(value, ttl, now = Larder.now_ms)
+        candidates = []
+        candidates << (now + (ttl * 1000).ceil) if ttl
+        hard = entry_hard_expiry(value)
+        candidates << hard if hard
+        candidates.min
+      end
+
+      # The hard expiry of an entry (expires_at + stale_ms), or nil when it never expires or is not an entry.
+      def self.entry_hard_expiry(value)
+        return nil unless value.start_with?(Header::MAGIC)
+
+        Header.read(value).hard_expiry
+      rescue InvalidEntry
+        nil
+      end
+
+      # The tags in an entry's header, or none for a value that is not an entry.
+      def self.entry_tags(value)
+        return [] unless value.start_with?(Header::MAGIC)
+
+        Header.read(value).tags
+      rescue InvalidEntry
+        []
+      end
+
+      # A lock token (spec/STORES.md §3): 16 lowercase hex digits from a random 64-bit number.
+      def self.token
+        SecureRandom.hex(8)
+      end
+
+      # A counter's value, or raises NotACounter.
+      def self.counter_value(backend, key, raw)
+        text = raw.to_s
+        raise NotACounter.new(backend, "the value at #{key} is not a counter") unless text.match?(/\A-?\d+\z/)
+
+        text.to_i
+      end
+
+      I64_MIN = -(2**63)
+      I64_MAX = (2**63) - 1
+
+      def self.saturate(value)
+        value.clamp(I64_MIN, I64_MAX)
+      end
+
+      private
+
+      def check_key(key)
+        raise ArgumentError, "a store key is a String, not #{key.class}" unless key.is_a?(String)
+      end
+    end
+  end
+end

@@ -1,0 +1,394 @@
+# frozen_string_literal: true
+
+require_relative "remote"
+require_relative "../ring"
+
+module Larder
+  module Stores
+    # A pool of memcached servers (spec/STORES.md §4): the meta protocol (`mg`/`ms`/`md`/`ma`/`mn`), keys spread by
+    # the ketama ring, pipelined multi-gets per server, failure ejection with the ring rebuilt from the others (§4.3),
+    # and purge by tag and prefix as records checked on read (§4.4).
+    class Memcached < Base
+      BACKEND = "memcached"
+      THIRTY_DAYS = 2_592_000
+      ITEM_OVERHEAD = 50
+      MAX_PREFIX_LINES = 1000
+
+      # One memcached server: its address, health and idle connections.
+      class Server
+        attr_reader :address, :health, :weight
+
+        def initialize(host, weight, options)
+          @host = host
+          @address = host.to_s
+          @weight = weight
+          @options = options
+          @health = Health.new(@address, failures: options[:failures], retry_after_ms: options[:retry_after])
+          @idle = []
+          @mutex = Mutex.new
+        end
+
+        # Runs the block on a connection; a connection failure counts against the server and raises
+        # Connection::Failure (the connection is discarded), any other answer resets the count.
+        def request
+          connection = @mutex.synchronize { @idle.pop } || connect
+          connection.deadline!
+          result = yield connection
+          @mutex.synchronize { @idle.size < @options[:pool] ? @idle.push(connection) : connection.close }
+          @health.success
+          result
+        rescue Connection::Failure
+          connection&.close
+          raise
+        end
+
+        def close
+          @mutex.synchronize { @idle.each(&:close).clear }
+        end
+
+        private
+
+        def connect
+          Connection.new(@host.host, @host.port, connect_timeout: @options[:connect_timeout] / 1000.0,
+                                                 timeout: @options[:timeout] / 1000.0)
+        end
+      end
+
+      def self.from_url(url)
+        raise UrlError, "#{url.redacted}: memcached:// needs at least one host" if url.hosts.empty?
+
+        weights = url.take("weights")&.split(",")&.map do |w|
+          Integer(w, exception: false) || raise(UrlError, "bad weight #{w}")
+        end
+        new(url.hosts, weights: weights, prefix: url.take("prefix", ""), timeout: url.take_duration("timeout", 250),
+                       connect_timeout: url.take_duration("connect_timeout", 500), pool: url.take_integer("pool", 2),
+                       failures: url.take_integer("failures", 2), retry_after: url.take_duration("retry_after", 5000),
+                       max_item: url.take_size("max_item", 1 << 20), prefix_purge: url.take_bool("prefix_purge", true),
+                       purge_skew: url.take_duration("purge_skew", 1000),
+                       purge_retention: url.take_duration("purge_retention", 30 * 86_400_000))
+      end
+
+      # `hosts`: StoreUrl::Host list (or "host:port" strings). Times in ms.
+      def initialize(hosts, weights: nil, prefix: "", timeout: 250, connect_timeout: 500, pool: 2, failures: 2,
+                     retry_after: 5000, max_item: 1 << 20, prefix_purge: true, purge_skew: 1000,
+                     purge_retention: 30 * 86_400_000)
+        super(prefix: prefix)
+        hosts = hosts.map { |h| h.is_a?(String) ? StoreUrl::Host.new(*h.split(":").then { |a, b| [a, b.to_i] }) : h }
+        weights ||= [1] * hosts.size
+        raise UrlError, "weights lists #{weights.size} numbers for #{hosts.size} servers" if weights.size != hosts.size
+
+        options = { timeout: timeout, connect_timeout: connect_timeout, pool: pool, failures: failures,
+                    retry_after: retry_after }
+        @servers = hosts.zip(weights).map { |host, weight| Server.new(host, weight, options) }
+        @max_item = max_item
+        @prefix_purge = prefix_purge
+        @purge_skew = purge_skew
+        @purge_retention = purge_retention
+        @ring_mutex = Mutex.new
+        @ring_key = nil
+      end
+
+      # Failures counted per server since the store was opened ("host:port" => count).
+      def server_errors
+        @servers.to_h { |server| [server.address, server.health.errors] }
+      end
+
+      # The index of the server a stored key goes to, with the servers available now.
+      def server_index(stored_key)
+        ring&.server(stored_key) || raise(StoreError.new(BACKEND, "every server is ejected"))
+      end
+
+      def get(key)
+        get_many([key]).first
+      end
+
+      def get_many(keys)
+        stored = keys.map { |key| @keys.stored(key) }
+        wanted = stored.dup
+        wanted << prefixes_key if @prefix_purge
+        found = multi_get(wanted.uniq)
+        values = stored.map { |key| found[key] }
+        purge_check(keys, values, @prefix_purge ? parse_prefixes(found[prefixes_key]) : [])
+      end
+
+      def set(key, value, ttl: nil)
+        stored = checked(key, value)
+        exptime = exptime_for(value, ttl)
+        on_server(stored) do |connection|
+          if exptime.nil?
+            meta(connection, "md #{stored} q\r\nmn\r\n", expect: %w[MN])
+          else
+            meta(connection, "ms #{stored} #{value.bytesize} T#{exptime} F0\r\n#{value.b}\r\n", expect: %w[HD])
+          end
+        end
+        nil
+      end
+
+      def set_many(items, ttl: nil)
+        by_server = Hash.new { |h, k| h[k] = [] }
+        items.each do |key, value|
+          stored = checked(key, value)
+          by_server[server_index(stored)] << [stored, value, exptime_for(value, ttl)]
+        end
+        by_server.each do |index, batch|
+          on_index(index, batch.first.first) do |connection|
+            request = batch.map do |stored, value, exptime|
+              exptime.nil? ? "md #{stored} q\r\n" : "ms #{stored} #{value.bytesize} T#{exptime} F0 q\r\n#{value.b}\r\n"
+            end.join
+            meta(connection, "#{request}mn\r\n", expect: %w[MN])
+          end
+        end
+        nil
+      end
+
+      def add(key, value, ttl: nil)
+        stored = checked(key, value)
+        exptime = exptime_for(value, ttl)
+        return false if exptime.nil?
+
+        on_server(stored) do |connection|
+          meta(connection, "ms #{stored} #{value.bytesize} T#{exptime} F0 ME\r\n#{value.b}\r\n",
+               expect: %w[HD NS]) == "HD"
+        end
+      end
+
+      def incr(key, delta, ttl: nil, create: true)
+        stored = @keys.stored(key)
+        mode = delta.negative? ? "MD" : "MI"
+        command = +"ma #{stored} D#{delta.abs} #{mode} v"
+        if create
+          exptime = ttl ? relative_exptime(Larder.now_ms + (ttl * 1000).ceil) : 0
+          command << " N#{exptime} J#{[delta, 0].max}"
+        end
+        on_server(stored) do |connection|
+          connection.write("#{command}\r\n")
+          line = connection.read_line
+          case line
+          when /\AVA (\d+)/ then connection.read_bytes(Regexp.last_match(1).to_i).to_i
+          when "NF" then nil
+          when /non-numeric/ then raise NotACounter.new(BACKEND, "the value at #{key} is not a counter",
+                                                        server: @servers[server_index(stored)].address)
+          else raise Connection::Failure, "unexpected answer #{line.inspect}"
+          end
+        end
+      end
+
+      def delete_if(key, expected)
+        stored = @keys.stored(key)
+        on_server(stored) do |connection|
+          connection.write("mg #{stored} v c\r\n")
+          line = connection.read_line
+          next false if line == "EN"
+
+          size, flags = value_header(line)
+          cas = flags.fetch("c")
+          next false unless connection.read_bytes(size) == expected.b
+
+          meta(connection, "md #{stored} C#{cas}\r\n", expect: %w[HD EX NF]) == "HD"
+        end
+      end
+
+      def delete(key)
+        stored = @keys.stored(key)
+        on_server(stored) { |connection| meta(connection, "md #{stored}\r\n", expect: %w[HD NF]) == "HD" }
+      end
+
+      def delete_many(keys)
+        keys.count { |key| delete(key) }
+      end
+
+      # `flush_all` on every server without a prefix; with one, a purge of the prefix "".
+      def clear
+        return purge_prefix("") unless @keys.prefix.empty?
+
+        @servers.each_index do |index|
+          on_index(index, nil) { |connection| meta(connection, "flush_all\r\n", expect: %w[OK]) }
+        end
+        nil
+      end
+
+      # Writes the tag's purge record: entries tagged with it and created up to now (+ skew) read as missing.
+      def purge_tag(tag)
+        record = internal("tag", tag)
+        now = Larder.now_ms.to_s
+        on_server(record) do |connection|
+          meta(connection, "ms #{record} #{now.bytesize} T0 F0\r\n#{now}\r\n", expect: %w[HD])
+        end
+        0
+      end
+
+      # Adds a line to the prefix list (read–modify–write with CAS, retried until it succeeds).
+      def purge_prefix(prefix)
+        raise Unsupported.new(BACKEND, "purge by prefix needs prefix_purge=true") unless @prefix_purge
+
+        key = prefixes_key
+        loop do
+          stored = on_server(key) { |connection| update_prefixes(connection, key, prefix) }
+          return 0 if stored
+        end
+      end
+
+      def close
+        @servers.each(&:close)
+      end
+
+      private
+
+      def internal(purpose, name)
+        @keys.internal(purpose, name)
+      end
+
+      def prefixes_key
+        @prefixes_key ||= internal("prefixes", "")
+      end
+
+      def update_prefixes(connection, key, prefix)
+        connection.write("mg #{key} v c\r\n")
+        line = connection.read_line
+        old = ""
+        cas = nil
+        unless line == "EN"
+          size, flags = value_header(line)
+          old = connection.read_bytes(size)
+          cas = flags.fetch("c")
+        end
+        now = Larder.now_ms
+        lines = parse_prefixes(old).reject { |time, _| time < now - @purge_retention }
+        lines << [now, prefix]
+        text = lines.last(MAX_PREFIX_LINES).map { |time, p| "#{time} #{p}\n" }.join
+        mode = cas ? "C#{cas}" : "ME"
+        meta(connection, "ms #{key} #{text.bytesize} T0 F0 #{mode}\r\n#{text}\r\n", expect: %w[HD NS EX NF]) == "HD"
+      end
+
+      def parse_prefixes(text)
+        return [] if text.nil?
+
+        text.b.each_line.filter_map do |line|
+          time, prefix = line.chomp.split(" ", 2)
+          [time.to_i, prefix.to_s.force_encoding(Encoding::UTF_8)] if time&.match?(/\A\d+\z/)
+        end
+      end
+
+      # Values whose entry a purge record covers become nil (§4.4). `keys` are the caller's (unprefixed) keys.
+      def purge_check(keys, values, prefixes)
+        headers = values.map { |value| value && value.start_with?(Header::MAGIC) ? safe_header(value) : nil }
+        tags = headers.compact.flat_map(&:tags).uniq
+        records = tags.empty? ? {} : multi_get(tags.map { |tag| internal("tag", tag) })
+        keys.zip(values, headers).map do |key, value, header|
+          next value if header.nil?
+
+          created = header.created_at
+          purged = prefixes.any? { |time, prefix| key.start_with?(prefix) && created <= time + @purge_skew } ||
+                   header.tags.any? do |tag|
+                     record = records[internal("tag", tag)]
+                     record && created <= record.to_i + @purge_skew
+                   end
+          purged ? nil : value
+        end
+      end
+
+      def safe_header(value)
+        Header.read(value)
+      rescue InvalidEntry
+        nil
+      end
+
+      # stored key => value, for the keys found; one pipelined batch per server.
+      def multi_get(stored_keys)
+        stored_keys.group_by { |key| server_index(key) }.each_with_object({}) do |(index, batch), found|
+          on_index(index, batch.first) do |connection|
+            connection.write("#{batch.map { |key| "mg #{key} v q k\r\n" }.join}mn\r\n")
+            loop do
+              line = connection.read_line
+              break if line == "MN"
+
+              size, flags = value_header(line)
+              found[flags.fetch("k").force_encoding(Encoding::UTF_8)] = connection.read_bytes(size)
+            end
+          end
+        end
+      end
+
+      # The size and flags ("k" => key, "c" => cas…) of a `VA <size> <flags>*` line.
+      def value_header(line)
+        tokens = line.split(" ")
+        unless tokens[0] == "VA" && tokens[1] =~ /\A\d+\z/
+          raise Connection::Failure,
+                "unexpected answer #{line.inspect}"
+        end
+
+        [tokens[1].to_i, tokens[2..].to_h { |token| [token[0], token[1..]] }]
+      end
+
+      def meta(connection, request, expect:)
+        connection.write(request)
+        line = connection.read_line
+        return line if expect.include?(line)
+        raise TooLarge.new(BACKEND, "the server refused the value: #{line}") if line.include?("too large")
+
+        raise Connection::Failure, "unexpected answer #{line.inspect}"
+      end
+
+      def checked(key, value)
+        check_key(key)
+        stored = @keys.stored(key)
+        limit = @max_item - ITEM_OVERHEAD - stored.bytesize
+        if value.bytesize > limit
+          raise TooLarge.new(BACKEND, "value of #{value.bytesize} bytes at #{key} exceeds the #{limit}-byte item limit")
+        end
+
+        stored
+      end
+
+      # memcached's exptime for a value, 0 for never, nil when already past (spec/STORES.md §2).
+      def exptime_for(value, ttl)
+        expiry = Base.expiry_ms(value, ttl)
+        return 0 if expiry.nil?
+
+        now = Larder.now_ms
+        return nil if expiry <= now
+
+        relative_exptime(expiry, now)
+      end
+
+      def relative_exptime(expiry, now = Larder.now_ms)
+        seconds = ((expiry - now) / 1000.0).ceil
+        seconds > THIRTY_DAYS ? (expiry / 1000.0).ceil : [seconds, 1].max
+      end
+
+      def ring
+        available = @servers.each_index.select { |index| @servers[index].health.available? }
+        @ring_mutex.synchronize do
+          if @ring_key != available
+            @ring_key = available
+            @ring = available.empty? ? nil : Ring.new(available.map { |i| server_spec(i) }, available)
+          end
+          @ring
+        end
+      end
+
+      def server_spec(index)
+        server = @servers[index]
+        host = server.address.rpartition(":")
+        [host.first, host.last.to_i, server.weight]
+      end
+
+      # Runs the block on the server of `stored_key`; when a failure ejects it, retries once on the key's new server.
+      def on_server(stored_key, &)
+        on_index(server_index(stored_key), stored_key, &)
+      end
+
+      def on_index(index, stored_key, retried: false, &block)
+        server = @servers[index]
+        server.request(&block)
+      rescue Connection::Failure => e
+        ejected = server.health.failure
+        if ejected && !retried && stored_key && (other = ring&.server(stored_key)) && other != index
+          return on_index(other, stored_key, retried: true, &block)
+        end
+
+        raise StoreError.new(BACKEND, e.message, server: server.address)
+      end
+    end
+  end
+end

@@ -1,0 +1,169 @@
+# frozen_string_literal: true
+
+require "socket"
+require "tmpdir"
+require "fileutils"
+require "open3"
+
+# Real servers for the store tests, started on free loopback ports the first time a test asks for one and stopped
+# when the test process exits. A missing server binary fails the test, saying how to install it: never a skip.
+module Servers
+  MEMCACHED = %w[/usr/bin/memcached /usr/sbin/memcached].freeze
+  REDIS = %w[/usr/bin/redis-server].freeze
+  REDIS_CLI = %w[/usr/bin/redis-cli].freeze
+  PG_DIRS = %w[/usr/lib/postgresql/15/bin /usr/lib/postgresql/16/bin /usr/lib/postgresql/17/bin].freeze
+
+  @started = {}
+  @pids = []
+  @dirs = []
+  @mutex = Mutex.new
+
+  class << self
+    def binary(candidates, package)
+      found = candidates.find { |path| File.executable?(path) }
+      return found if found
+
+      raise "#{File.basename(candidates.first)} is not installed (Debian package #{package}): run `make services` " \
+            "from the repository root"
+    end
+
+    def free_port
+      server = TCPServer.new("127.0.0.1", 0)
+      server.addr[1]
+    ensure
+      server&.close
+    end
+
+    def wait_port(port, what, pid = nil, seconds: 15)
+      deadline = Time.now + seconds
+      loop do
+        TCPSocket.new("127.0.0.1", port).close
+        return
+      rescue SystemCallError
+        raise "#{what} exited before listening on #{port}" if pid && Process.waitpid(pid, Process::WNOHANG)
+        raise "#{what} did not listen on #{port} within #{seconds}s" if Time.now > deadline
+
+        sleep 0.02
+      end
+    end
+
+    def spawn(what, *command, port:)
+      pid = Process.spawn(*command, out: File::NULL, err: File::NULL, pgroup: true)
+      @pids << pid
+      wait_port(port, what, pid)
+      pid
+    end
+
+    # A memcached on a new port each call: "127.0.0.1:port" and its pid.
+    def memcached(item_size: nil)
+      port = free_port
+      command = [binary(MEMCACHED, "memcached"), "-l", "127.0.0.1", "-p", port.to_s, "-U", "0", "-m", "64", "-t", "2",
+                 "-u", "root"]
+      command += ["-I", item_size] if item_size
+      pid = spawn("memcached", *command, port: port)
+      ["127.0.0.1:#{port}", pid]
+    end
+
+    def shared_memcached
+      @mutex.synchronize { @started[:memcached] ||= memcached.first }
+    end
+
+    def redis
+      @mutex.synchronize do
+        @started[:redis] ||= begin
+          port = free_port
+          spawn("redis-server", binary(REDIS, "redis-server"), "--bind", "127.0.0.1", "--port", port.to_s, "--save", "",
+                "--appendonly", "no", "--protected-mode", "no", port: port)
+          "127.0.0.1:#{port}"
+        end
+      end
+    end
+
+    # A three-master Redis Cluster: its seed addresses.
+    def redis_cluster
+      @mutex.synchronize { @started[:redis_cluster] ||= start_cluster }
+    end
+
+    def postgres
+      @mutex.synchronize { @started[:postgres] ||= start_postgres }
+    end
+
+    def stop_all
+      @pids.each do |pid|
+        Process.kill("TERM", -pid)
+      rescue Errno::ESRCH, Errno::EPERM
+        nil
+      end
+      @pids.each do |pid|
+        Process.waitpid(pid)
+      rescue Errno::ECHILD
+        nil
+      end
+      @postgres_stop&.call
+      @dirs.each { |dir| FileUtils.rm_rf(dir) }
+    end
+
+    private
+
+    def start_cluster
+      server = binary(REDIS, "redis-server")
+      cli = binary(REDIS_CLI, "redis-tools")
+      dir = Dir.mktmpdir("larder-rb-cluster-")
+      @dirs << dir
+      ports = Array.new(3) { free_port }
+      ports.each do |port|
+        spawn("redis-server", server, "--bind", "127.0.0.1", "--port", port.to_s, "--save", "", "--appendonly", "no",
+              "--protected-mode", "no", "--cluster-enabled", "yes", "--cluster-config-file",
+              File.join(dir, "nodes-#{port}.conf"), "--cluster-node-timeout", "2000", port: port)
+      end
+      out, status = Open3.capture2e(cli, "--cluster", "create", *ports.map { |p| "127.0.0.1:#{p}" },
+                                    "--cluster-replicas", "0", "--cluster-yes")
+      raise "redis-cli --cluster create failed: #{out}" unless status.success?
+
+      wait_cluster(cli, ports.first)
+      ports.map { |p| "127.0.0.1:#{p}" }
+    end
+
+    def wait_cluster(cli, port)
+      deadline = Time.now + 20
+      until Open3.capture2(cli, "-p", port.to_s, "cluster", "info").first.include?("cluster_state:ok")
+        raise "the Redis Cluster did not become ready" if Time.now > deadline
+
+        sleep 0.05
+      end
+    end
+
+    def start_postgres
+      dir = Dir.mktmpdir("larder-rb-pg-")
+      @dirs << dir
+      data = File.join(dir, "data")
+      FileUtils.mkdir_p(data)
+      root = Process.uid.zero?
+      system("chown", "-R", "postgres:postgres", dir, exception: true) if root
+      bin = PG_DIRS.find { |d| File.executable?(File.join(d, "initdb")) }
+      unless bin
+        raise "PostgreSQL is not installed (Debian package postgresql): run `make services` from the repository root"
+      end
+
+      as_pg = root ? ["runuser", "-u", "postgres", "--"] : []
+      out, status = Open3.capture2e(*as_pg, File.join(bin, "initdb"), "-D", data, "-A", "trust", "-U", "larder",
+                                    "--no-sync", "-E", "UTF8", "--locale=C")
+      raise "initdb failed: #{out}" unless status.success?
+
+      port = free_port
+      spawn("postgres", *as_pg, File.join(bin, "postgres"), "-D", data, "-p", port.to_s, "-k", data, "-c",
+            "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+            port: port)
+      @postgres_stop = lambda do
+        pid = File.read(File.join(data, "postmaster.pid")).lines.first.to_i
+        Process.kill("INT", pid)
+        50.times { File.exist?("/proc/#{pid}") ? sleep(0.1) : break }
+      rescue StandardError
+        nil
+      end
+      "postgres://larder@127.0.0.1:#{port}/postgres"
+    end
+  end
+end
+
+Minitest.after_run { Servers.stop_all }
