@@ -52,34 +52,41 @@ impl std::fmt::Display for ReadError {
 /// Reads replies from a connection, keeping what arrives beyond the current one.
 pub struct ReplyReader {
     buffer: BytesMut,
+    /// How far the buffer is known to hold no line end (so a line arriving in pieces is scanned once).
+    scanned: usize,
     max_value: usize,
 }
 
 impl ReplyReader {
     pub fn new(max_value: usize) -> ReplyReader {
-        ReplyReader { buffer: BytesMut::with_capacity(16 * 1024), max_value }
+        ReplyReader { buffer: BytesMut::with_capacity(16 * 1024), scanned: 0, max_value }
     }
 
     /// The next reply.
     pub async fn read<R: AsyncRead + Unpin>(&mut self, io: &mut R) -> Result<Reply, ReadError> {
-        let line_end = loop {
-            if let Some(at) = self.buffer.windows(2).position(|w| w == b"\r\n") {
-                break at;
+        let newline = loop {
+            if let Some(at) = memchr::memchr(b'\n', &self.buffer[self.scanned..]) {
+                break self.scanned + at;
             }
+            self.scanned = self.buffer.len();
             if self.buffer.len() > MAX_LINE {
                 return Err(ReadError::Malformed(format!("a reply line longer than {MAX_LINE} bytes")));
             }
             self.fill(io).await?;
         };
-        let line = String::from_utf8_lossy(&self.buffer[..line_end]).into_owned();
-        self.buffer.advance(line_end + 2);
-        let mut tokens = line.split(' ');
+        self.scanned = 0;
+        if newline == 0 || self.buffer[newline - 1] != b'\r' {
+            return Err(ReadError::Malformed("a reply line not ended by CRLF".into()));
+        }
+        let line = &self.buffer[..newline - 1];
+        let mut tokens = line.split(|&b| b == b' ');
         let reply = match tokens.next().unwrap_or_default() {
-            "VA" => {
+            b"VA" => {
                 let size: usize = tokens
                     .next()
+                    .and_then(|s| std::str::from_utf8(s).ok())
                     .and_then(|s| s.parse().ok())
-                    .ok_or_else(|| ReadError::Malformed(format!("{line:?}")))?;
+                    .ok_or_else(|| ReadError::Malformed(format!("{:?}", cut(&String::from_utf8_lossy(line)))))?;
                 if size > self.max_value {
                     return Err(ReadError::Malformed(format!(
                         "a {size}-byte value, over the {}-byte bound",
@@ -88,12 +95,13 @@ impl ReplyReader {
                 }
                 let (mut key, mut cas) = (None, None);
                 for flag in tokens {
-                    match flag.as_bytes().first() {
-                        Some(b'k') => key = Some(flag[1..].to_owned()),
-                        Some(b'c') => cas = flag[1..].parse().ok(),
+                    match flag.split_first() {
+                        Some((b'k', rest)) => key = Some(String::from_utf8_lossy(rest).into_owned()),
+                        Some((b'c', rest)) => cas = std::str::from_utf8(rest).ok().and_then(|c| c.parse().ok()),
                         _ => {}
                     }
                 }
+                self.buffer.advance(newline + 1);
                 while self.buffer.len() < size + 2 {
                     self.buffer.reserve(size + 2 - self.buffer.len());
                     self.fill(io).await?;
@@ -103,21 +111,22 @@ impl ReplyReader {
                 }
                 let data = self.buffer.split_to(size).freeze();
                 self.buffer.advance(2);
-                Reply::Value { data, key, cas }
+                return Ok(Reply::Value { data, key, cas });
             }
-            "HD" | "OK" => Reply::Done,
-            "STAT" => {
-                let name = tokens.next().unwrap_or_default().to_owned();
-                Reply::Stat(name, tokens.next().unwrap_or_default().to_owned())
+            b"HD" | b"OK" => Reply::Done,
+            b"STAT" => {
+                let name = String::from_utf8_lossy(tokens.next().unwrap_or_default()).into_owned();
+                Reply::Stat(name, String::from_utf8_lossy(tokens.next().unwrap_or_default()).into_owned())
             }
-            "NS" => Reply::NotStored,
-            "EX" => Reply::Exists,
-            "NF" => Reply::NotFound,
-            "EN" => Reply::Miss,
-            "MN" | "END" => Reply::End,
-            "ERROR" | "CLIENT_ERROR" | "SERVER_ERROR" => Reply::Error(line),
-            _ => return Err(ReadError::Malformed(format!("{:?}", cut(&line)))),
+            b"NS" => Reply::NotStored,
+            b"EX" => Reply::Exists,
+            b"NF" => Reply::NotFound,
+            b"EN" => Reply::Miss,
+            b"MN" | b"END" => Reply::End,
+            b"ERROR" | b"CLIENT_ERROR" | b"SERVER_ERROR" => Reply::Error(String::from_utf8_lossy(line).into_owned()),
+            _ => return Err(ReadError::Malformed(format!("{:?}", cut(&String::from_utf8_lossy(line))))),
         };
+        self.buffer.advance(newline + 1);
         Ok(reply)
     }
 
@@ -217,5 +226,38 @@ mod tests {
         assert!(endless[0].as_ref().is_err_and(|e| e.contains("longer")), "{endless:?}");
         let bad_end = replies(b"VA 2\r\nabcd\r\n", 100).await;
         assert!(bad_end[0].is_err(), "{bad_end:?}");
+    }
+
+    #[tokio::test]
+    async fn replies_arriving_a_byte_at_a_time_read_the_same() {
+        let bytes = b"VA 5 c9\r\nab\r\nc\r\nEN\r\nSTAT pid 42\r\nEND\r\n";
+        let (mut client, mut server) = tokio::io::duplex(1);
+        let writer = tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            for byte in bytes {
+                server.write_all(&[*byte]).await.expect("write");
+            }
+        });
+        let mut reader = ReplyReader::new(100);
+        let mut got = Vec::new();
+        for _ in 0..4 {
+            got.push(reader.read(&mut client).await.map_err(|e| e.to_string()));
+        }
+        writer.await.expect("writer");
+        assert_eq!(
+            got,
+            [
+                Ok(Reply::Value { data: Bytes::from_static(b"ab\r\nc"), key: None, cas: Some(9) }),
+                Ok(Reply::Miss),
+                Ok(Reply::Stat("pid".into(), "42".into())),
+                Ok(Reply::End),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_line_ended_by_a_bare_newline_is_malformed() {
+        let got = replies(b"HD\nEN\r\n", 100).await;
+        assert!(got[0].as_ref().is_err_and(|e| e.contains("CRLF")), "{got:?}");
     }
 }

@@ -20,6 +20,8 @@ pub struct RingServer {
 #[derive(Debug, Default)]
 pub struct Ring {
     points: Vec<(u32, usize)>,
+    /// The only server on the ring, when there is one: every key goes to it, with no hash to compute.
+    only: Option<usize>,
 }
 
 impl Ring {
@@ -29,7 +31,7 @@ impl Ring {
         let total: u64 = members.iter().map(|&i| u64::from(servers[i].weight)).sum();
         let mut points = Vec::new();
         if total == 0 {
-            return Ring { points };
+            return Ring { points, only: None };
         }
         for &index in &members {
             let server = &servers[index];
@@ -49,12 +51,16 @@ impl Ring {
             }
         }
         points.sort_unstable();
-        Ring { points }
+        let only = if members.len() == 1 { Some(members[0]) } else { None };
+        Ring { points, only }
     }
 
     /// The server index for `key`, or `None` when the ring is empty.
     pub fn server_for(&self, key: &str) -> Option<usize> {
         let first = self.points.first()?;
+        if self.only.is_some() {
+            return self.only;
+        }
         let hash = key_hash(key);
         let at = self.points.partition_point(|&(point, _)| point < hash);
         Some(self.points.get(at).unwrap_or(first).1)

@@ -29,8 +29,6 @@ const WRITE_BATCH: usize = 256 * 1024;
 pub enum Expect {
     /// Exactly this many.
     Count(usize),
-    /// Up to and including `MN` (or `END`).
-    UntilEnd,
     /// Up to `END`, or one reply that is not a `STAT` line (`flush_all`'s `OK`, an error).
     UntilEndOrOne,
 }
@@ -206,7 +204,6 @@ async fn read_one(reader: &mut ReplyReader, read: &mut OwnedReadHalf, expect: Ex
         replies.push(reply);
         match expect {
             Expect::Count(n) if replies.len() == n => break,
-            Expect::UntilEnd if end => break,
             Expect::UntilEndOrOne if end || !matches!(replies.last(), Some(Reply::Stat(..))) => break,
             _ => {}
         }

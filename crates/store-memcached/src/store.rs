@@ -202,24 +202,23 @@ impl Inner {
             groups.entry(self.route(key)?).or_default().push(i);
         }
         let batches = groups.into_values().map(|indexes| async move {
+            // Without `q`, every key gets its own reply (a value or `EN`) in the order asked, so replies pair with
+            // keys by position: no key echoed back, no map to build.
             let mut request = Vec::with_capacity(indexes.len() * 64);
             for &i in &indexes {
-                protocol::get(&mut request, keys[i], "k q");
+                protocol::get(&mut request, keys[i], "");
             }
-            request.extend_from_slice(b"mn\r\n");
-            let replies = self.exchange(keys[indexes[0]], request, Expect::UntilEnd).await?;
-            let mut found: HashMap<String, Bytes> = HashMap::new();
-            for reply in replies {
+            let replies = self.exchange(keys[indexes[0]], request, Expect::Count(indexes.len())).await?;
+            let mut found = Vec::with_capacity(indexes.len());
+            for (i, reply) in indexes.into_iter().zip(replies) {
                 match reply {
-                    Reply::Value { data, key: Some(key), .. } => {
-                        found.insert(key, data);
-                    }
-                    Reply::End | Reply::Miss => {}
-                    Reply::Error(message) => return Err(self.reply_error(keys[indexes[0]], message)),
-                    other => return Err(self.reply_error(keys[indexes[0]], format!("unexpected reply {other:?}"))),
+                    Reply::Value { data, .. } => found.push((i, Some(data))),
+                    Reply::Miss => found.push((i, None)),
+                    Reply::Error(message) => return Err(self.reply_error(keys[i], message)),
+                    other => return Err(self.reply_error(keys[i], format!("unexpected reply {other:?}"))),
                 }
             }
-            Ok::<_, StoreError>(indexes.into_iter().map(|i| (i, found.get(keys[i]).cloned())).collect::<Vec<_>>())
+            Ok::<_, StoreError>(found)
         });
         let mut values = vec![None; keys.len()];
         for batch in join_all(batches).await {

@@ -1,4 +1,4 @@
-//! `larder bench stores`: operations per second and p99 latency of each store (get, get_many of 100 keys, set, at
+//! `larder bench stores`: operations per second and p50/p99 latency of each store (get, get_many of 100 keys, set, at
 //! the value sizes asked for), with many requests in flight at once, as a reference client (memcached's memcslap,
 //! redis-benchmark) is run at the same concurrency by `bench/stores.sh` for the ratio.
 
@@ -46,6 +46,7 @@ struct Figure {
     op: String,
     size: usize,
     ops_per_sec: f64,
+    p50_ms: f64,
     p99_ms: f64,
     errors: u64,
 }
@@ -59,8 +60,8 @@ pub fn run(args: StoresArgs) -> Result<(), Failure> {
     runtime.block_on(async {
         if !args.json {
             crate::output::print_line(&format!(
-                "{:<34} {:<9} {:>7} {:>12} {:>9} {:>7}",
-                "store", "op", "size", "ops/s", "p99 ms", "errors"
+                "{:<34} {:<9} {:>7} {:>12} {:>9} {:>9} {:>7}",
+                "store", "op", "size", "ops/s", "p50 ms", "p99 ms", "errors"
             ))?;
         }
         for url in &args.stores {
@@ -138,12 +139,14 @@ async fn measure(
     }
     let elapsed = started.elapsed().as_secs_f64();
     all.sort_unstable();
-    let p99 = all.get((all.len() * 99 / 100).min(all.len().saturating_sub(1))).copied().unwrap_or(0);
+    let percentile = |p: usize| all.get((all.len() * p / 100).min(all.len().saturating_sub(1))).copied().unwrap_or(0);
+    let (p50, p99) = (percentile(50), percentile(99));
     Figure {
         store: larder_store::url::redact(url),
         op: op.to_owned(),
         size,
         ops_per_sec: all.len() as f64 / elapsed,
+        p50_ms: f64::from(p50) / 1000.0,
         p99_ms: f64::from(p99) / 1000.0,
         errors,
     }
@@ -156,17 +159,19 @@ fn report(figure: &Figure, json: bool) -> Result<(), Failure> {
             "op": figure.op,
             "size": figure.size,
             "ops_per_sec": figure.ops_per_sec.round(),
+            "p50_ms": figure.p50_ms,
             "p99_ms": figure.p99_ms,
             "errors": figure.errors,
         })
         .to_string()
     } else {
         format!(
-            "{:<34} {:<9} {:>7} {:>12.0} {:>9.3} {:>7}",
+            "{:<34} {:<9} {:>7} {:>12.0} {:>9.3} {:>9.3} {:>7}",
             crate::display::cut_text(&figure.store, 34),
             figure.op,
             figure.size,
             figure.ops_per_sec,
+            figure.p50_ms,
             figure.p99_ms,
             figure.errors
         )
