@@ -6,6 +6,7 @@ require_relative "support/store_behaviour"
 # The memcached store against real memcached servers (spec/STORES.md §4).
 class MemcachedStoreTest < Minitest::Test
   include StoreBehaviour
+  include StoreInterop
 
   def store_url
     "memcached://#{Servers.shared_memcached}"

@@ -6,6 +6,7 @@ require_relative "support/store_behaviour"
 # The Redis store against a real redis-server (spec/STORES.md §5).
 class RedisStoreTest < Minitest::Test
   include StoreBehaviour
+  include StoreInterop
 
   def store_url
     "redis://#{Servers.redis}/0"
@@ -39,6 +40,7 @@ end
 # The same behaviour on a real three-master Redis Cluster.
 class RedisClusterStoreTest < Minitest::Test
   include StoreBehaviour
+  include StoreInterop
 
   def store_url
     "redis+cluster://#{Servers.redis_cluster.join(',')}"

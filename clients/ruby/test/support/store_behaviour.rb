@@ -148,7 +148,10 @@ module StoreBehaviour
     error = assert_raises(Larder::UrlError) { Larder::Stores.open("#{store_url}#{separator}bogus=1") }
     assert_includes error.message, "bogus"
   end
+end
 
+# Interop with the Rust binary on the same store URL, for the stores processes share (all but memory).
+module StoreInterop
   def test_interop_with_the_rust_binary
     key = unique("interop")
     data = entry({ "from" => "ruby", "n" => [1, 2, 3] }, tags: ["lang"], ttl_ms: 60_000)
