@@ -1,0 +1,286 @@
+# frozen_string_literal: true
+
+require_relative "../larder"
+require_relative "stores"
+
+module Larder
+  # The cache programs call: values in the shared entry format over any store (mirrors crates/cache).
+  #
+  #   cache = Larder::Cache.new("memcached://127.0.0.1:11211", namespace: "app")
+  #   cache.fetch("user:7", ttl: 60, stale: 10) { load_user(7) }
+  #
+  # - A miss is computed by exactly one thread of this process; concurrent callers for the same key wait for its
+  #   result (or its error) instead of running the block again.
+  # - Within an entry's stale window, one caller recomputes (guarded across processes by a lock taken with the
+  #   store's `add`, spec/STORES.md §3) while everyone else is served the stale value at once.
+  # - A store that fails reads as a miss and skips writes (counted in `stats`); a block that raises caches nothing.
+  # - Values are serialized with `serializer` (msgpack by default: nil, booleans, numbers, Strings, Arrays and
+  #   Hashes, readable by every language).
+  class Cache
+    # A computation in progress in this process: waiters block on it until the leader finishes.
+    class Flight
+      def initialize
+        @mutex = Mutex.new
+        @done = ConditionVariable.new
+        @finished = false
+      end
+
+      def finish(value: nil, error: nil)
+        @mutex.synchronize do
+          @value = value
+          @error = error
+          @finished = true
+          @done.broadcast
+        end
+      end
+
+      def wait
+        @mutex.synchronize { @done.wait(@mutex) until @finished }
+        raise @error if @error
+
+        @value
+      end
+    end
+
+    attr_reader :store, :namespace_name, :stats
+
+    # `store`: a store or a store URL. Times in seconds: `ttl` (nil = none), `stale` (the stale window), `lock_ttl`
+    # (how long a recompute lock may block other processes).
+    def initialize(store, namespace: nil, serializer: "msgpack", compressor: "lz4", threshold: DEFAULT_THRESHOLD,
+                   ttl: nil, stale: 0, lock_ttl: 10, max_size: Compressors::DEFAULT_MAX_SIZE, shared: nil)
+      @store = store.is_a?(String) ? Stores.open(store) : store
+      @namespace_name = namespace
+      @encoding = { serializer: serializer, compressor: compressor, threshold: threshold }
+      @ttl = ttl
+      @stale = stale
+      @lock_ttl = lock_ttl
+      @max_size = max_size
+      @shared = shared || { flights: {}, mutex: Mutex.new, stats: Hash.new(0) }
+      @stats = @shared[:stats]
+    end
+
+    # The same cache (store, flights, stats) under another namespace.
+    def namespace(name)
+      self.class.new(@store, namespace: name, ttl: @ttl, stale: @stale, lock_ttl: @lock_ttl, max_size: @max_size,
+                             shared: @shared, **@encoding)
+    end
+
+    # The key the store sees for `key` (FORMAT.md §5.2).
+    def store_key(key)
+      Keys.namespaced_key(@namespace_name, key.to_s)
+    end
+
+    # The value, or nil on a miss (an expired entry, another version, or a store that failed).
+    def read(key, version: nil)
+      entry = lookup(store_key(key), version)
+      entry && !entry.expired? ? entry.value : nil
+    end
+
+    def exist?(key, version: nil)
+      entry = lookup(store_key(key), version)
+      !entry.nil? && !entry.expired?
+    end
+
+    # Stores `value`; false when the store failed.
+    def write(key, value, ttl: @ttl, stale: @stale, version: nil, tags: [])
+      put(store_key(key), encode(value, ttl, stale, version, tags), ttl, stale)
+    end
+
+    def delete(key)
+      @store.delete(store_key(key))
+    rescue StoreError
+      count(:store_errors)
+      false
+    end
+
+    # {key => value} for the keys found fresh, in one round trip where the store allows.
+    def read_multi(*keys, version: nil)
+      keys = keys.flatten
+      values = get_many(keys.map { |key| store_key(key) })
+      keys.zip(values).each_with_object({}) do |(key, raw), found|
+        entry = decode(raw, version)
+        found[key] = entry.value if entry && !entry.expired?
+      end
+    end
+
+    def write_multi(hash, ttl: @ttl, stale: @stale, version: nil, tags: [])
+      items = hash.to_h { |key, value| [store_key(key), encode(value, ttl, stale, version, tags)] }
+      @store.set_many(items)
+      true
+    rescue StoreError
+      count(:store_errors)
+      false
+    end
+
+    # The value for `key`; on a miss the block computes it and it is stored (see the class comment).
+    def fetch(key, ttl: @ttl, stale: @stale, version: nil, tags: [], &block)
+      raise ArgumentError, "fetch needs a block" unless block
+
+      stored = store_key(key)
+      entry = lookup(stored, version)
+      if entry && !entry.expired?
+        count(:hits)
+        return entry.value
+      end
+      return refresh_stale(stored, entry, [ttl, stale, version, tags], key, &block) if entry
+
+      count(:misses)
+      coalesced(stored) { load_and_store(stored, key, [ttl, stale, version, tags], &block) }
+    end
+
+    # {key => value} for every key: the ones found in one round trip, the others computed by the block.
+    def fetch_multi(*keys, ttl: @ttl, stale: @stale, version: nil, tags: [])
+      keys = keys.flatten
+      found = read_multi(keys, version: version)
+      keys.to_h do |key|
+        next [key, found[key]] if found.key?(key)
+
+        [key, fetch(key, ttl: ttl, stale: stale, version: version, tags: tags) { yield key }]
+      end
+    end
+
+    # Counters (spec/STORES.md §3): not entries, so every language shares them.
+    def increment(key, by = 1, ttl: nil)
+      @store.incr(store_key(key), by, ttl: ttl)
+    end
+
+    def decrement(key, by = 1, ttl: nil)
+      @store.incr(store_key(key), -by, ttl: ttl)
+    end
+
+    def purge_tag(tag)
+      @store.purge_tag(tag)
+    end
+
+    # Every key of this namespace starting with `prefix`.
+    def purge_prefix(prefix)
+      @store.purge_prefix(@namespace_name ? "#{@namespace_name}:#{prefix}" : prefix)
+    end
+
+    # Keys being computed in this process now.
+    def computing
+      @shared[:mutex].synchronize { @shared[:flights].size }
+    end
+
+    private
+
+    def refresh_stale(stored, entry, options, key, &block)
+      lead = @shared[:mutex].synchronize do
+        next nil if @shared[:flights].key?(stored)
+
+        @shared[:flights][stored] = Flight.new
+      end
+      return serve_stale(entry) if lead.nil?
+
+      lock_key = Keys.safe_key("larder\u0000lock:#{stored}")
+      token = Stores::Base.token
+      begin
+        locked = @store.add(lock_key, token, ttl: @lock_ttl)
+      rescue StoreError
+        count(:store_errors)
+        locked = nil
+      end
+      if locked == false
+        finish(stored, lead, value: entry.value)
+        return serve_stale(entry)
+      end
+      begin
+        run_lead(stored, lead) { load_and_store(stored, key, options, &block) }
+      ensure
+        release(lock_key, token) if locked
+      end
+    end
+
+    def serve_stale(entry)
+      count(:stale_served)
+      entry.value
+    end
+
+    def release(lock_key, token)
+      @store.delete_if(lock_key, token)
+    rescue StoreError
+      count(:store_errors)
+    end
+
+    # Runs the block once per key in this process; other threads wait for its outcome.
+    def coalesced(stored, &block)
+      lead = nil
+      flight = @shared[:mutex].synchronize do
+        @shared[:flights][stored] || ((lead = Flight.new) && (@shared[:flights][stored] = lead) && nil)
+      end
+      if flight
+        count(:coalesced)
+        return flight.wait
+      end
+      run_lead(stored, lead, &block)
+    end
+
+    def run_lead(stored, lead)
+      value = yield
+      finish(stored, lead, value: value)
+      value
+    rescue StandardError => e
+      finish(stored, lead, error: e)
+      raise
+    end
+
+    def finish(stored, lead, value: nil, error: nil)
+      @shared[:mutex].synchronize { @shared[:flights].delete(stored) }
+      lead.finish(value: value, error: error)
+    end
+
+    def load_and_store(stored, key, options)
+      ttl, stale, version, tags = options
+      value = yield key
+      put(stored, encode(value, ttl, stale, version, tags), ttl, stale)
+      value
+    end
+
+    def encode(value, ttl, stale, version, tags)
+      Larder.encode(value, **@encoding, ttl_ms: ttl ? (ttl * 1000).ceil : 0, stale_ms: (stale * 1000).ceil,
+                           version: version&.to_s, tags: tags)
+    end
+
+    def put(stored, data, _ttl, _stale)
+      @store.set(stored, data)
+      count(:writes)
+      true
+    rescue StoreError
+      count(:store_errors)
+      false
+    end
+
+    def lookup(stored, version)
+      raw = @store.get(stored)
+      decode(raw, version)
+    rescue StoreError
+      count(:store_errors)
+      nil
+    end
+
+    def get_many(stored_keys)
+      @store.get_many(stored_keys)
+    rescue StoreError
+      count(:store_errors)
+      [nil] * stored_keys.size
+    end
+
+    # The entry in `raw` if it is one this caller may use: right version, not past its hard expiry.
+    def decode(raw, version)
+      return nil if raw.nil?
+
+      entry = Larder.decode(raw, max_size: @max_size)
+      return nil if entry.kind != "value" || entry.version != version&.to_s
+      return nil if entry.hard_expiry && entry.hard_expiry <= Larder.now_ms
+
+      entry
+    rescue InvalidEntry
+      count(:invalid_entries)
+      nil
+    end
+
+    def count(name)
+      @shared[:mutex].synchronize { @stats[name] += 1 }
+    end
+  end
+end
