@@ -23,13 +23,13 @@ class MemcachedStoreTest < Minitest::Test
     singles = [first, second].map { |address| Larder::Stores.open("memcached://#{address}?prefix_purge=false") }
     ring = Larder::Ring.new([first, second].map { |a| a.split(":").then { |h, p| [h, p.to_i, 1] } })
     keys = Array.new(40) { |i| "ring-key-#{i}" }
-    keys.each { |key| pool.set(key, entry(key)) }
     keys.each do |key|
+      pool.set(key, entry(key))
       holder = ring.server(key)
       assert singles[holder].get(key), "#{key} is on server #{holder}"
       assert_nil singles[1 - holder].get(key)
     end
-    assert_equal keys, pool.get_many(keys).map { |value| Larder.decode(value).value }
+    assert_equal(keys, pool.get_many(keys).map { |value| Larder.decode(value).value })
   ensure
     [pool, *singles].compact.each(&:close)
   end

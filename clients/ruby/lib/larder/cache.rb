@@ -164,7 +164,7 @@ module Larder
 
     private
 
-    def refresh_stale(stored, entry, options, key, &block)
+    def refresh_stale(stored, entry, options, key, &)
       lead = @shared[:mutex].synchronize do
         next nil if @shared[:flights].key?(stored)
 
@@ -185,7 +185,7 @@ module Larder
         return serve_stale(entry)
       end
       begin
-        run_lead(stored, lead) { load_and_store(stored, key, options, &block) }
+        run_lead(stored, lead) { load_and_store(stored, key, options, &) }
       ensure
         release(lock_key, token) if locked
       end
@@ -203,7 +203,7 @@ module Larder
     end
 
     # Runs the block once per key in this process; other threads wait for its outcome.
-    def coalesced(stored, &block)
+    def coalesced(stored, &)
       lead = nil
       flight = @shared[:mutex].synchronize do
         @shared[:flights][stored] || ((lead = Flight.new) && (@shared[:flights][stored] = lead) && nil)
@@ -212,7 +212,7 @@ module Larder
         count(:coalesced)
         return flight.wait
       end
-      run_lead(stored, lead, &block)
+      run_lead(stored, lead, &)
     end
 
     def run_lead(stored, lead)
@@ -238,7 +238,7 @@ module Larder
 
     def encode(value, ttl, stale, version, tags)
       Larder.encode(value, **@encoding, ttl_ms: ttl ? (ttl * 1000).ceil : 0, stale_ms: (stale * 1000).ceil,
-                           version: version&.to_s, tags: tags)
+                                        version: version&.to_s, tags: tags)
     end
 
     def put(stored, data, _ttl, _stale)

@@ -89,12 +89,9 @@ module Servers
     end
 
     def stop_all
-      @pids.each do |pid|
-        Process.kill("TERM", -pid)
-      rescue Errno::ESRCH, Errno::EPERM
-        nil
-      end
-      @pids.each do |pid|
+      @pids.each { |pid| signal(pid) }
+      # Signal every server first, then wait for them all: they stop in parallel.
+      @pids.each do |pid| # rubocop:disable Style/CombinableLoops
         Process.waitpid(pid)
       rescue Errno::ECHILD
         nil
@@ -104,6 +101,12 @@ module Servers
     end
 
     private
+
+    def signal(pid)
+      Process.kill("TERM", -pid)
+    rescue Errno::ESRCH, Errno::EPERM
+      nil
+    end
 
     def start_cluster
       server = binary(REDIS, "redis-server")
@@ -152,7 +155,8 @@ module Servers
 
       port = free_port
       spawn("postgres", *as_pg, File.join(bin, "postgres"), "-D", data, "-p", port.to_s, "-k", data, "-c",
-            "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+            "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off", "-c",
+            "full_page_writes=off",
             port: port)
       @postgres_stop = lambda do
         pid = File.read(File.join(data, "postmaster.pid")).lines.first.to_i

@@ -45,7 +45,7 @@ module StoreBehaviour
     keys = Array.new(5) { |i| unique("m#{i}") }
     keys.each_with_index { |key, i| store.set(key, entry(i)) if i.even? }
     found = store.get_many(keys)
-    assert_equal [0, nil, 2, nil, 4], found.map { |value| value && Larder.decode(value).value }
+    assert_equal([0, nil, 2, nil, 4], found.map { |value| value && Larder.decode(value).value })
   end
 
   def test_set_many

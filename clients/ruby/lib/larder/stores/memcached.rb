@@ -271,7 +271,7 @@ module Larder
 
       # Values whose entry a purge record covers become nil (§4.4). `keys` are the caller's (unprefixed) keys.
       def purge_check(keys, values, prefixes)
-        headers = values.map { |value| value && value.start_with?(Header::MAGIC) ? safe_header(value) : nil }
+        headers = values.map { |value| value&.start_with?(Header::MAGIC) ? safe_header(value) : nil }
         tags = headers.compact.flat_map(&:tags).uniq
         records = tags.empty? ? {} : multi_get(tags.map { |tag| internal("tag", tag) })
         keys.zip(values, headers).map do |key, value, header|
@@ -311,7 +311,7 @@ module Larder
 
       # The size and flags ("k" => key, "c" => cas…) of a `VA <size> <flags>*` line.
       def value_header(line)
-        tokens = line.split(" ")
+        tokens = line.split
         unless tokens[0] == "VA" && tokens[1] =~ /\A\d+\z/
           raise Connection::Failure,
                 "unexpected answer #{line.inspect}"

@@ -115,7 +115,7 @@ module Larder
       def clear
         return purge_prefix("").then { nil } unless @keys.prefix.empty?
 
-        each_master { |redis| redis.flushdb }
+        each_master(&:flushdb)
         nil
       end
 
@@ -149,7 +149,7 @@ module Larder
 
       private
 
-      def write(stored, value, expiry, nx:)
+      def write(stored, value, expiry, nx:) # rubocop:disable Naming/MethodParameterName
         if expiry && expiry <= Larder.now_ms
           call { |redis| redis.del(stored) } unless nx
           return false
@@ -165,8 +165,8 @@ module Larder
       end
 
       # Standalone: this server. Cluster: a client per master, from CLUSTER NODES.
-      def each_master(&block)
-        return call(&block) unless @cluster
+      def each_master(&)
+        return call(&) unless @cluster
 
         call do |redis|
           @masters ||= redis.cluster("nodes").filter_map do |node|
@@ -175,7 +175,7 @@ module Larder
             host, _, port = node["ip_port"].split("@").first.rpartition(":")
             ::Redis.new(host: host, port: port.to_i, **@options)
           end
-          @masters.each(&block)
+          @masters.each(&)
         end
       end
 

@@ -17,11 +17,18 @@ module Larder
       def self.from_url(url)
         prefix = url.take("prefix", "")
         table = url.take("table", "larder_entries")
-        raise UrlError, "#{url.redacted}: table=#{table.inspect}: lowercase letters, digits and _ only" unless table.match?(TABLE_NAME)
+        unless table.match?(TABLE_NAME)
+          raise UrlError,
+                "#{url.redacted}: table=#{table.inspect}: lowercase letters, digits and _ only"
+        end
 
         if url.scheme == "sqlite"
           raise UrlError, "#{url.redacted}: sqlite:// takes no host" unless url.hosts.empty?
-          raise UrlError, "#{url.redacted}: sqlite:// needs a file: sqlite:///var/lib/larder/cache.db" if url.path.size < 2
+
+          if url.path.size < 2
+            raise UrlError,
+                  "#{url.redacted}: sqlite:// needs a file: sqlite:///var/lib/larder/cache.db"
+          end
 
           new(SqliteDb.new(url.path), prefix: prefix, table: table)
         else
@@ -169,8 +176,9 @@ module Larder
                       ""
                     end
         changed = run_count("INSERT INTO #{@entries} (key_hash, key, value, byte_size, created_at, expires_at) " \
-                            "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (key_hash) DO UPDATE SET key = excluded.key, " \
-                            "value = excluded.value, byte_size = excluded.byte_size, created_at = excluded.created_at, " \
+                            "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (key_hash) DO UPDATE SET " \
+                            "key = excluded.key, value = excluded.value, byte_size = excluded.byte_size, " \
+                            "created_at = excluded.created_at, " \
                             "expires_at = excluded.expires_at#{condition}",
                             [hash, stored, blob(value), stored.bytesize + value.bytesize, now, expiry])
         return false if changed.zero?
@@ -191,7 +199,8 @@ module Larder
       end
 
       def sweep
-        run("DELETE FROM #{@entries} WHERE key_hash IN (SELECT key_hash FROM #{@entries} WHERE expires_at IS NOT NULL " \
+        run("DELETE FROM #{@entries} WHERE key_hash IN (SELECT key_hash FROM #{@entries} " \
+            "WHERE expires_at IS NOT NULL " \
             "AND expires_at <= $1 LIMIT 1000)", [Larder.now_ms])
       end
 
@@ -207,8 +216,8 @@ module Larder
         guarded { @db.count(sql, params) }
       end
 
-      def transaction(&block)
-        guarded { @db.transaction(&block) }
+      def transaction(&)
+        guarded { @db.transaction(&) }
       end
 
       # One request at a time on the connection; the schema is checked first; failures count against the server.
@@ -237,10 +246,12 @@ module Larder
         text = @db.text_type
         [
           "CREATE TABLE IF NOT EXISTS #{@entries} (key_hash BIGINT PRIMARY KEY, key #{text} NOT NULL, " \
-          "value #{@db.bytes_type} NOT NULL, byte_size INTEGER NOT NULL, created_at BIGINT NOT NULL, expires_at BIGINT)",
+          "value #{@db.bytes_type} NOT NULL, byte_size INTEGER NOT NULL, created_at BIGINT NOT NULL, " \
+          "expires_at BIGINT)",
           "CREATE INDEX IF NOT EXISTS #{@entries}_key ON #{@entries} (key)",
           "CREATE INDEX IF NOT EXISTS #{@entries}_expires_at ON #{@entries} (expires_at)",
-          "CREATE TABLE IF NOT EXISTS #{@tags} (tag #{text} NOT NULL, key_hash BIGINT NOT NULL, PRIMARY KEY (tag, key_hash))",
+          "CREATE TABLE IF NOT EXISTS #{@tags} (tag #{text} NOT NULL, key_hash BIGINT NOT NULL, " \
+          "PRIMARY KEY (tag, key_hash))",
           "CREATE INDEX IF NOT EXISTS #{@tags}_key_hash ON #{@tags} (key_hash)",
           "CREATE TABLE IF NOT EXISTS #{@schema} (version INTEGER NOT NULL)"
         ].each { |sql| @db.query(sql, []) }
@@ -324,7 +335,7 @@ module Larder
                     password: url.password, dbname: url.path.delete_prefix("/").then { |d| d.empty? ? nil : d },
                     connect_timeout: [(connect_timeout / 1000.0).ceil, 1].max,
                     options: "-c statement_timeout=#{timeout}" }.compact
-        @conn = nil
+        @connection = nil
       end
 
       def backend
@@ -363,16 +374,16 @@ module Larder
         result&.clear
       end
 
-      def transaction(&block)
-        connection.transaction(&block)
+      def transaction(&)
+        connection.transaction(&)
       end
 
       def reset
-        @conn&.close
+        @connection&.close
       rescue StandardError
         nil
       ensure
-        @conn = nil
+        @connection = nil
       end
 
       def close
@@ -382,7 +393,7 @@ module Larder
       private
 
       def connection
-        @conn ||= PG.connect(**@params).tap { |c| c.exec("SET client_min_messages TO warning") }
+        @connection ||= PG.connect(**@params).tap { |c| c.exec("SET client_min_messages TO warning") }
       end
 
       def encode(params)
