@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -110,14 +111,65 @@ def test_sizes_and_durations() -> None:
     for bad in ["", "-1", "1X", "1.2.3", "K"]:
         with pytest.raises(ValueError):  # noqa: PT011 - the message is checked through URLs above
             parse_size(bad)
-    assert parse_duration_ms("250") == 250
-    assert parse_duration_ms("250ms") == 250
-    assert parse_duration_ms("2s") == 2000
-    assert parse_duration_ms("1m") == 60_000
-    assert parse_duration_ms("1m 30s") == 90_000
-    for bad in ["soon", "5 parsecs", "", "s"]:
-        with pytest.raises(ValueError):  # noqa: PT011
-            parse_duration_ms(bad)
+
+
+# spec/STORES.md §1: a bare number of milliseconds, or a number with exactly one of the units ms, s, m, h.
+GOOD_DURATIONS = [
+    ("250", 250),
+    ("0", 0),
+    ("007", 7),
+    ("250ms", 250),
+    ("2s", 2_000),
+    ("1m", 60_000),
+    ("1h", 3_600_000),
+    ("999999999999h", 999_999_999_999 * 3_600_000),
+]
+BAD_DURATIONS = [
+    "soon",
+    "",
+    "s",
+    "ms",
+    "1min",
+    "2d",
+    "1s500ms",
+    "1m 30s",
+    "1.5s",
+    "-1s",
+    "+1s",
+    "1 s",
+    " 1s",
+    "1s ",
+    "1S",
+    "1MS",
+    "1sec",
+    "1us",
+    "1ns",
+    "1w",
+    "1y",
+    "1e3",
+    "0x10",
+    "1_000",
+    "\u0661",
+    "1\n",
+    "9999999999999",
+    "99999999999999h",
+]
+
+
+@pytest.mark.parametrize(("text", "ms"), GOOD_DURATIONS)
+def test_durations_accepted(text: str, ms: int) -> None:
+    assert parse_duration_ms(text) == ms
+    url = StoreUrl.parse(f"memcached://h:1?timeout={text}")
+    assert url.take_duration_ms("timeout", 5) == ms
+
+
+@pytest.mark.parametrize("text", BAD_DURATIONS)
+def test_durations_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="a number with ms, s, m or h"):
+        parse_duration_ms(text)
+    url = StoreUrl.parse("memcached://h:1?timeout=" + quote(text, safe=""))
+    with pytest.raises(UrlError, match=r"option timeout=.* is not a duration \(a number with ms, s, m or h\)"):
+        url.take_duration_ms("timeout", 5)
 
 
 def test_memcached_exptime_and_counters() -> None:

@@ -14,8 +14,9 @@ from urllib.parse import unquote_to_bytes
 from .base import UrlError
 
 _SIZE_SHIFTS = {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}
-_DURATION_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
-_DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*([a-z]+)")
+_DURATION_UNITS = {"": 1, "ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
+# Digits (at most 12, as the Rust parser takes), then at most one unit; no sign, fraction, space or second unit.
+_DURATION = re.compile(r"([0-9]{1,12})([a-z]*)")
 
 
 def parse_size(text: str) -> int:
@@ -50,24 +51,13 @@ def parse_size(text: str) -> int:
 
 
 def parse_duration_ms(text: str) -> int:
-    """Milliseconds from `250` (a bare number is ms), `250ms`, `2s`, `1m`, `1h`, or a sum such as `1m 30s`."""
-    if text.isascii() and text.isdigit():
-        return int(text)
-    stripped = text.strip()
-    total = 0.0
-    at = 0
-    for match in _DURATION.finditer(stripped):
-        if stripped[at : match.start()].strip():
-            break
-        unit = _DURATION_UNITS.get(match.group(2))
-        if unit is None:
-            raise ValueError(f"unknown time unit {match.group(2)!r}")
-        total += float(match.group(1)) * unit
-        at = match.end()
-    else:
-        if at == len(stripped) and at > 0:
-            return round(total)
-    raise ValueError("expected a number with a unit")
+    """Milliseconds from a bare number of milliseconds (`250`) or a number with exactly one of the units `ms`, `s`,
+    `m`, `h` (`250ms`, `2s`, `1m`, `1h`); nothing else (spec/STORES.md §1, as url.rs parses it)."""
+    match = _DURATION.fullmatch(text)
+    unit = _DURATION_UNITS.get(match.group(2)) if match else None
+    if match is None or unit is None:
+        raise ValueError("a number with ms, s, m or h")
+    return int(match.group(1)) * unit
 
 
 @dataclass(frozen=True)
@@ -146,7 +136,7 @@ class StoreUrl:
         try:
             return parse_duration_ms(text)
         except ValueError as e:
-            raise self.error(f"option {name}={text!r} is not a duration ({e}; e.g. 250ms, 2s)") from None
+            raise self.error(f"option {name}={text!r} is not a duration ({e})") from None
 
     def take_size(self, name: str, default: int) -> int:
         text = self.take(name)
