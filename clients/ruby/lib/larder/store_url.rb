@@ -50,15 +50,21 @@ module Larder
       @options.key?(name) ? @options.delete(name) : default
     end
 
-    # A duration option, in ms: `250`, `250ms`, `2s`, `1m`.
+    # A duration option, in ms: a bare number of milliseconds, or a number with exactly one of the units `ms`, `s`,
+    # `m`, `h` (`250`, `250ms`, `2s`, `1m`, `1h`), and nothing else: no spaces, signs, fractions or compound units.
+    # At most 12 digits, as the Rust parser allows, so one URL means the same in every language.
     def take_duration(name, default_ms)
       value = take(name)
       return default_ms if value.nil?
 
-      match = /\A(\d+)(ms|s|m|h)?\z/.match(value.strip)
-      raise UrlError, "#{redacted}: option #{name}: #{value.inspect} is not a duration (250ms, 2s, 1m)" unless match
+      self.class.parse_duration(value) or
+        raise UrlError, "#{redacted}: option #{name}: #{value.inspect} is not a duration (a number with ms, s, m or h)"
+    end
 
-      match[1].to_i * DURATION_UNITS.fetch(match[2] || "ms")
+    # `value` as milliseconds, or nil when it is not a duration (see take_duration).
+    def self.parse_duration(value)
+      match = /\A([0-9]{1,12})(ms|s|m|h)?\z/.match(value)
+      match && (match[1].to_i * DURATION_UNITS.fetch(match[2] || "ms"))
     end
 
     # A size option, in bytes: `512K`, `256M`, `10G` (`B`/`iB` and case do not matter).
