@@ -125,16 +125,13 @@ impl StoreUrl {
         Some(self.options.remove(at).1)
     }
 
-    /// A duration such as `250ms`, `2s`, `1m` (humantime's syntax); a bare number is milliseconds.
+    /// A duration: a bare number of milliseconds, or a number with exactly one of the units `ms`, `s`, `m`, `h`
+    /// (spec/STORES.md §1; every language accepts exactly these, so one URL means the same everywhere).
     pub fn take_duration(&mut self, name: &'static str, default: Duration) -> Result<Duration, UrlError> {
-        match self.take(name) {
-            None => Ok(default),
-            Some(text) => match text.parse::<u64>() {
-                Ok(ms) => Ok(Duration::from_millis(ms)),
-                Err(_) => humantime::parse_duration(&text)
-                    .map_err(|e| self.error(format!("option {name}={text:?} is not a duration ({e}; e.g. 250ms, 2s)"))),
-            },
-        }
+        let Some(text) = self.take(name) else { return Ok(default) };
+        parse_duration(&text).ok_or_else(|| {
+            self.error(format!("option {name}={text:?} is not a duration (a number with ms, s, m or h)"))
+        })
     }
 
     /// A byte size such as `256M` or `10G` (see [`crate::parse_size`]).
@@ -258,6 +255,24 @@ pub fn redact(url: &str) -> String {
     }
 }
 
+/// `250`, `250ms`, `2s`, `1m`, `1h`: digits, then at most one unit; nothing else.
+fn parse_duration(text: &str) -> Option<Duration> {
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    if digits.is_empty() || digits.len() > 12 {
+        return None;
+    }
+    let number: u64 = digits.parse().ok()?;
+    let ms_per_unit = match unit {
+        "" | "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        _ => return None,
+    };
+    Some(Duration::from_millis(number.checked_mul(ms_per_unit)?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,8 +309,15 @@ mod tests {
         let err = url.finish().unwrap_err().to_string();
         assert!(err.contains("unknown option timeot") && err.contains("known: timeout"), "{err}");
 
-        let mut url = StoreUrl::parse("memcached://h:1?timeout=soon").unwrap();
-        assert!(url.take_duration("timeout", Duration::ZERO).unwrap_err().to_string().contains("not a duration"));
+        for (text, ms) in [("250", 250), ("250ms", 250), ("2s", 2_000), ("1m", 60_000), ("1h", 3_600_000)] {
+            let mut url = StoreUrl::parse(&format!("memcached://h:1?timeout={text}")).unwrap();
+            assert_eq!(url.take_duration("timeout", Duration::ZERO).unwrap(), Duration::from_millis(ms), "{text}");
+        }
+        for bad in ["soon", "", "1min", "2d", "1s500ms", "1.5s", "-1s", "s", "1 s", "99999999999999h"] {
+            let mut url = StoreUrl::parse(&format!("memcached://h:1?timeout={bad}")).unwrap();
+            let error = url.take_duration("timeout", Duration::ZERO).unwrap_err().to_string();
+            assert!(error.contains("not a duration"), "{bad:?}: {error}");
+        }
         assert!(StoreUrl::parse("memcached://h:1?a=1&a=2").unwrap_err().message.contains("twice"));
         assert!(StoreUrl::parse("memcached://h:99999").unwrap_err().message.contains("port"));
         assert!(StoreUrl::parse("memcached://::1:11211").unwrap_err().message.contains("brackets"));

@@ -167,13 +167,7 @@ fn report(figure: &Figure, json: bool) -> Result<(), Failure> {
     } else {
         format!(
             "{:<34} {:<9} {:>7} {:>12.0} {:>9.3} {:>9.3} {:>7}",
-            crate::display::cut_text(&figure.store, 34),
-            figure.op,
-            figure.size,
-            figure.ops_per_sec,
-            figure.p50_ms,
-            figure.p99_ms,
-            figure.errors
+            figure.store, figure.op, figure.size, figure.ops_per_sec, figure.p50_ms, figure.p99_ms, figure.errors
         )
     };
     crate::output::print_line(&line)

@@ -1,0 +1,696 @@
+#!/usr/bin/env bash
+# bench/front-memcached.sh: larder's front on a remote memcached against nginx memcached_pass, side by side.
+#
+# What it measures
+#   Cached hits through four servers on loopback, all reading one page (10 KB and 100 KB) that one memcached
+#   holds or that the server holds itself:
+#     nginx       nginx memcached_pass: every request is a memcached get of "page:$uri", whose value the script
+#                 `set`s to the page's raw bytes (upstream keepalive 32, so nginx reuses its memcached connections;
+#                 --nginx-keepalive 0 for a new connection per request);
+#     larder-l2   `larder serve --store memcached://…` with no L1: every hit is read from memcached (the response
+#                 entry of spec/FORMAT.md under the proxy's key GET:http://<host>/<path>, spec/STORES.md §2),
+#                 written by larder itself on the first request of the warm-up;
+#     larder-l1   the same with --l1 64M: hits come from memory, re-read from memcached each --l1-ttl (1 s);
+#     larder-mem  `larder serve` on its memory store only (no --store), the front the L1 figure is held against.
+#   An origin (nginx, static pages with Cache-Control: max-age=3600) is behind the larder servers. Each server is
+#   warmed until it answers both pages (larder: until its x-cache header says HIT, twice in a row; nginx: 200 with
+#   the page's size); then wrk measures req/s and p99. Measurements are interleaved (round after round, each round
+#   visiting every server in a rotated order) and the median of the rounds is reported.
+#   Every measured response must be a hit: the origin's access log is counted around each measurement (0 new lines,
+#   or the row is flagged), wrk's non-2xx count must be 0 (nginx answers a memcached miss with 404), and
+#   memcached's get_hits/get_misses are read around each measurement: nginx must make one hit and no miss per
+#   request, larder-l2 at least one hit per request (its reads also fetch the purge-record prefix list, §4.4,
+#   which is a miss while no prefix was ever purged), larder-l1 and larder-mem nearly none.
+#
+# Why ratios
+#   2 shared cores (wrk, memcached and the servers on the same machine): absolute req/s move between runs; ratios
+#   within a run carry over. The issue's targets: larder remote-L2 (no L1) >= 3x nginx memcached_pass in req/s,
+#   and larder with an L1 within 10% of the memory-only front (ratio >= 0.9).
+#
+# What it needs
+#   Debian 12 (or alike) as root when memcached, nginx, wrk or curl are missing: they are installed with apt-get
+#   and any service the packages started is stopped. Otherwise no system service is touched: every server runs in
+#   the foreground with its own config, pid file and temporary directory under /tmp, on free loopback ports, and
+#   everything is stopped on exit, Ctrl-C or error. larder is built (cargo build --release -p larder-cli) when
+#   target/release/larder is missing, lacks `serve --store`, or is older than the sources.
+#
+# Time: the default run takes about 3 minutes (3 rounds x 4 servers x 2 pages x 5 s, plus warm-up); --quick
+# about 40 seconds.
+#
+# Usage: bench/front-memcached.sh [--quick] [--duration SECS] [--rounds N] [--connections N] [--threads N]
+#                                 [--pages 10k,100k] [--l1 SIZE] [--nginx-keepalive N] [--build] [--json]
+#                                 [--keep-tmp] [-h|--help]
+set -euo pipefail
+
+usage() {
+    cat <<'EOF'
+Usage: bench/front-memcached.sh [options]
+
+Benchmarks cached hits through larder serve --store memcached://… (no L1), nginx memcached_pass on the same
+memcached, larder with --l1 64M and larder on memory only; prints req/s and p99 per server and the ratios
+larder-l2 / nginx (target >= 3) and larder-l1 / larder-mem (target >= 0.9).
+
+Options:
+  --quick               smoke run: 1 round of 3 s per measurement (about 40 s)
+  --duration SECS       seconds per wrk measurement (default 5; --quick 3)
+  --rounds N            interleaved rounds; the median is reported (default 3; --quick 1)
+  --connections N       wrk connections (default 64)
+  --threads N           wrk threads (default 2)
+  --pages LIST          pages to measure, of 10k and 100k (default 10k,100k)
+  --l1 SIZE             larder-l1's --l1 (default 64M)
+  --nginx-keepalive N   nginx's kept connections to memcached per worker (default 32; 0 = a connection per request)
+  --build               run cargo build --release -p larder-cli first
+  --json                print one JSON object per row instead of the table
+  --keep-tmp            keep the temporary directory (configs, logs) after the run
+  -h, --help            this text
+
+Progress goes to stderr; the table (or JSON rows) to stdout. LARDER_BIN=PATH benchmarks that binary instead of
+target/release/larder (and builds nothing).
+EOF
+}
+
+# ---------------------------------------------------------------------------------------------------------------
+# Options
+
+QUICK=0
+DURATION=""
+ROUNDS=""
+CONNECTIONS=64
+THREADS=2
+PAGES_TEXT="10k,100k"
+L1_SIZE=64M
+NGINX_KEEPALIVE=32
+BUILD=0
+JSON=0
+KEEP_TMP=0
+
+die() {
+    echo "front-memcached.sh: $*" >&2
+    exit 1
+}
+
+positive_int() { # NAME VALUE
+    [[ "$2" =~ ^[1-9][0-9]*$ ]] || die "$1 needs a positive whole number, not '$2'"
+}
+
+while (($#)); do
+    case "$1" in
+        --quick) QUICK=1 ;;
+        --duration | --rounds | --connections | --threads | --pages | --l1 | --nginx-keepalive)
+            (($# >= 2)) || die "$1 needs a value"
+            case "$1" in
+                --duration) positive_int "$1" "$2" && DURATION=$2 ;;
+                --rounds) positive_int "$1" "$2" && ROUNDS=$2 ;;
+                --connections) positive_int "$1" "$2" && CONNECTIONS=$2 ;;
+                --threads) positive_int "$1" "$2" && THREADS=$2 ;;
+                --pages) PAGES_TEXT=$2 ;;
+                --l1)
+                    [[ ${2^^} =~ ^[1-9][0-9]*[KMG]?$ ]] || die "--l1 needs a size such as 64M, not '$2'"
+                    L1_SIZE=$2
+                    ;;
+                --nginx-keepalive)
+                    [[ $2 =~ ^[0-9]+$ ]] || die "--nginx-keepalive needs a whole number, not '$2'"
+                    NGINX_KEEPALIVE=$2
+                    ;;
+            esac
+            shift
+            ;;
+        --duration=* | --rounds=* | --connections=* | --threads=* | --pages=* | --l1=* | --nginx-keepalive=*)
+            set -- "${1%%=*}" "${1#*=}" "${@:2}"
+            continue
+            ;;
+        --build) BUILD=1 ;;
+        --json) JSON=1 ;;
+        --keep-tmp) KEEP_TMP=1 ;;
+        -h | --help)
+            usage
+            exit 0
+            ;;
+        *)
+            usage >&2
+            die "unknown option '$1'"
+            ;;
+    esac
+    shift
+done
+
+if ((QUICK)); then
+    : "${DURATION:=3}" "${ROUNDS:=1}"
+else
+    : "${DURATION:=5}" "${ROUNDS:=3}"
+fi
+((CONNECTIONS >= THREADS)) || die "--connections ($CONNECTIONS) must be at least --threads ($THREADS)"
+
+declare -A PAGE_BYTES=([10k]=10240 [100k]=102400)
+declare -a PAGES=()
+IFS=, read -r -a page_list <<<"$PAGES_TEXT"
+for page in "${page_list[@]}"; do
+    [[ -n ${PAGE_BYTES[$page]:-} ]] || die "--pages: unknown page '$page' (10k, 100k)"
+    PAGES+=("$page")
+done
+((${#PAGES[@]})) || die "--pages: nothing to measure"
+
+SERVERS=(nginx larder-l2 larder-l1 larder-mem)
+WARM_SECS=2
+((QUICK)) && WARM_SECS=1
+
+BENCH_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
+REPO_ROOT=$(cd -- "$BENCH_DIR/.." && pwd -P)
+TEMPLATES=$BENCH_DIR/stores
+LARDER=${LARDER_BIN:-$REPO_ROOT/target/release/larder}
+
+log() {
+    printf '[front-memcached %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2
+}
+
+# ---------------------------------------------------------------------------------------------------------------
+# Tools: memcached, nginx, wrk and curl from Debian's packages when missing.
+
+export PATH="$PATH:/usr/sbin:/sbin"
+
+stop_package_service() { # NAME: a service the package may have started; ours run on other ports and paths
+    local name=$1
+    if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$name" 2>/dev/null; then
+        log "stopping the $name service the package started"
+        systemctl stop "$name" || true
+    elif command -v service >/dev/null 2>&1 && service "$name" status >/dev/null 2>&1; then
+        log "stopping the $name service the package started"
+        service "$name" stop >/dev/null 2>&1 || true
+    fi
+    if [[ $name == nginx && -s /run/nginx.pid ]]; then
+        local pid
+        pid=$(cat /run/nginx.pid)
+        if [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null; then
+            log "stopping the nginx master (pid $pid) the package started"
+            kill -QUIT "$pid" 2>/dev/null || true
+        fi
+    fi
+}
+
+install_tools() {
+    local -a missing=()
+    command -v memcached >/dev/null 2>&1 || missing+=(memcached)
+    command -v nginx >/dev/null 2>&1 || missing+=(nginx)
+    command -v wrk >/dev/null 2>&1 || missing+=(wrk)
+    command -v curl >/dev/null 2>&1 || missing+=(curl)
+    ((${#missing[@]})) || return 0
+    ((EUID == 0)) || die "missing ${missing[*]}; run as root to install them with apt-get, or install them first"
+    command -v apt-get >/dev/null 2>&1 || die "missing ${missing[*]} and there is no apt-get to install them"
+    log "installing ${missing[*]} with apt-get"
+    export DEBIAN_FRONTEND=noninteractive
+    if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; then
+        apt-get update -q >&2
+        apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+    fi
+    local package
+    for package in "${missing[@]}"; do
+        case $package in
+            nginx | memcached) stop_package_service "$package" ;;
+        esac
+    done
+}
+
+build_larder() {
+    command -v cargo >/dev/null 2>&1 || die "cargo is needed to build larder"
+    log "building larder (cargo build --release -p larder-cli)"
+    (cd "$REPO_ROOT" && cargo build --release -p larder-cli >&2)
+}
+
+larder_stale() { # a source file, manifest or the lock file is newer than the binary
+    [[ -n $(find "$REPO_ROOT/crates" "$REPO_ROOT/Cargo.toml" "$REPO_ROOT/Cargo.lock" \
+        \( -name '*.rs' -o -name Cargo.toml -o -name Cargo.lock \) -newer "$LARDER" -print -quit 2>/dev/null) ]]
+}
+
+larder_ready() { "$LARDER" serve --help 2>/dev/null | grep -q -- '--l1'; }
+
+install_tools
+if [[ -n ${LARDER_BIN:-} ]]; then
+    : # the caller's binary, as it is
+elif ((BUILD)) || [[ ! -x $LARDER ]] || ! larder_ready || larder_stale; then
+    if ! build_larder; then
+        if [[ -x $LARDER ]] && larder_ready; then
+            log "WARNING: cargo build failed; benchmarking the existing (older) $LARDER"
+        else
+            die "cargo build failed and $LARDER has no 'serve --store/--l1'"
+        fi
+    fi
+fi
+larder_ready || die "$LARDER has no 'serve --store/--l1'"
+
+NOFILE_WANTED=65536
+if (($(ulimit -Hn) < NOFILE_WANTED)); then
+    ulimit -Hn "$NOFILE_WANTED" 2>/dev/null || true
+fi
+ulimit -Sn "$NOFILE_WANTED" 2>/dev/null || ulimit -Sn "$(ulimit -Hn)"
+
+# ---------------------------------------------------------------------------------------------------------------
+# Processes: everything started here is stopped on exit.
+
+TMP=$(mktemp -d /tmp/larder-front-memcached.XXXXXX)
+chmod 755 "$TMP"
+declare -a PIDS=()
+declare -A PID_NAME=() SERVER_PID=()
+FAILED=1
+
+cleanup() {
+    local status=$? pid i
+    trap - EXIT INT TERM
+    for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+        kill -TERM "${PIDS[i]}" 2>/dev/null || true
+    done
+    for pid in "${PIDS[@]}"; do
+        for i in $(seq 50); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        if kill -0 "$pid" 2>/dev/null; then
+            log "${PID_NAME[$pid]} (pid $pid) did not stop; killing it"
+            kill -KILL "$pid" 2>/dev/null || true
+        fi
+        wait "$pid" 2>/dev/null || true
+    done
+    if ((KEEP_TMP)) || ((FAILED)); then
+        log "logs and configs kept in $TMP"
+    else
+        rm -rf -- "$TMP"
+    fi
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'log "interrupted"; FAILED=0; exit 130' INT
+trap 'log "terminated"; FAILED=0; exit 143' TERM
+
+declare -A CHOSEN_PORT=()
+free_port() { # prints a loopback port nothing listens on, below the ephemeral range
+    local port tries
+    for ((tries = 0; tries < 200; tries++)); do
+        port=$((20000 + RANDOM % 10000))
+        [[ -z ${CHOSEN_PORT[$port]:-} ]] || continue
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            echo "$port"
+            return 0
+        fi
+    done
+    die "found no free loopback port"
+}
+pick_port() { # VAR
+    local port
+    port=$(free_port)
+    CHOSEN_PORT[$port]=1
+    printf -v "$1" '%s' "$port"
+}
+pick_port ORIGIN_PORT
+pick_port MEMCACHED_PORT
+declare -A PORT=()
+for server in "${SERVERS[@]}"; do
+    pick_port port_var
+    PORT[$server]=$port_var
+done
+
+render() { # TEMPLATE OUT [PORT]
+    local user_line="" keepalive_line="# no keepalive: a new memcached connection per request"
+    ((EUID == 0)) && user_line="user root root;"
+    ((NGINX_KEEPALIVE > 0)) && keepalive_line="keepalive $NGINX_KEEPALIVE;"
+    sed -e "s|@DIR@|$TMP|g" -e "s|@ORIGIN_PORT@|$ORIGIN_PORT|g" -e "s|@PORT@|${3:-}|g" \
+        -e "s|@MEMCACHED_PORT@|$MEMCACHED_PORT|g" -e "s|@KEEPALIVE_LINE@|$keepalive_line|g" \
+        -e "s|@USER_LINE@|$user_line|g" -e "s|@NOFILE@|$(ulimit -Sn)|g" "$TEMPLATES/$1" >"$2"
+}
+
+start() { # NAME LOG COMMAND...
+    local name=$1 logfile=$2
+    shift 2
+    "$@" >"$logfile" 2>&1 &
+    PIDS+=("$!")
+    PID_NAME[$!]=$name
+    SERVER_PID[$name]=$!
+}
+
+wait_listening() { # NAME PORT LOG
+    local name=$1 port=$2 logfile=$3 pid=${PIDS[-1]} i
+    for ((i = 0; i < 200; i++)); do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            tail -n 30 "$logfile" >&2 || true
+            die "$name exited while starting (log above, $logfile)"
+        fi
+        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            return 0
+        fi
+        sleep 0.1
+    done
+    tail -n 30 "$logfile" >&2 || true
+    die "$name is not listening on 127.0.0.1:$port after 20 s"
+}
+
+mkdir -p "$TMP/www" "$TMP/origin-tmp" "$TMP/nginx-tmp"
+for page in "${PAGES[@]}"; do
+    # An HTML-looking page of exactly the page's size.
+    {
+        printf '<!doctype html><title>%s</title><p>' "$page"
+        head -c "${PAGE_BYTES[$page]}" /dev/zero | tr '\0' 'x'
+    } | head -c "${PAGE_BYTES[$page]}" >"$TMP/www/$page"
+done
+
+ROOT_USER=()
+((EUID == 0)) && ROOT_USER=(-u root)
+log "memcached (-m 256) on 127.0.0.1:$MEMCACHED_PORT"
+start memcached "$TMP/memcached.log" memcached "${ROOT_USER[@]}" -l 127.0.0.1 -p "$MEMCACHED_PORT" -U 0 -m 256 \
+    -c 4096 -t 2
+wait_listening memcached "$MEMCACHED_PORT" "$TMP/memcached.log"
+
+log "origin: nginx serving /${PAGES[*]} on 127.0.0.1:$ORIGIN_PORT"
+render nginx-origin.conf.in "$TMP/origin.conf"
+start origin "$TMP/origin.log" nginx -p "$TMP" -e "$TMP/origin.error.log" -c "$TMP/origin.conf"
+wait_listening origin "$ORIGIN_PORT" "$TMP/origin.log"
+
+log "nginx memcached_pass (keepalive $NGINX_KEEPALIVE) on 127.0.0.1:${PORT[nginx]}"
+render nginx-memcached.conf.in "$TMP/nginx.conf" "${PORT[nginx]}"
+start nginx "$TMP/nginx.log" nginx -p "$TMP" -e "$TMP/nginx.error.log" -c "$TMP/nginx.conf"
+wait_listening nginx "${PORT[nginx]}" "$TMP/nginx.log"
+
+STORE_URL="memcached://127.0.0.1:$MEMCACHED_PORT"
+start_larder() { # SERVER ARGS...
+    local server=$1
+    shift
+    start "$server" "$TMP/$server.log" env RUST_LOG=warn "$LARDER" serve --upstream "http://127.0.0.1:$ORIGIN_PORT" \
+        --listen "127.0.0.1:${PORT[$server]}" --no-admin "$@"
+    wait_listening "$server" "${PORT[$server]}" "$TMP/$server.log"
+}
+log "larder-l2 (--store $STORE_URL, no L1) on 127.0.0.1:${PORT[larder-l2]}"
+start_larder larder-l2 --store "$STORE_URL"
+log "larder-l1 (--store $STORE_URL --l1 $L1_SIZE) on 127.0.0.1:${PORT[larder-l1]}"
+start_larder larder-l1 --store "$STORE_URL" --l1 "$L1_SIZE"
+log "larder-mem (memory only, --capacity 256M) on 127.0.0.1:${PORT[larder-mem]}"
+start_larder larder-mem --capacity 256M
+
+# ---------------------------------------------------------------------------------------------------------------
+# memcached: raw pages for nginx, statistics around every measurement.
+
+memcached_set_file() { # KEY FILE: `set` the file's bytes under KEY; fails unless STORED
+    local key=$1 file=$2 size answer
+    size=$(wc -c <"$file" | tr -d ' ')
+    exec 3<>"/dev/tcp/127.0.0.1/$MEMCACHED_PORT"
+    {
+        printf 'set %s 0 0 %d\r\n' "$key" "$size"
+        cat "$file"
+        printf '\r\n'
+    } >&3
+    IFS= read -r -t 10 answer <&3 || answer="(no answer)"
+    exec 3>&- 3<&-
+    [[ ${answer%$'\r'} == STORED ]] || die "memcached answered '${answer%$'\r'}' to set $key"
+}
+
+memcached_stats() { # prints "GET_HITS GET_MISSES"
+    local line hits=0 misses=0
+    exec 3<>"/dev/tcp/127.0.0.1/$MEMCACHED_PORT"
+    printf 'stats\r\n' >&3
+    while IFS= read -r -t 10 line <&3; do
+        line=${line%$'\r'}
+        case $line in
+            "STAT get_hits "*) hits=${line##* } ;;
+            "STAT get_misses "*) misses=${line##* } ;;
+            END) break ;;
+        esac
+    done
+    exec 3>&- 3<&-
+    echo "$hits $misses"
+}
+
+memcached_item_size() { # KEY: prints the size of the value under KEY, or "-" (meta get, memcached >= 1.6)
+    local key=$1 line
+    exec 3<>"/dev/tcp/127.0.0.1/$MEMCACHED_PORT"
+    printf 'mg %s s\r\n' "$key" >&3
+    IFS= read -r -t 10 line <&3 || line=""
+    exec 3>&- 3<&-
+    line=${line%$'\r'}
+    if [[ $line =~ ^HD.*\ s([0-9]+) ]]; then echo "${BASH_REMATCH[1]}"; else echo -; fi
+}
+
+for page in "${PAGES[@]}"; do
+    memcached_set_file "page:/$page" "$TMP/www/$page"
+done
+log "memcached holds the raw pages under page:/<page> for nginx"
+
+# ---------------------------------------------------------------------------------------------------------------
+# Warm-up: larder's first request may be a MISS, then two HITs in a row; nginx must answer 200 with the page.
+
+request() { # SERVER PAGE: prints "HTTP-CODE BYTES X-CACHE"
+    local server=$1 page=$2 headers code size status
+    headers=$TMP/headers.$server.$page
+    if ! read -r code size < <(curl -sS -o /dev/null -D "$headers" -w '%{http_code} %{size_download}\n' \
+        --max-time 10 "http://127.0.0.1:${PORT[$server]}/$page"); then
+        die "$server: no answer for /$page"
+    fi
+    status=$(tr -d '\r' <"$headers" | awk 'BEGIN { FS = ":[ \t]*" } tolower($1) == "x-cache" { s = $2 }
+        END { print (s == "" ? "-" : s) }')
+    echo "$code $size $status"
+}
+
+origin_requests() {
+    if [[ -f $TMP/origin.access.log ]]; then wc -l <"$TMP/origin.access.log" | tr -d ' '; else echo 0; fi
+}
+
+for server in "${SERVERS[@]}"; do
+    for page in "${PAGES[@]}"; do
+        if [[ $server == nginx ]]; then
+            read -r code size status < <(request "$server" "$page")
+            [[ $code == 200 && $size == "${PAGE_BYTES[$page]}" ]] ||
+                die "nginx memcached_pass: /$page answered $code with $size bytes (want 200, ${PAGE_BYTES[$page]})"
+            continue
+        fi
+        hits=0
+        for ((i = 0; i < 50 && hits < 2; i++)); do
+            read -r code size status < <(request "$server" "$page")
+            [[ $code == 200 && $size == "${PAGE_BYTES[$page]}" ]] ||
+                die "$server: /$page answered $code with $size bytes (want 200, ${PAGE_BYTES[$page]})"
+            if [[ ${status^^} == HIT ]]; then hits=$((hits + 1)); else hits=0 && sleep 0.1; fi
+        done
+        if ((hits < 2)); then
+            cat "$TMP/headers.$server.$page" >&2
+            die "$server: /$page is not a cache HIT after 50 requests (x-cache: $status; headers above)"
+        fi
+    done
+    if [[ $server == nginx ]]; then
+        log "nginx: /${PAGES[*]} answered 200 from memcached"
+    else
+        log "$server: /${PAGES[*]} answered from cache (x-cache: HIT twice in a row)"
+    fi
+done
+for server in larder-l2 larder-l1; do
+    for page in "${PAGES[@]}"; do
+        key="GET:http://127.0.0.1:${PORT[$server]}/$page"
+        stored=$(memcached_item_size "$key")
+        if [[ $stored == - ]]; then
+            log "note: no memcached item under $key (the proxy's key may be spelled otherwise); hits are checked" \
+                "by memcached's get_hits instead"
+        else
+            log "$server: its response entry for /$page is in memcached under $key ($stored bytes)"
+        fi
+    done
+done
+
+# ---------------------------------------------------------------------------------------------------------------
+# wrk and its output (the same parser as bench/peers.sh).
+
+# Parses wrk's output into "RPS P99_MS REQUESTS CONNECT READ WRITE TIMEOUT NON2XX"; fails without Requests/sec.
+parse_wrk() { # FILE
+    awk '
+        function ms(text,   value, unit) {
+            value = text + 0
+            unit = text
+            sub(/^[0-9.]+/, "", unit)
+            if (unit == "us") return value / 1000
+            if (unit == "ms") return value
+            if (unit == "s") return value * 1000
+            if (unit == "m") return value * 60000
+            return -1
+        }
+        /^[ \t]*Latency Distribution/ { in_dist = 1; next }
+        in_dist && $1 == "99%" { p99 = ms($2); in_dist = 0 }
+        / requests in / { requests = $1 }
+        /^[ \t]*Socket errors:/ {
+            line = $0
+            sub(/.*Socket errors:[ \t]*/, "", line)
+            n = split(line, parts, /,[ \t]*/)
+            for (i = 1; i <= n; i++) {
+                split(parts[i], kv, /[ \t]+/)
+                errors[kv[1]] = kv[2] + 0
+            }
+        }
+        /^[ \t]*Non-2xx or 3xx responses:/ { non2xx = $NF + 0 }
+        /^Requests\/sec:/ { rps = $2 + 0; have_rps = 1 }
+        END {
+            if (!have_rps) exit 1
+            if (p99 == "") p99 = -1
+            printf "%.2f %.3f %d %d %d %d %d %d\n", rps, p99, requests + 0, errors["connect"] + 0,
+                errors["read"] + 0, errors["write"] + 0, errors["timeout"] + 0, non2xx + 0
+        }
+    ' "$1"
+}
+
+run_wrk() { # OUT-FILE SECS URL: runs wrk and prints parse_wrk's line
+    local out=$1 secs=$2 url=$3 parsed
+    wrk -t "$THREADS" -c "$CONNECTIONS" -d "${secs}s" --latency "$url" >"$out" 2>&1 || true
+    if ! parsed=$(parse_wrk "$out"); then
+        cat "$out" >&2
+        die "wrk printed no Requests/sec for $url (output above)"
+    fi
+    echo "$parsed"
+}
+
+log "warming each server with wrk (${WARM_SECS} s per server and page)"
+for server in "${SERVERS[@]}"; do
+    for page in "${PAGES[@]}"; do
+        run_wrk "$TMP/wrk.warm.$server.$page" "$WARM_SECS" "http://127.0.0.1:${PORT[$server]}/$page" >/dev/null
+    done
+done
+
+# One line per measurement: SERVER PAGE ROUND RPS P99 REQUESTS ERRORS NON2XX ORIGIN MC_HITS MC_MISSES
+: >"$TMP/results"
+total=$((ROUNDS * ${#PAGES[@]} * ${#SERVERS[@]}))
+n=0
+for ((round = 1; round <= ROUNDS; round++)); do
+    for page in "${PAGES[@]}"; do
+        for ((k = 0; k < ${#SERVERS[@]}; k++)); do
+            server=${SERVERS[$(((k + round - 1) % ${#SERVERS[@]}))]}
+            n=$((n + 1))
+            origin_before=$(origin_requests)
+            read -r hits_before misses_before < <(memcached_stats)
+            parsed=$(run_wrk "$TMP/wrk.$server.$page.$round" "$DURATION" "http://127.0.0.1:${PORT[$server]}/$page")
+            read -r hits_after misses_after < <(memcached_stats)
+            reached=$(($(origin_requests) - origin_before))
+            read -r rps p99 req c r w t n2 <<<"$parsed"
+            mc_hits=$((hits_after - hits_before))
+            mc_misses=$((misses_after - misses_before))
+            log "[$n/$total] round $round $server /$page: $rps req/s, p99 $p99 ms; memcached $mc_hits hits," \
+                "$mc_misses misses for $req requests"
+            ((reached == 0)) || log "WARNING: $server /$page reached the origin $reached times: not all hits"
+            ((n2 == 0)) || log "WARNING: $server /$page: $n2 responses were not 2xx (a memcached miss is a 404)"
+            echo "$server $page $round $rps $p99 $req $((c + r + w + t)) $n2 $reached $mc_hits $mc_misses" \
+                >>"$TMP/results"
+        done
+    done
+done
+
+# Still hits afterwards.
+for server in "${SERVERS[@]}"; do
+    [[ $server == nginx ]] && continue
+    for page in "${PAGES[@]}"; do
+        read -r code size status < <(request "$server" "$page")
+        [[ $code == 200 && ${status^^} == HIT ]] ||
+            log "WARNING: $server /$page after the measurements: $code, x-cache: $status"
+    done
+done
+
+# ---------------------------------------------------------------------------------------------------------------
+# Report: medians over the rounds; larder-l2 / nginx and larder-l1 / larder-mem.
+
+summary=$(awk '
+    function median(list,   n, a, i, j, t) {
+        n = split(list, a, " ")
+        for (i = 2; i <= n; i++) { t = a[i] + 0; for (j = i - 1; j >= 1 && a[j] + 0 > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    {
+        key = $1 " " $2
+        if (!(key in rps)) { order[++count] = key; lo[key] = $4; hi[key] = $4 }
+        rps[key] = rps[key] " " $4
+        p99[key] = p99[key] " " $5
+        if ($4 + 0 < lo[key] + 0) lo[key] = $4
+        if ($4 + 0 > hi[key] + 0) hi[key] = $4
+        for (i = 6; i <= 11; i++) sum[key, i] += $i
+    }
+    END {
+        for (k = 1; k <= count; k++) {
+            key = order[k]
+            printf "%s %.2f %.3f %.2f %.2f", key, median(rps[key]), median(p99[key]), lo[key], hi[key]
+            for (i = 6; i <= 11; i++) printf " %d", sum[key, i]
+            printf "\n"
+        }
+    }
+' "$TMP/results")
+
+declare -A S_RPS S_P99 S_LO S_HI S_REQ S_ERR S_N2 S_ORIGIN S_HITS S_MISSES
+while read -r server page rps p99 lo hi req err n2 origin mc_hits mc_misses; do
+    key="$server/$page"
+    S_RPS[$key]=$rps S_P99[$key]=$p99 S_LO[$key]=$lo S_HI[$key]=$hi S_REQ[$key]=$req S_ERR[$key]=$err
+    S_N2[$key]=$n2 S_ORIGIN[$key]=$origin S_HITS[$key]=$mc_hits S_MISSES[$key]=$mc_misses
+done <<<"$summary"
+
+calc() { awk "BEGIN { printf \"%s\", $1 }"; }
+per_request() { # COUNT REQUESTS
+    calc "($2 > 0) ? sprintf(\"%.2f\", $1 / $2) : \"-\""
+}
+
+# Which server each is compared with, and the target.
+declare -A BASE=([larder-l2]=nginx [larder-l1]=larder-mem) TARGET=([larder-l2]=3 [larder-l1]=0.9)
+declare -A LABEL=([nginx]="nginx memcached_pass" [larder-l2]="larder remote L2, no L1"
+    [larder-l1]="larder L2 + L1 $L1_SIZE" [larder-mem]="larder memory only")
+
+all_hits() { # SERVER/PAGE: 0 when every measured request was a hit by every check
+    local key=$1 server=${1%/*}
+    ((S_ORIGIN[$key] == 0 && S_N2[$key] == 0 && S_ERR[$key] == 0)) || return 1
+    if [[ $server == nginx ]]; then
+        ((S_MISSES[$key] == 0 && S_HITS[$key] >= S_REQ[$key])) || return 1
+    elif [[ $server == larder-l2 ]]; then
+        ((S_HITS[$key] >= S_REQ[$key])) || return 1
+    fi
+    return 0
+}
+
+if ((JSON)); then
+    for page in "${PAGES[@]}"; do
+        for server in "${SERVERS[@]}"; do
+            key="$server/$page"
+            base=${BASE[$server]:-}
+            ratio=null target=null met=null
+            if [[ -n $base ]]; then
+                ratio=$(calc "(${S_RPS[$base/$page]} > 0) ? sprintf(\"%.3f\", ${S_RPS[$key]} / ${S_RPS[$base/$page]}) : \"null\"")
+                target=${TARGET[$server]}
+                met=$(calc "($ratio != \"null\" && ${S_RPS[$key]} >= $target * ${S_RPS[$base/$page]}) ? \"true\" : \"false\"")
+            fi
+            printf '{"server":"%s","page":"%s","connections":%d,"threads":%d,"duration_s":%d,"rounds":%d,' \
+                "$server" "$page" "$CONNECTIONS" "$THREADS" "$DURATION" "$ROUNDS"
+            printf '"requests_per_s":%s,"requests_per_s_min":%s,"requests_per_s_max":%s,"p99_ms":%s,' \
+                "${S_RPS[$key]}" "${S_LO[$key]}" "${S_HI[$key]}" "${S_P99[$key]}"
+            printf '"requests":%d,"socket_errors":%d,"non2xx":%d,"origin_requests":%d,' \
+                "${S_REQ[$key]}" "${S_ERR[$key]}" "${S_N2[$key]}" "${S_ORIGIN[$key]}"
+            printf '"memcached_hits":%d,"memcached_misses":%d,"all_hits":%s,' \
+                "${S_HITS[$key]}" "${S_MISSES[$key]}" "$(all_hits "$key" && echo true || echo false)"
+            printf '"compared_with":%s,"ratio":%s,"target_ratio":%s,"target_met":%s}\n' \
+                "$([[ -n $base ]] && echo "\"$base\"" || echo null)" "$ratio" "$target" "$met"
+        done
+    done
+else
+    echo
+    echo "Cached hits: wrk -t$THREADS -c$CONNECTIONS --latency, ${DURATION} s per measurement, median of $ROUNDS" \
+        "interleaved round(s); $(nproc) cores shared by wrk, memcached and the servers"
+    echo "nginx $(nginx -v 2>&1 | sed 's|.*/||') (memcached_pass, upstream keepalive $NGINX_KEEPALIVE)," \
+        "$(memcached -V 2>/dev/null) (-t 2), larder $("$LARDER" --version 2>/dev/null | awk '{print $NF}') ($LARDER)"
+    echo
+    fmt='%-26s %-5s %10s %15s %8s %9s %9s %14s  %s\n'
+    # shellcheck disable=SC2059
+    printf "$fmt" server page "req/s" "(min-max)" "p99 ms" "mc hit/r" "mc miss/r" "ratio" "target"
+    for page in "${PAGES[@]}"; do
+        for server in "${SERVERS[@]}"; do
+            key="$server/$page"
+            base=${BASE[$server]:-}
+            ratio="" verdict=""
+            if [[ -n $base ]]; then
+                ratio=$(calc "(${S_RPS[$base/$page]} > 0) ? sprintf(\"%.2fx %s\", ${S_RPS[$key]} / ${S_RPS[$base/$page]}, \"$base\") : \"-\"")
+                verdict=$(calc "(${S_RPS[$key]} >= ${TARGET[$server]} * ${S_RPS[$base/$page]}) ? \">= ${TARGET[$server]}x met\" : \">= ${TARGET[$server]}x MISSED\"")
+            fi
+            all_hits "$key" || verdict+="${verdict:+; }NOT ALL HITS (origin ${S_ORIGIN[$key]}, non-2xx ${S_N2[$key]}, errors ${S_ERR[$key]})"
+            # shellcheck disable=SC2059
+            printf "$fmt" "${LABEL[$server]}" "$page" "${S_RPS[$key]}" "(${S_LO[$key]%.*}-${S_HI[$key]%.*})" \
+                "${S_P99[$key]}" "$(per_request "${S_HITS[$key]}" "${S_REQ[$key]}")" \
+                "$(per_request "${S_MISSES[$key]}" "${S_REQ[$key]}")" "$ratio" "$verdict"
+        done
+    done
+    echo
+    echo "ratio = req/s / the named server's req/s. Targets: larder remote L2 (no L1) >= 3x nginx memcached_pass;"
+    echo "larder with L1 >= 0.9x larder memory-only. mc hit/r, mc miss/r = memcached get_hits, get_misses per request"
+    echo "during the measurement (larder's reads also fetch the prefix-purge list, a miss while nothing was purged)."
+    echo "Every row: 0 origin requests, 0 non-2xx, 0 socket errors unless flagged NOT ALL HITS."
+fi
+
+FAILED=0
