@@ -10,23 +10,43 @@ VENV := .venv
 VENV_STAMP := $(VENV)/.installed
 LARDER_DEBUG := $(CURDIR)/target/debug/larder
 
-.PHONY: demo test test-rust test-python lint-rust build-debug venv services fuzz clean
+.PHONY: demo test test-rust test-python test-django test-ruby test-activesupport lint-rust build-debug venv services \
+	ruby-packages rails-tests fuzz clean
 
 # Servers the store tests start on loopback (never as system services): binary -> Debian package.
 SERVICE_PACKAGES := memcached:memcached redis-server:redis-server redis-cli:redis-tools memcslap:libmemcached-tools \
 	/usr/lib/postgresql/15/bin/postgres:postgresql sqlite3:sqlite3 runuser:util-linux
 
+# The Ruby client's runtime and test dependencies: Debian's packages only (the RubyGems registry is not reachable).
+RUBY_PACKAGES := ruby rake ruby-msgpack ruby-activesupport ruby-redis ruby-sqlite3 ruby-pg ruby-minitest rubocop \
+	liblz4-1 libzstd1 libsnappy1v5 libbrotli1
+
+# ActiveSupport's own cache tests, kept outside the repository at the tag of the installed ActiveSupport.
+EXTERNAL := /work/.cache-ext
+RAILS_MIRROR := /work/.mirror/rails+rails/repo
+
 demo:
 	cargo build --release -p larder-cli
 	./target/release/larder demo
 
-test: services lint-rust test-rust test-python
+test: services lint-rust test-rust test-python test-django test-ruby test-activesupport
 
 # Installs (apt-get, only what is missing) the servers the tests start themselves through larder-testkit.
 services:
 	@missing=""; for pair in $(SERVICE_PACKAGES); do \
 		binary=$${pair%%:*}; package=$${pair##*:}; \
 		command -v $$binary >/dev/null 2>&1 || [ -x "$$binary" ] || missing="$$missing $$package"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+# Installs the Debian packages of RUBY_PACKAGES that are missing.
+ruby-packages:
+	@missing=""; for package in $(RUBY_PACKAGES); do \
+		dpkg-query -W -f='$${Status}' $$package 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$package"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
@@ -52,9 +72,29 @@ $(VENV_STAMP): clients/python/requirements-dev.txt clients/python/pyproject.toml
 
 venv: $(VENV_STAMP)
 
-test-python: $(VENV_STAMP) build-debug
+test-python: $(VENV_STAMP) build-debug services
 	cd clients/python && ../../$(VENV)/bin/ruff check . && ../../$(VENV)/bin/ruff format --check .
 	cd clients/python && LARDER_BIN=$(LARDER_DEBUG) ../../$(VENV)/bin/pytest -q
+
+# Django's own cache backend tests on larder.django.LarderCache (the current LTS and the newest release), from sdists
+# that clients/python/django_tests/run.py downloads outside the repository.
+test-django: $(VENV_STAMP) services
+	$(VENV)/bin/python clients/python/django_tests/run.py
+
+test-ruby: ruby-packages services build-debug
+	cd clients/ruby && rake test && rubocop
+
+# Exports activesupport/test at the installed ActiveSupport's tag from a local rails mirror when no copy exists.
+rails-tests: ruby-packages
+	@version=$$(ruby -ractive_support/version -e 'print ActiveSupport::VERSION::STRING'); \
+	dir=$(EXTERNAL)/rails-as-$$version; \
+	if [ ! -f $$dir/activesupport/test/cache/behaviors.rb ]; then \
+		[ -d $(RAILS_MIRROR) ] || { echo "no copy of rails' activesupport/test v$$version at $$dir, and no rails mirror at $(RAILS_MIRROR) to export it from"; exit 1; }; \
+		mkdir -p $$dir && git -C $(RAILS_MIRROR) archive v$$version activesupport/test | tar -x -C $$dir; \
+	fi
+
+test-activesupport: rails-tests services
+	cd clients/ruby && rake activesupport
 
 # A long coverage-guided fuzzing run of the entry decoder (nightly + cargo-fuzz; not part of `make test`).
 # Seeds are the vector entries; the corpus stays out of git.
