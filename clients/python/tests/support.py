@@ -413,3 +413,24 @@ def run_rust(binary: Path, args: list[str], stdin: bytes = b"", *, force_tty: st
         env=command_env(force_tty),
     )
     return Run(done.returncode, done.stdout, done.stderr.decode("utf-8", errors="replace"))
+
+
+def configure_django(store_url: str) -> None:
+    """Configures Django once per test process (settings.configure cannot be repeated): the default cache is a
+    LarderCache on `store_url` (the session's memcached). Tests change other settings with override_settings."""
+    import django
+    from django.conf import settings
+
+    if not settings.configured:
+        settings.configure(
+            CACHES={
+                "default": {
+                    "BACKEND": "larder.django.LarderCache",
+                    "LOCATION": store_url,
+                    "KEY_PREFIX": "dj",
+                    "OPTIONS": {"compressor": "zstd"},
+                }
+            },
+            ALLOWED_HOSTS=["*"],
+        )
+        django.setup()

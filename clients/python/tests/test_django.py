@@ -8,31 +8,17 @@ import datetime
 import json
 import subprocess
 
-import django
 import msgpack
 import pytest
-from django.conf import settings
 
 import larder
 from servers import Memcached
-from support import larder_bin
+from support import configure_django, larder_bin
 
 
 @pytest.fixture(scope="module")
 def django_cache(memcached_server: Memcached) -> object:
-    url = f"memcached://{memcached_server.address}"
-    if not settings.configured:
-        settings.configure(
-            CACHES={
-                "default": {
-                    "BACKEND": "larder.django.LarderCache",
-                    "LOCATION": url,
-                    "KEY_PREFIX": "dj",
-                    "OPTIONS": {"compressor": "zstd"},
-                }
-            }
-        )
-        django.setup()
+    configure_django(f"memcached://{memcached_server.address}")
     from django.core.cache import cache
 
     return cache

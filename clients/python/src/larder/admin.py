@@ -41,7 +41,10 @@ from typing import Final
 
 from .entry import encode_response, now_ms
 from .keys import DEFAULT_DROP, http_key
+from .pages import purge_store
 from .response import CONTENT_ENCODINGS, HttpResponse
+from .stores import SCHEMES as STORE_SCHEMES
+from .stores import Store, open_store
 
 HeaderPart = bytes | str
 #: Response headers: a mapping, or (name, value) pairs in order (duplicates kept, as for two Set-Cookie lines).
@@ -187,7 +190,7 @@ def push_entry(
 
 
 def purge(
-    admin_url: str,
+    admin_url: str | Store,
     *,
     url: str | None = None,
     url_prefix: str | None = None,
@@ -196,8 +199,15 @@ def purge(
     tags: Sequence[str] | None = None,
     token: str | None = None,
     timeout: float = 5.0,
+    namespace: str = "",
+    drop: Sequence[str] = DEFAULT_DROP,
 ) -> int:
     """Removes entries from a running larder; give exactly one criterion. Returns how many store entries went.
+
+    `admin_url` is larder's admin API, or the URL of the shared store larder serves from (`larder serve --store`:
+    `memcached://…`, `redis://…`, any scheme of spec/STORES.md) or an open `Store`: the purge is then made in the
+    store itself, for every front reading it, without asking any of them (`url` is then keyed with `namespace` and
+    `drop`, which must match larder's `--namespace` and `--drop-query-params`; `url_prefix` needs the admin API).
 
     - `url`: every stored response for `GET url` (every `Vary` variant and coding), keyed by larder itself with its
       own namespace.
@@ -210,6 +220,22 @@ def purge(
     issued as an `AdminWarning`. Raises ValueError unless exactly one criterion is given, and `PurgeError` when the
     admin API cannot be reached or refuses.
     """
+    if isinstance(admin_url, Store) or _is_store_url(admin_url):
+        if url_prefix is not None:
+            raise ValueError("url_prefix needs larder's admin API; in a store, purge by prefix= (a key prefix)")
+        store = admin_url if isinstance(admin_url, Store) else open_store(admin_url)
+        try:
+            return purge_store(
+                store,
+                tag=tag,
+                tags=tags,
+                url=url,
+                prefix=prefix,
+                url_key=lambda page: proxy_key(page, namespace=namespace, drop=drop),
+            )
+        finally:
+            if store is not admin_url:
+                store.close()
     criteria = (("url", url), ("url_prefix", url_prefix), ("prefix", prefix), ("tag", tag))
     given: dict[str, object] = {name: value for name, value in criteria if value is not None}
     if tags is not None:
@@ -316,6 +342,10 @@ def _as_bytes(value: object, what: str) -> bytes:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
     raise TypeError(f"{what} must be bytes or str, not {type(value).__name__}")
+
+
+def _is_store_url(target: object) -> bool:
+    return isinstance(target, str) and target.partition("://")[0].lower() in STORE_SCHEMES and "://" in target
 
 
 def _admin_base(admin_url: str) -> str:

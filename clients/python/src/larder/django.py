@@ -21,13 +21,22 @@ server); reads treat a failing store as a miss, as every larder cache does.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import asyncio
+import functools
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.core.cache.backends.base import DEFAULT_TIMEOUT, BaseCache
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
 from .cache import Cache
+from .entry import now_ms
+from .http_rules import Rules
+from .keys import DEFAULT_DROP
+from .pages import DEFAULT_MAX_BODY, PageCache, PageRequest, front_headers
 from .stores.base import parse_counter
+from .wsgi import origin_form
 
 _MISSING = object()
 _OPTIONS = ("compressor", "compress_threshold", "default_stale", "lock_ttl", "max_value_size", "pickle", "serializer")
@@ -147,4 +156,153 @@ class LarderCache(BaseCache):
         """Connections are pooled for the process's lifetime; nothing to do per request."""
 
 
-__all__ = ["LarderCache"]
+# --- page caching for larder's front -------------------------------------------------------------------------------
+
+
+def page_request(request: HttpRequest, scheme: str | None = None) -> PageRequest:
+    """The request as Django received it: the raw target from RAW_URI (gunicorn) or REQUEST_URI when the server
+    gives it, else `get_full_path()`; the scheme as Django sees it (SECURE_PROXY_SSL_HEADER) unless `scheme`."""
+    meta = request.META
+    target = meta.get("RAW_URI") or meta.get("REQUEST_URI") or request.get_full_path()
+    authority = meta.get("HTTP_HOST") or f"{meta.get('SERVER_NAME', '')}:{meta.get('SERVER_PORT', '')}".rstrip(":")
+    headers = tuple((name.lower(), str(value)) for name, value in request.headers.items())
+    return PageRequest(
+        method=str(request.method),
+        scheme=scheme or request.scheme or "http",
+        authority=str(authority),
+        target=origin_form(str(target)),
+        headers=headers,
+    )
+
+
+def _response_headers(response: HttpResponseBase) -> list[tuple[str, str]]:
+    lines = [(str(name), str(value)) for name, value in response.items()]
+    lines += [("Set-Cookie", cookie.output(header="").strip()) for cookie in response.cookies.values()]
+    return lines
+
+
+_PAGE_OPTIONS = ("STORE", "CACHE", "NAMESPACE", "DROP", "SCHEME", "MAX_BODY", "RULES")
+
+
+def page_cache_from_settings() -> PageCache:
+    """The PageCache that settings.LARDER_PAGES describes:
+
+    LARDER_PAGES = {
+        "STORE": "memcached://127.0.0.1:11211",  # the store URL `larder serve --store` is given
+        # or "CACHE": "default",                 # the store of a LarderCache alias in CACHES
+        "NAMESPACE": "",                         # larder serve --namespace
+        "DROP": ["utm_*", "gclid", "fbclid", "msclkid"],  # --drop-query-params
+        "SCHEME": None,                          # None: the request's scheme as Django sees it
+        "MAX_BODY": 8 << 20,                     # --max-body
+        "RULES": {"stale_if_error": 300},        # larder.http_rules.Rules fields, as larder serve is set
+    }
+    """
+    from django.conf import settings
+    from django.core.cache import caches
+    from django.core.exceptions import ImproperlyConfigured
+
+    config = dict(getattr(settings, "LARDER_PAGES", None) or {})
+    unknown = sorted(set(config) - set(_PAGE_OPTIONS))
+    if unknown:
+        raise ImproperlyConfigured(
+            f"unknown LARDER_PAGES keys {', '.join(unknown)} (known: {', '.join(_PAGE_OPTIONS)})"
+        )
+    if ("STORE" in config) == ("CACHE" in config):
+        raise ImproperlyConfigured("LARDER_PAGES needs exactly one of STORE (a store URL) or CACHE (a cache alias)")
+    store: Any = config.get("STORE")
+    if "CACHE" in config:
+        backend = caches[config["CACHE"]]
+        if not isinstance(backend, LarderCache):
+            raise ImproperlyConfigured(f"LARDER_PAGES CACHE {config['CACHE']!r} is not a larder.django.LarderCache")
+        store = backend.larder.store
+    rules = Rules(**config.get("RULES", {}))
+    return PageCache(
+        store,
+        namespace=config.get("NAMESPACE", ""),
+        drop=tuple(config.get("DROP", DEFAULT_DROP)),
+        scheme=config.get("SCHEME"),
+        rules=rules,
+        max_body=int(config.get("MAX_BODY", DEFAULT_MAX_BODY)),
+    )
+
+
+class PageCacheMiddleware:
+    """Writes every GET response larder's front may store into the shared store (settings.LARDER_PAGES), under the
+    key the front looks it up under; the front then serves it without Django. Put it first in MIDDLEWARE, so it
+    sees the response as it leaves Django (compressed by GZipMiddleware, with the session's Vary and cookies).
+    Streaming responses are not stored."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        self.get_response = get_response
+        self.pages = page_cache_from_settings()
+        self.async_mode = iscoroutinefunction(get_response)
+        if self.async_mode:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if self.async_mode:
+            return self.__acall__(request)
+        started = now_ms()
+        response = self.get_response(request)
+        self._save(request, response, started)
+        return response
+
+    async def __acall__(self, request: HttpRequest) -> Any:
+        started = now_ms()
+        response = await self.get_response(request)
+        await asyncio.to_thread(self._save, request, response, started)
+        return response
+
+    def _save(self, request: HttpRequest, response: HttpResponseBase, started: int) -> None:
+        if request.method != "GET":
+            return
+        if response.streaming or not isinstance(response, HttpResponse):
+            self.pages._count(not_stored="streaming")
+            return
+        page = page_request(request, self.pages.scheme)
+        self.pages.save(
+            page, response.status_code, _response_headers(response), response.content, request_time_ms=started
+        )
+
+
+def cache_in_front(
+    ttl: int,
+    *,
+    tags: Iterable[str] = (),
+    stale_while_revalidate: int | None = None,
+    stale_if_error: int | None = None,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A view decorator: larder's front keeps this view's responses `ttl` seconds, tagged `tags`, whatever their
+    Cache-Control tells browsers (it adds `Surrogate-Control` and `Surrogate-Key`, which larder consumes; see
+    larder.pages.front_headers). Responses that set cookies are still not stored."""
+    extra = front_headers(ttl, tags=tags, stale_while_revalidate=stale_while_revalidate, stale_if_error=stale_if_error)
+
+    def mark(response: Any) -> Any:
+        for name, value in extra:
+            if name == "Surrogate-Key" and response.has_header(name):
+                value = f"{response[name]} {value}"
+            elif name == "Surrogate-Control" and response.has_header(name):
+                continue  # the view's own word wins
+            response[name] = value
+        return response
+
+    def decorator(view: Callable[..., Any]) -> Callable[..., Any]:
+        if iscoroutinefunction(view):
+
+            async def async_view(*args: Any, **kwargs: Any) -> Any:
+                return mark(await view(*args, **kwargs))
+
+            return functools.wraps(view)(async_view)
+
+        def sync_view(*args: Any, **kwargs: Any) -> Any:
+            return mark(view(*args, **kwargs))
+
+        return functools.wraps(view)(sync_view)
+
+    return decorator
+
+
+__all__ = ["LarderCache", "PageCacheMiddleware", "cache_in_front", "page_cache_from_settings", "page_request"]

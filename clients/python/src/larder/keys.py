@@ -9,7 +9,7 @@ changes are ASCII-only, exactly as the spec says: no Unicode case folding, no pe
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 #: memcached's key length limit.
@@ -79,6 +79,35 @@ def url_key(method: str, url: str, *, namespace: str = "", drop: Sequence[str] =
         if found != -1:
             end = min(end, found)
     return http_key(method, scheme, rest[:end], rest[end:], namespace=namespace, drop=drop)
+
+
+def selecting_values(names: Sequence[str], request_values: Callable[[str], Sequence[str]]) -> str:
+    """The selecting values of a request for the `Vary` names of a marker (spec/FORMAT.md §5.4).
+
+    `request_values(name)` gives the request's lines of header `name` (empty when it lacks the header).
+    """
+    out = []
+    for name in names:
+        lines = request_values(name)
+        if not lines:
+            out.append(name + "\u0000absent\n")
+            continue
+        elements = [element.strip(" \t") for line in lines for element in line.split(",")]
+        out.append(name + ":" + ",".join(elements) + "\n")
+    return "".join(out)
+
+
+def variant_key(base_key: str, generation: str | None, selecting: str) -> str:
+    """The key a variant of `base_key` is stored under (spec/FORMAT.md §5.4); `generation` None for a marker
+    written without one (older writers)."""
+    if generation is None:
+        return safe_key(f"{base_key}\n{selecting}")
+    return safe_key(f"{base_key}\n\u0000generation:{generation}\n{selecting}")
+
+
+def alternate_key(entry_key: str, coding: str) -> str:
+    """The key a response stored under `entry_key` is kept under in another coding (spec/FORMAT.md §5.5)."""
+    return safe_key(f"{entry_key}\n\u0000coding:{coding}")
 
 
 def _param_name(part: str) -> str:
