@@ -13,6 +13,12 @@ module Larder
   autoload :CLI, "larder/cli"
   autoload :Report, "larder/report"
   autoload :Display, "larder/display"
+  autoload :PageCaching, "larder/page_caching"
+  # Rack middleware (Larder::Rack::PageCache).
+  module Rack
+    autoload :PageCache, "larder/rack/page_cache"
+    autoload :CacheRules, "larder/rack/cache_rules"
+  end
 end
 
 require_relative "larder/version"
@@ -23,3 +29,5 @@ require_relative "larder/serializers"
 require_relative "larder/response"
 require_relative "larder/entry"
 require_relative "larder/keys"
+require_relative "larder/purge"
+require_relative "larder/railtie" if defined?(Rails::Railtie)

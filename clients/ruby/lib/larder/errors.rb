@@ -45,4 +45,7 @@ module Larder
 
   # A store URL that does not parse, or names an option the store does not know (spec/STORES.md §1).
   class UrlError < ArgumentError; end
+
+  # A setting the caller must give is missing (Larder.store).
+  class ConfigurationError < StandardError; end
 end

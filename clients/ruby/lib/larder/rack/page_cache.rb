@@ -1,0 +1,212 @@
+# frozen_string_literal: true
+
+require "time"
+require "securerandom"
+require_relative "../../larder"
+require_relative "cache_rules"
+
+module Larder
+  module Rack
+    # The 003 page cache: a Rack middleware that, after the app renders a response a shared cache may keep, writes the
+    # whole response (status, headers, body, and tags from `Surrogate-Key` / `Cache-Tag`) as a larder response entry
+    # (spec/FORMAT.md §4) into the shared store, under exactly the key `larder serve` looks up for the request
+    # (§5.3, with a `Vary` marker and variant key per §5.4). `larder serve --store <the same URL>` then answers the
+    # page without reaching Ruby, until it expires or is purged (`Larder.purge(tag: …)`).
+    #
+    #   use Larder::Rack::PageCache, store: "memcached://cache1:11211", namespace: "www"
+    #
+    # A response is stored when its own headers allow it, by the rules the front applies (CacheRules: RFC 9111,
+    # `CDN-Cache-Control`, `Surrogate-Control`): with `Cache-Control: public, max-age=60`, or
+    # `CDN-Cache-Control: max-age=600` for larder alone. An action may also opt in explicitly, whatever its
+    # Cache-Control says (browsers still get the app's own header), by setting `env["larder.page_cache"] =
+    # { expires_in: seconds, stale: seconds, tags: [...] }` (Larder::PageCaching#larder_page_cache does). Even then,
+    # only GET responses without `Set-Cookie` or `Vary: *` and with a storable status are written.
+    #
+    # `namespace`, `drop` and the rule options must be what the front runs with (`--namespace`,
+    # `--drop-query-params`, `--stale-if-error`…): the key and the entry are then the ones the front would have
+    # written. The key is made of what the app was told: scheme `https` only when `X-Forwarded-Proto` says so (the
+    # front sets it), the `Host` field, and the path and query; the app must not be reachable except through the
+    # front, as with any cache in front of an app. Writing never fails the request: a store error is reported to
+    # `on_error` (default: a warning on rack.errors) and the response goes out as rendered.
+    class PageCache
+      ENV_KEY = "larder.page_cache"
+      # Response fields the front consumes (they address the cache) and never stores.
+      CONSUMED = %w[surrogate-control surrogate-key cache-tag].freeze
+      HOP_BY_HOP = %w[connection keep-alive proxy-connection proxy-authenticate proxy-authentication-info
+                      proxy-authorization te trailer transfer-encoding upgrade].freeze
+
+      attr_reader :store, :rules
+
+      # `store`: a store URL or an open store. `max_body`: larger bodies are not stored (the front's --max-body).
+      def initialize(app, store:, namespace: "", drop: Keys::DEFAULT_DROP, max_body: 8 << 20, on_error: nil,
+                     clock: -> { Larder.now_ms }, **rule_options)
+        @app = app
+        @store = store.is_a?(String) ? Stores.open(store) : store
+        @namespace = namespace.to_s
+        @drop = drop
+        @max_body = max_body
+        @on_error = on_error
+        @clock = clock
+        @rules = CacheRules.new(**rule_options)
+      end
+
+      def call(env)
+        request_time = @clock.call
+        status, headers, body = @app.call(env)
+        return [status, headers, body] unless env["REQUEST_METHOD"] == "GET"
+
+        written = store_response(env, status.to_i, headers, body, request_time)
+        written ? [status, headers, written] : [status, headers, body]
+      end
+
+      # The key `larder serve` looks the request up under (before any Vary marker).
+      def base_key(env)
+        scheme = env["HTTP_X_FORWARDED_PROTO"].to_s.split(",").first.to_s.strip == "https" ? "https" : "http"
+        path = "#{env['SCRIPT_NAME']}#{env['PATH_INFO']}"
+        query = env["QUERY_STRING"].to_s
+        target = query.empty? ? path : "#{path}?#{query}"
+        authority = env["HTTP_HOST"] || env["SERVER_NAME"].to_s
+        Keys.http_key("GET", scheme, authority, target, namespace: @namespace, drop: @drop)
+      end
+
+      # Writes a rendered response: the body array to send on (the original body was read and closed), or nil when
+      # it is not stored (the original body is untouched).
+      def store_response(env, status, headers, body, request_time)
+        pairs = self.class.header_pairs(headers)
+        plan = plan_for(env, status, pairs, request_time)
+        return nil unless plan
+
+        text = read_body(body)
+        return [text] if text.bytesize > @max_body
+
+        write(env, status, pairs, text, plan)
+        [text]
+      rescue StandardError => e
+        report(env, e)
+        text ? [text] : nil
+      end
+
+      # Rack headers as [lowercase name, value] pairs, one per line (Rack 2 joins repeated lines with "\n").
+      def self.header_pairs(headers)
+        headers.flat_map do |name, value|
+          next [] if name.start_with?("rack.")
+
+          value.to_s.split("\n").map { |line| [name.downcase, line] }
+        end
+      end
+
+      private
+
+      def plan_for(env, status, pairs, request_time)
+        now = @clock.call
+        opt_in = env[ENV_KEY]
+        if opt_in
+          return nil if @rules.refusal("GET", status, pairs)
+
+          vary = CacheRules.vary_names(pairs)
+          vary -= ["accept-encoding"] if CacheRules.decodable_coding?(pairs)
+          ttl = Integer(opt_in.fetch(:expires_in)) * 1000
+          return nil unless ttl.positive?
+
+          stale = Integer(opt_in.fetch(:stale, 0)) * 1000
+          return CacheRules::Plan.new(fresh_ms: ttl, initial_age_ms: 0, stale_ms: stale, vary: vary)
+        end
+        plan, = @rules.storage("GET", env.key?("HTTP_AUTHORIZATION"), status, pairs, request_time, now)
+        plan
+      end
+
+      def read_body(body)
+        text = +"".b
+        body.each { |chunk| text << chunk.b }
+        text
+      ensure
+        body.close if body.respond_to?(:close)
+      end
+
+      def write(env, status, pairs, text, plan)
+        now = @clock.call
+        tags = tags_of(pairs, env[ENV_KEY])
+        headers, coding = stored_headers(pairs, plan, now)
+        response = HttpResponse.new(status, headers, text, coding)
+        meta = { created_at: now, expires_at: [now + plan.fresh_ms, 1].max, stale_ms: plan.stale_ms }
+        entry = Larder.encode_response(response, compressor: "none", tags: tags, **meta)
+        base = base_key(env)
+        return @store.set(base, entry) if plan.vary.empty?
+
+        write_variant(env, base, entry, plan.vary, meta)
+      end
+
+      # §5.4: the variant under its key, then the marker (keeping the generation of one that names the same headers).
+      def write_variant(env, base, entry, vary, meta)
+        marker, marker_meta = existing_marker(base, vary)
+        marker ||= { "vary" => vary, "generation" => SecureRandom.hex(8) }
+        marker_meta = later(marker_meta, meta)
+        request_headers = vary.filter_map do |name|
+          value = request_header(env, name)
+          [name, value] unless value.nil?
+        end
+        @store.set(Keys.variant_key(base, marker, request_headers), entry)
+        @store.set(base, Larder.encode(marker, compressor: "none", **marker_meta))
+      end
+
+      def existing_marker(base, vary)
+        found = @store.get(base)
+        return nil unless found
+
+        entry = Larder.decode(found)
+        value = entry.value
+        return nil unless entry.kind == "value" && value.is_a?(Hash) && value["vary"] == vary && value["generation"]
+
+        [value, { created_at: entry.created_at, expires_at: entry.expires_at, stale_ms: entry.stale_ms }]
+      rescue InvalidEntry
+        nil
+      end
+
+      # The meta with the later hard expiry: a marker must outlive every variant it leads to.
+      def later(marker_meta, meta)
+        return meta unless marker_meta
+
+        hard = ->(m) { m[:expires_at].zero? ? Float::INFINITY : m[:expires_at] + m[:stale_ms] }
+        hard.call(meta) > hard.call(marker_meta) ? meta : marker_meta
+      end
+
+      def request_header(env, name)
+        key = name.upcase.tr("-", "_")
+        env[%w[CONTENT_TYPE CONTENT_LENGTH].include?(key) ? key : "HTTP_#{key}"]
+      end
+
+      # What the front stores: end-to-end fields without the consumed ones and Content-Length; a coding it can
+      # transform moves into the entry; `Age` says the initial age; `Date` is added when missing.
+      def stored_headers(pairs, plan, now)
+        connection = pairs.select { |name, _| name == "connection" }
+                          .flat_map { |_, value| value.split(",").map { |listed| listed.strip.downcase } }
+        kept = pairs.reject do |name, _|
+          HOP_BY_HOP.include?(name) || connection.include?(name) || CONSUMED.include?(name) ||
+            %w[content-length age].include?(name)
+        end
+        coding = "identity"
+        codings = kept.select { |name, _| name == "content-encoding" }
+        if codings.size == 1 && HttpResponse::CONTENT_ENCODINGS.include?(codings.first[1].strip)
+          coding = codings.first[1].strip
+          kept -= codings
+        end
+        kept << ["age", (plan.initial_age_ms / 1000).to_s]
+        kept << ["date", Time.at(now / 1000).httpdate] unless kept.any? { |name, _| name == "date" }
+        [kept, coding]
+      end
+
+      def tags_of(pairs, opt_in)
+        tags = pairs.select { |name, _| name == "surrogate-key" }.flat_map { |_, v| v.split(/[ \t]+/) }
+        tags += pairs.select { |name, _| name == "cache-tag" }.flat_map { |_, v| v.split(",").map(&:strip) }
+        tags += Array(opt_in && opt_in[:tags]).map(&:to_s)
+        tags.reject(&:empty?).uniq.sort
+      end
+
+      def report(env, error)
+        return @on_error.call(error) if @on_error
+
+        (env["rack.errors"] || $stderr).puts("larder page cache: not stored: #{error.class}: #{error.message}")
+      end
+    end
+  end
+end
