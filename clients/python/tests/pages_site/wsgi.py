@@ -1,0 +1,10 @@
+"""The WSGI application gunicorn runs."""
+
+from __future__ import annotations
+
+import os
+
+from django.core.wsgi import get_wsgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pages_site.settings")
+application = get_wsgi_application()
