@@ -2,6 +2,13 @@
 
 require "active_support"
 require "active_support/cache"
+begin
+  # Marshal.load that autoloads the classes a dump names and retries (ActiveSupport's own Marshal-based stores
+  # require it too); without it only the first missing class of a value is autoloaded (Ruby's const_missing hook).
+  require "active_support/core_ext/marshal"
+rescue LoadError
+  nil # gone in a later ActiveSupport: Zeitwerk's autoloads answer Marshal's constant lookups
+end
 require "larder"
 require "larder/stores"
 require "larder/ruby_values"
@@ -14,13 +21,20 @@ module ActiveSupport
     #   config.cache_store = :larder_store, "memcached://cache1:11211,cache2:11211",
     #                        { namespace: "app", expires_in: 1.hour, race_condition_ttl: 10.seconds }
     #
-    # Options (besides ActiveSupport's own: namespace, expires_in, race_condition_ttl, compress, compress_threshold):
-    # - `compressor:` "lz4" (default), "zstd", "snappy", "brotli", "gzip" or "none"; `compress: false` means "none".
+    # Options (besides ActiveSupport's own: namespace, expires_in, race_condition_ttl, compress, compress_threshold),
+    # accepted in the shapes ActiveSupport 7.1+ documents for them:
+    # - `compressor:` a larder compressor, "lz4" (default), "zstd", "snappy", "brotli", "gzip" or "none";
+    #   `compress: false` means "none". ActiveSupport 7.1's `compressor: Zlib` (its default) means "gzip": the
+    #   entry records its compressor so every language can decode it, so other compressor objects are refused.
     #   `compress_threshold:` bytes (default 1024, as Rails).
-    # - `serializer:` :larder (default: plain values as MessagePack, other Ruby objects as a MessagePack ext of
-    #   type 101 holding Marshal, see Larder::RubyValues), :json or :text for values other languages write too.
+    # - `serializer:` :larder (default; also :msgpack and 7.1's :message_pack): plain values as MessagePack, other
+    #   Ruby objects as a MessagePack ext of type 101 holding Marshal (Larder::RubyValues); :json or :text for
+    #   values other languages write too; 7.1's :marshal_6_1, :marshal_7_0, :marshal_7_1 (Marshal of the value),
+    #   or, as in 7.1, any object with `dump(value)`/`load(bytes)`: those two give a `raw` payload, opaque bytes to
+    #   other languages.
     # - `coder:` an object with dump/load (ActiveSupport's API): the whole ActiveSupport entry is then dumped with it
-    #   into a raw larder payload, which other languages read as opaque bytes.
+    #   into a raw larder payload, which other languages read as opaque bytes. As in 7.1, it excludes `serializer:`
+    #   and `compressor:`; `coder: nil` is the default.
     #
     # Values written with `raw: true` (counters) are stored bare, as ASCII decimal, as spec/STORES.md §3 says, so
     # `increment` and `decrement` use the store's counters.
@@ -29,7 +43,9 @@ module ActiveSupport
 
       # How long past expiry an entry is kept when race_condition_ttl is set (as MemCacheStore does).
       RACE_WINDOW_MS = 300_000
-      SERIALIZERS = { larder: "msgpack", msgpack: "msgpack", json: "json", text: "text" }.freeze
+      SERIALIZERS = { larder: "msgpack", msgpack: "msgpack", message_pack: "msgpack", json: "json",
+                      text: "text" }.freeze
+      MARSHAL_SERIALIZERS = %i[marshal marshal_6_1 marshal_7_0 marshal_7_1].freeze
 
       def self.supports_cache_versioning?
         true
@@ -44,19 +60,23 @@ module ActiveSupport
           url = nil
         end
         options = (options || {}).dup
-        @custom_coder = options.key?(:coder) ? options.delete(:coder) : nil
+        if options[:coder] && (options[:serializer] || options[:compressor])
+          raise ArgumentError, "give coder: or serializer:/compressor:, not both (as ActiveSupport 7.1)"
+        end
+
+        @custom_coder = options.delete(:coder)
         store = options.delete(:store) || url || "memory://"
         @larder = store.is_a?(String) ? Larder::Stores.open(store) : store
-        serializer = options.delete(:serializer) || :larder
-        @serializer = SERIALIZERS.fetch(serializer.to_sym) { raise ArgumentError, "unknown serializer #{serializer}" }
-        compressor = options.delete(:compressor) || "lz4"
-        @compressor = options[:compress] == false ? "none" : compressor.to_s
+        choose_serializer(options.delete(:serializer) || :larder)
+        compressor = larder_compressor(options.delete(:compressor))
+        @compressor = options[:compress] == false ? "none" : compressor
         @threshold = options[:compress_threshold] || Larder::DEFAULT_THRESHOLD
         super(options)
       end
 
-      def increment(name, amount = 1, options = nil)
-        options = merged_options(options)
+      # ActiveSupport 6.1 passes options as a Hash, 7.1+ as keywords.
+      def increment(name, amount = 1, options = nil, **more)
+        options = merged_options((options || {}).merge(more))
         instrument(:increment, name, amount: amount) do
           failsafe(:increment) do
             @larder.incr(larder_key(normalize_key(name, options)), amount, ttl: options[:expires_in]&.to_f)
@@ -65,8 +85,8 @@ module ActiveSupport
       end
 
       # Like Dalli's: a missing counter stays missing (nil).
-      def decrement(name, amount = 1, options = nil)
-        options = merged_options(options)
+      def decrement(name, amount = 1, options = nil, **more)
+        options = merged_options((options || {}).merge(more))
         instrument(:decrement, name, amount: amount) do
           failsafe(:decrement) do
             @larder.incr(larder_key(normalize_key(name, options)), -amount, ttl: options[:expires_in]&.to_f,
@@ -104,9 +124,18 @@ module ActiveSupport
         Larder::Keys.safe_key(key)
       end
 
-      def read_entry(key, **_options)
-        raw = failsafe(:read_entry) { @larder.get(larder_key(key)) }
-        raw && to_as_entry(raw)
+      # Reads go through read_serialized_entry and writes through write_serialized_entry, the hooks ActiveSupport
+      # 7.1+'s LocalCache wraps (it keeps the stored bytes); 6.1's LocalCache wraps read_entry/write_entry.
+      def read_entry(key, **options)
+        deserialize_entry(read_serialized_entry(key, **options), **options)
+      end
+
+      def read_serialized_entry(key, **)
+        failsafe(:read_entry) { @larder.get(larder_key(key)) }
+      end
+
+      def deserialize_entry(payload, **)
+        payload && to_as_entry(payload)
       end
 
       def read_multi_entries(names, **options)
@@ -120,9 +149,17 @@ module ActiveSupport
         end
       end
 
-      def write_entry(key, entry, unless_exist: false, raw: false, race_condition_ttl: nil, expires_in: nil, tags: [],
-                      **_options)
-        data, ttl = to_larder(entry, raw, race_condition_ttl && !unless_exist, expires_in, tags)
+      def write_entry(key, entry, **options)
+        write_serialized_entry(key, serialize_entry(entry, **options), **options)
+      end
+
+      # The stored bytes: a larder entry, or a bare counter for raw values.
+      def serialize_entry(entry, raw: false, race_condition_ttl: nil, unless_exist: false, tags: [], **)
+        to_larder(entry, raw, race_condition_ttl && !unless_exist, tags)
+      end
+
+      def write_serialized_entry(key, data, unless_exist: false, raw: false, expires_in: nil, **)
+        ttl = raw ? expires_in&.to_f : nil # a bare counter has no header: the store keeps its expiry
         failsafe(:write_entry, returning: false) do
           if unless_exist
             @larder.add(larder_key(key), data, ttl: ttl)
@@ -137,25 +174,24 @@ module ActiveSupport
         failsafe(:delete_entry, returning: false) { @larder.delete(larder_key(key)) }
       end
 
-      # [bytes, store ttl]: a larder entry, or a bare counter for raw values.
-      def to_larder(entry, raw, race, expires_in, tags)
-        if raw
-          value = entry.value
-          return [value.to_s.b, expires_in&.to_f]
-        end
+      # A larder entry, or a bare counter for raw values.
+      def to_larder(entry, raw, race, tags)
+        return entry.value.to_s.b if raw
+
         expires_at = entry.expires_at ? (entry.expires_at * 1000).round : 0
         stale = race && expires_at.positive? ? RACE_WINDOW_MS : 0
         options = { compressor: @compressor, threshold: @threshold, created_at: (Time.now.to_r * 1000).round,
                     expires_at: expires_at, stale_ms: stale,
                     version: entry.version&.to_s, tags: Array(tags).map(&:to_s) }
-        data = if @custom_coder
-                 Larder.encode(@custom_coder.dump(entry).b, serializer: "raw", **options)
-               elsif @serializer == "msgpack"
-                 encode_payload(Larder::RubyValues.dump(entry.value), options)
-               else
-                 Larder.encode(entry.value, serializer: @serializer, **options)
-               end
-        [data, nil]
+        if @custom_coder
+          Larder.encode(@custom_coder.dump(entry).b, serializer: "raw", **options)
+        elsif @value_serializer
+          Larder.encode(@value_serializer.dump(entry.value).b, serializer: "raw", **options)
+        elsif @serializer == "msgpack"
+          encode_payload(Larder::RubyValues.dump(entry.value), options)
+        else
+          Larder.encode(entry.value, serializer: @serializer, **options)
+        end
       end
 
       # A larder entry around an already serialized msgpack payload.
@@ -172,6 +208,7 @@ module ActiveSupport
 
         header, payload = Larder.decode_payload(raw)
         return @custom_coder.load(payload) if @custom_coder && header.serializer == "raw"
+        return as_entry(@value_serializer.load(payload), header) if @value_serializer && header.serializer == "raw"
 
         value = if header.serializer == "msgpack"
                   Larder::RubyValues.load(payload)
@@ -193,6 +230,36 @@ module ActiveSupport
         entry.instance_variable_set(:@created_at, created) if entry.instance_variable_defined?(:@created_at)
         entry.expires_at = header.expires_at / 1000.0 unless header.expires_at.zero?
         entry
+      end
+
+      # `serializer:` as a larder serializer name, or (7.1 API) a Marshal symbol or an object with dump/load.
+      def choose_serializer(serializer)
+        if serializer.respond_to?(:dump) && serializer.respond_to?(:load)
+          @value_serializer = serializer
+          @serializer = "raw"
+        elsif MARSHAL_SERIALIZERS.include?(serializer.to_s.to_sym)
+          @value_serializer = Marshal
+          @serializer = "raw"
+        else
+          @serializer = SERIALIZERS.fetch(serializer.to_s.to_sym) do
+            raise ArgumentError, "unknown serializer #{serializer.inspect} (#{(SERIALIZERS.keys + MARSHAL_SERIALIZERS)
+              .join(', ')}, or an object with dump/load)"
+          end
+        end
+      end
+
+      # `compressor:` as a larder compressor name; ActiveSupport 7.1's default `Zlib` is gzip.
+      def larder_compressor(compressor)
+        return "lz4" if compressor.nil?
+        return "gzip" if compressor.equal?(Zlib)
+
+        name = compressor.to_s
+        if (compressor.is_a?(String) || compressor.is_a?(Symbol)) && Larder::Header::COMPRESSORS.include?(name)
+          return name
+        end
+
+        raise ArgumentError, "compressor #{compressor.inspect}: a larder entry records its compressor so that every " \
+                             "language can decode it; give one of #{Larder::Header::COMPRESSORS.join(', ')} (or Zlib)"
       end
 
       def failsafe(method, returning: nil)

@@ -1,0 +1,93 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+require "active_support/cache/larder_store"
+
+# LarderStore's options in the shapes ActiveSupport 7.1+ documents (serializer:, compressor:, coder:), and what each
+# writes into the larder entry. Runs on the installed ActiveSupport (6.1 here); see README for what was verified where.
+class LarderStoreOptionsTest < Minitest::Test
+  Point = Struct.new(:x, :y)
+
+  # A value serializer in 7.1's shape: dump(value) / load(bytes).
+  module Reversed
+    module_function
+
+    def dump(value)
+      value.to_s.reverse
+    end
+
+    def load(bytes)
+      bytes.reverse
+    end
+  end
+
+  def store(**options)
+    ActiveSupport::Cache::LarderStore.new("memory://", **options)
+  end
+
+  def entry(cache, key)
+    Larder.decode(cache.larder.get(key))
+  end
+
+  def test_message_pack_is_the_larder_serializer
+    cache = store(serializer: :message_pack)
+    cache.write("k", { "a" => [1, 2] })
+    assert_equal "msgpack", entry(cache, "k").serializer
+    assert_equal({ "a" => [1, 2] }, entry(cache, "k").value, "plain MessagePack, as every language reads it")
+  end
+
+  def test_marshal_serializers_write_a_raw_marshal_payload
+    %i[marshal_6_1 marshal_7_0 marshal_7_1].each do |name|
+      cache = store(serializer: name)
+      cache.write("k", Point.new(1, 2))
+      assert_equal "raw", entry(cache, "k").serializer
+      assert_equal Point.new(1, 2), Marshal.load(entry(cache, "k").value) # rubocop:disable Security/MarshalLoad
+      assert_equal Point.new(1, 2), cache.read("k")
+    end
+  end
+
+  def test_a_serializer_object_dumps_the_value
+    cache = store(serializer: Reversed)
+    cache.write("k", "hello")
+    assert_equal "olleh", entry(cache, "k").value
+    assert_equal "hello", cache.read("k")
+  end
+
+  def test_compressor_zlib_is_gzip_and_other_objects_are_refused
+    cache = store(compressor: Zlib, compress_threshold: 16)
+    cache.write("k", "x" * 500)
+    assert_equal "gzip", entry(cache, "k").compressor
+    assert_equal "x" * 500, cache.read("k")
+    assert_equal "zstd", (store(compressor: :zstd, compress_threshold: 16).tap { |c| c.write("k", "y" * 500) }
+                            .then { |c| entry(c, "k").compressor })
+    error = assert_raises(ArgumentError) { store(compressor: Object.new) }
+    assert_includes error.message, "records its compressor"
+    assert_raises(ArgumentError) { store(compressor: "lzma") }
+  end
+
+  def test_coder_excludes_serializer_and_compressor
+    assert_raises(ArgumentError) { store(coder: Marshal, serializer: :marshal_7_1) }
+    assert_raises(ArgumentError) { store(coder: Marshal, compressor: Zlib) }
+    cache = store(coder: nil)
+    cache.write("k", { "plain" => true })
+    assert_equal "msgpack", entry(cache, "k").serializer, "coder: nil is the default"
+  end
+
+  def test_counters_take_options_as_keywords
+    cache = store
+    assert_equal 5, cache.increment("c", 5)
+    assert_equal 7, cache.increment("c", 2, expires_in: 60), "what 6.1's and 7.1+'s LocalCache pass on"
+    assert_equal 6, cache.decrement("c", 1, expires_in: 60)
+    assert_equal "6", cache.larder.get("c"), "a bare counter (spec/STORES.md §3)"
+  end
+
+  def test_the_7_1_serialized_entry_hooks_round_trip
+    cache = store
+    entry = ActiveSupport::Cache::Entry.new({ "v" => 1 }, version: "v2")
+    bytes = cache.send(:serialize_entry, entry)
+    assert_equal "v2", Larder.decode(bytes).version
+    assert cache.send(:write_serialized_entry, "key", bytes)
+    read = cache.send(:deserialize_entry, cache.send(:read_serialized_entry, "key"))
+    assert_equal [{ "v" => 1 }, "v2"], [read.value, read.version]
+  end
+end
