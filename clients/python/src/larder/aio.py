@@ -112,7 +112,7 @@ class AsyncCache:
                 return await self._lead(store_key, loader, ttl, stale, version, tags)
             stats.bump("coalesced_waits")
             try:
-                return await asyncio.shield(waiting)  # type: ignore[no-any-return]
+                return await asyncio.shield(waiting)
             except asyncio.CancelledError:
                 if waiting.cancelled():
                     continue  # the leader was cancelled: start over, perhaps as the leader
@@ -132,7 +132,7 @@ class AsyncCache:
         self.sync._shared.stats.bump("loads")
         try:
             result = loader()
-            value: T = await result if inspect.isawaitable(result) else result  # type: ignore[assignment]
+            value: T = await result if inspect.isawaitable(result) else result
             await asyncio.to_thread(self.sync._store_quietly, store_key, value, ttl, stale, version, tags)
         except asyncio.CancelledError:
             future.cancel()

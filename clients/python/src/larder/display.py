@@ -85,7 +85,7 @@ def display_json(value: Any, limit: int | None = None, max_depth: int | None = N
     watch_total = limit is not None
     stack: list[Iterator[Any]] = [_array_parts((value,), close="")]
     while stack:
-        item = next(stack[-1], _DONE)
+        item: Any = next(stack[-1], _DONE)
         kind = type(item)
         if kind is str:
             text = item

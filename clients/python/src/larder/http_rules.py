@@ -196,7 +196,7 @@ class _Sf:
     def item_or_list(self) -> object:
         if self.peek() == "(":
             self.at += 1
-            items = []
+            items: list[object] = []
             while True:
                 self.skip(" ")
                 if self.peek() == ")":

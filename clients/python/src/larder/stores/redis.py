@@ -8,6 +8,7 @@ same three scripts, SCAN purges on every master, and a standalone server's eject
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar
 
@@ -95,13 +96,13 @@ class RedisStore(Store):
         }
         self.client: Any
         if cluster:
-            nodes = [redis.cluster.ClusterNode(h, p) for h, p in hosts]
+            nodes = [redis.cluster.ClusterNode(h, p) for h, p in hosts]  # type: ignore[no-untyped-call]
             self.client = redis.cluster.RedisCluster(
                 startup_nodes=nodes, max_connections=pool * 16, require_full_coverage=True, **common
             )
         else:
             host, port = hosts[0]
-            connection_pool = redis.BlockingConnectionPool(
+            connection_pool = redis.BlockingConnectionPool(  # type: ignore[no-untyped-call]
                 host=host, port=port, db=db, max_connections=pool, timeout=connect_timeout_ms / 1000, **common
             )
             self.client = redis.Redis(connection_pool=connection_pool)
@@ -203,14 +204,14 @@ class RedisStore(Store):
             for member, at, tags in tagged:
                 for tag in tags:
                     tag_key = internal_key(self.prefix, "tag", tag)
-                    self._call(lambda k=tag_key, m=member, a=at: self._tag(keys=[k], args=[m, a]))
+                    self._call(functools.partial(self._tag, keys=[tag_key], args=[member, at]))
         return stored_any
 
     def _run_all(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
         if not commands:
             return []
         if self.cluster:
-            return [self._call(lambda c=c: self.client.execute_command(*c)) for c in commands]
+            return [self._call(functools.partial(self.client.execute_command, *c)) for c in commands]
 
         def pipeline() -> list[Any]:
             pipe = self.client.pipeline(transaction=False)
@@ -225,7 +226,7 @@ class RedisStore(Store):
         deleted = 0
         for at in range(0, len(keys), DELETE_BATCH):
             chunk = keys[at : at + DELETE_BATCH]
-            deleted += int(self._call(lambda c=chunk: self.client.delete(*c)))
+            deleted += int(self._call(functools.partial(self.client.delete, *chunk)))
         return deleted
 
     def _scan(self, pattern: str) -> list[bytes]:
@@ -234,7 +235,7 @@ class RedisStore(Store):
         found: list[bytes] = []
         for node in self._call(lambda: self.client.get_primaries()):
             node_client = self.client.get_redis_connection(node)
-            found.extend(self._call(lambda n=node_client: list(n.scan_iter(match=pattern, count=1000))))
+            found.extend(self._call(functools.partial(_scan_all, node_client, pattern)))
         return found
 
     # --------------------------------------------------------------------------------------------- Store
@@ -289,7 +290,7 @@ class RedisStore(Store):
         elif self.cluster:
             for node in self._call(lambda: self.client.get_primaries()):
                 node_client = self.client.get_redis_connection(node)
-                self._call(lambda n=node_client: n.flushdb())
+                self._call(node_client.flushdb)
         else:
             self._call(lambda: self.client.flushdb())
 
@@ -321,3 +322,8 @@ class RedisStore(Store):
 
     def close(self) -> None:
         self.client.close()
+
+
+def _scan_all(client: Any, pattern: str) -> list[bytes]:
+    """Every key of one server matching `pattern`."""
+    return list(client.scan_iter(match=pattern, count=1000))

@@ -9,6 +9,7 @@ driver, binary wheels, real server-side parameters), with a small pool of `pool`
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import re
@@ -226,6 +227,13 @@ class SqlStore(Store):
     def _execute(self, conn: Any, sql: str, params: Sequence[Any] = ()) -> Any:
         return conn.execute(self._sql(sql), tuple(params))
 
+    def _fetch_all(self, conn: Any, *, sql: str, params: Sequence[Any]) -> list[Any]:
+        rows: list[Any] = self._execute(conn, sql, params).fetchall()
+        return rows
+
+    def _rowcount(self, conn: Any, *, sql: str, params: Sequence[Any]) -> int:
+        return int(self._execute(conn, sql, params).rowcount)
+
     @contextmanager
     def _transaction(self, conn: Any) -> Iterator[None]:
         if self.dialect == "sqlite":
@@ -300,7 +308,7 @@ class SqlStore(Store):
             hashes = [key_hash(k) for k in chunk]
             marks = ",".join("?" * len(hashes))
             sql = f"SELECT key, value, expires_at FROM {self.entries} WHERE key_hash IN ({marks})"
-            rows = self._run(lambda conn, s=sql, h=hashes: self._execute(conn, s, h).fetchall())
+            rows = self._run(functools.partial(self._fetch_all, sql=sql, params=hashes))
             found = {key: bytes(value) for key, value, expires in rows if expires is None or expires > now}
             values.extend(found.get(k) for k in chunk)
         return values
@@ -417,7 +425,7 @@ class SqlStore(Store):
             number = saturate(old + delta)
             text = str(number).encode()
             params = [text, len(stored.encode()) + len(text), h, live]
-            if self._run(lambda conn, p=params: self._execute(conn, update, p).rowcount) == 1:
+            if self._run(functools.partial(self._rowcount, sql=update, params=params)) == 1:
                 return number
         raise ServerError(self.backend, f"counter {key!r} kept changing under 100 attempts to update it", self.server)
 
