@@ -260,4 +260,53 @@ mod tests {
         let got = replies(b"HD\nEN\r\n", 100).await;
         assert!(got[0].as_ref().is_err_and(|e| e.contains("CRLF")), "{got:?}");
     }
+
+    /// What a confused or hostile server might send: pieces of real replies, wrong lengths, stray bytes. The
+    /// reader must answer each read with a reply or an error, never panic, and never hold more than a value's bound
+    /// plus a line.
+    #[tokio::test]
+    async fn random_replies_give_replies_or_errors_within_the_bounds() {
+        const PIECES: &[&[u8]] = &[
+            b"VA ",
+            b"5",
+            b"99999999",
+            b" k",
+            b"abc",
+            b" c12",
+            b"\r\n",
+            b"\n",
+            b"\r",
+            b"hello",
+            b"HD",
+            b"EN",
+            b"MN",
+            b"STAT ",
+            b"CLIENT_ERROR x",
+            b" ",
+            b"\0",
+            b"\xff\xfe",
+        ];
+        let mut rng = fastrand::Rng::with_seed(8);
+        for _ in 0..3_000 {
+            let mut bytes = Vec::new();
+            for _ in 0..rng.usize(1..24) {
+                if rng.u8(..) < 16 {
+                    bytes.extend((0..rng.usize(..64)).map(|_| rng.u8(..)));
+                } else {
+                    bytes.extend_from_slice(PIECES[rng.usize(..PIECES.len())]);
+                }
+            }
+            let mut reader = ReplyReader::new(1000);
+            let mut io = &bytes[..];
+            for _ in 0..64 {
+                match reader.read(&mut io).await {
+                    Ok(Reply::Value { data, .. }) => assert!(data.len() <= 1000),
+                    Ok(_) => {}
+                    Err(_) => break,
+                }
+                assert!(reader.buffer.len() <= bytes.len(), "the reader holds only what it was sent");
+                assert!(reader.buffer.capacity() <= 64 * 1024, "no allocation beyond the value bound and a line");
+            }
+        }
+    }
 }
