@@ -8,9 +8,10 @@ import re
 import subprocess
 import sys
 import tarfile
-import tomllib
 import zipfile
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 
