@@ -72,8 +72,10 @@ $(VENV_STAMP): clients/python/requirements-dev.txt clients/python/pyproject.toml
 
 venv: $(VENV_STAMP)
 
-test-python: $(VENV_STAMP) build-debug services
+# The Python suite also starts Ruby (values crossing between the two clients), hence ruby-packages.
+test-python: $(VENV_STAMP) build-debug services ruby-packages
 	cd clients/python && ../../$(VENV)/bin/ruff check . && ../../$(VENV)/bin/ruff format --check .
+	cd clients/python && ../../$(VENV)/bin/mypy
 	cd clients/python && LARDER_BIN=$(LARDER_DEBUG) ../../$(VENV)/bin/pytest -q
 
 # Django's own cache backend tests on larder.django.LarderCache (the current LTS and the newest release), from sdists
