@@ -73,7 +73,8 @@ class MemoryStoreTest < Minitest::Test
 
   def test_threads_share_it_safely
     key = "threads"
-    Array.new(8) { Thread.new { 200.times { store.incr(key, 1) } } }.each(&:join)
-    assert_equal 1600, store.incr(key, 0)
+    shared = store # one store for every thread: `store` memoizes with ||=, which threads could race
+    Array.new(8) { Thread.new { 200.times { shared.incr(key, 1) } } }.each(&:join)
+    assert_equal 1600, shared.incr(key, 0)
   end
 end
