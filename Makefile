@@ -85,7 +85,8 @@ test-python: $(VENV_STAMP) build-debug services ruby-packages
 test-django: $(VENV_STAMP) services
 	$(VENV)/bin/python clients/python/django_tests/run.py
 
-test-ruby: ruby-packages services build-debug
+# The Ruby suite also runs Python (.venv) to read what Ruby wrote.
+test-ruby: ruby-packages services build-debug $(VENV_STAMP)
 	cd clients/ruby && rake test && rubocop
 
 # Exports activesupport/test at the installed ActiveSupport's tag from a local rails mirror when no copy exists.
