@@ -127,18 +127,30 @@ def prepare(sdist: Path, work: Path, python: str) -> tuple[Path, Path]:
         with tarfile.open(sdist) as archive:
             archive.extractall(work, filter="data")
     venv = work / f"venv-{version}"
-    if not (venv / ".ready").exists():
+    # The venv is shared by every checkout on the machine: it is rebuilt when the pinned requirements change, and
+    # the checkout under test is put first on the path when the tests run (run_tests), whichever made the venv.
+    requirements = (PACKAGE / "requirements-dev.txt").read_text()
+    ready = venv / ".ready"
+    if not ready.exists() or ready.read_text() != requirements:
+        shutil.rmtree(venv, ignore_errors=True)
         run([python, "-m", "venv", str(venv)])
         pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
-        run([*pip, str(tree)])
-        runtime = [
-            line.split("#")[0].strip()
-            for line in (PACKAGE / "requirements-dev.txt").read_text().splitlines()
-            if line.split("#")[0].strip()
-        ]
+        # The pins minus Django and its own dependencies (requirements-dev.txt pins the LTS for the unit tests):
+        # this venv's Django is the one whose tests it runs, installed last with what it needs.
+        runtime = [line.split("#")[0].strip() for line in requirements.splitlines() if line.split("#")[0].strip()]
+        runtime = [pin for pin in runtime if pin.split("==")[0].lower() not in {"django", "asgiref", "sqlparse"}]
         run([*pip, *runtime])
+        run([*pip, str(tree)])
         run([*pip, "--no-deps", "-e", str(PACKAGE)])
-        (venv / ".ready").touch()
+        ready.write_text(requirements)
+    installed = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import django; print(django.get_version())"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    if installed != version:
+        sys.exit(f"{venv} has Django {installed or '(none)'}, not {version}: delete it and run again")
     return tree, venv
 
 
@@ -169,7 +181,7 @@ def start_memcached() -> tuple[subprocess.Popen[bytes], str]:
 
 def run_tests(tree: Path, venv: Path, store: str) -> tuple[bool, str]:
     (tree / "tests" / "cache" / "tests_larder.py").write_text(TEST_MODULE.format(excluded=EXCLUDED))
-    env = dict(os.environ, LARDER_DJANGO_STORE=store, PYTHONDONTWRITEBYTECODE="1")
+    env = dict(os.environ, LARDER_DJANGO_STORE=store, PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=str(PACKAGE / "src"))
     command = [str(venv / "bin" / "python"), "runtests.py", "cache.tests_larder", "--parallel", "1", "-v", "2"]
     print("+", " ".join(command), flush=True)
     done = subprocess.run(command, cwd=tree / "tests", env=env, capture_output=True, text=True, check=False)
