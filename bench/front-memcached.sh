@@ -42,6 +42,10 @@
 #                                 [--keep-tmp] [-h|--help]
 set -euo pipefail
 
+BENCH_NAME=front-memcached
+# shellcheck source=bench/lib.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
+
 usage() {
     cat <<'EOF'
 Usage: bench/front-memcached.sh [options]
@@ -83,15 +87,6 @@ NGINX_KEEPALIVE=32
 BUILD=0
 JSON=0
 KEEP_TMP=0
-
-die() {
-    echo "front-memcached.sh: $*" >&2
-    exit 1
-}
-
-positive_int() { # NAME VALUE
-    [[ "$2" =~ ^[1-9][0-9]*$ ]] || die "$1 needs a positive whole number, not '$2'"
-}
 
 while (($#)); do
     case "$1" in
@@ -154,88 +149,15 @@ SERVERS=(nginx larder-l2 larder-l1 larder-mem)
 WARM_SECS=2
 ((QUICK)) && WARM_SECS=1
 
-BENCH_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
-REPO_ROOT=$(cd -- "$BENCH_DIR/.." && pwd -P)
 TEMPLATES=$BENCH_DIR/stores
-LARDER=${LARDER_BIN:-$REPO_ROOT/target/release/larder}
-
-log() {
-    printf '[front-memcached %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2
-}
 
 # ---------------------------------------------------------------------------------------------------------------
 # Tools: memcached, nginx, wrk and curl from Debian's packages when missing.
 
-export PATH="$PATH:/usr/sbin:/sbin"
-
-stop_package_service() { # NAME: a service the package may have started; ours run on other ports and paths
-    local name=$1
-    if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$name" 2>/dev/null; then
-        log "stopping the $name service the package started"
-        systemctl stop "$name" || true
-    elif command -v service >/dev/null 2>&1 && service "$name" status >/dev/null 2>&1; then
-        log "stopping the $name service the package started"
-        service "$name" stop >/dev/null 2>&1 || true
-    fi
-    if [[ $name == nginx && -s /run/nginx.pid ]]; then
-        local pid
-        pid=$(cat /run/nginx.pid)
-        if [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null; then
-            log "stopping the nginx master (pid $pid) the package started"
-            kill -QUIT "$pid" 2>/dev/null || true
-        fi
-    fi
-}
-
-install_tools() {
-    local -a missing=()
-    command -v memcached >/dev/null 2>&1 || missing+=(memcached)
-    command -v nginx >/dev/null 2>&1 || missing+=(nginx)
-    command -v wrk >/dev/null 2>&1 || missing+=(wrk)
-    command -v curl >/dev/null 2>&1 || missing+=(curl)
-    ((${#missing[@]})) || return 0
-    ((EUID == 0)) || die "missing ${missing[*]}; run as root to install them with apt-get, or install them first"
-    command -v apt-get >/dev/null 2>&1 || die "missing ${missing[*]} and there is no apt-get to install them"
-    log "installing ${missing[*]} with apt-get"
-    export DEBIAN_FRONTEND=noninteractive
-    if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; then
-        apt-get update -q >&2
-        apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
-    fi
-    local package
-    for package in "${missing[@]}"; do
-        case $package in
-            nginx | memcached) stop_package_service "$package" ;;
-        esac
-    done
-}
-
-build_larder() {
-    command -v cargo >/dev/null 2>&1 || die "cargo is needed to build larder"
-    log "building larder (cargo build --release -p larder-cli)"
-    (cd "$REPO_ROOT" && cargo build --release -p larder-cli >&2)
-}
-
-larder_stale() { # a source file, manifest or the lock file is newer than the binary
-    [[ -n $(find "$REPO_ROOT/crates" "$REPO_ROOT/Cargo.toml" "$REPO_ROOT/Cargo.lock" \
-        \( -name '*.rs' -o -name Cargo.toml -o -name Cargo.lock \) -newer "$LARDER" -print -quit 2>/dev/null) ]]
-}
-
 larder_ready() { "$LARDER" serve --help 2>/dev/null | grep -q -- '--l1'; }
 
-install_tools
-if [[ -n ${LARDER_BIN:-} ]]; then
-    : # the caller's binary, as it is
-elif ((BUILD)) || [[ ! -x $LARDER ]] || ! larder_ready || larder_stale; then
-    if ! build_larder; then
-        if [[ -x $LARDER ]] && larder_ready; then
-            log "WARNING: cargo build failed; benchmarking the existing (older) $LARDER"
-        else
-            die "cargo build failed and $LARDER has no 'serve --store/--l1'"
-        fi
-    fi
-fi
-larder_ready || die "$LARDER has no 'serve --store/--l1'"
+install_packages memcached:memcached nginx:nginx wrk:wrk curl:curl
+ensure_larder "'serve --store/--l1'"
 
 NOFILE_WANTED=65536
 if (($(ulimit -Hn) < NOFILE_WANTED)); then
@@ -246,59 +168,9 @@ ulimit -Sn "$NOFILE_WANTED" 2>/dev/null || ulimit -Sn "$(ulimit -Hn)"
 # ---------------------------------------------------------------------------------------------------------------
 # Processes: everything started here is stopped on exit.
 
-TMP=$(mktemp -d /tmp/larder-front-memcached.XXXXXX)
-chmod 755 "$TMP"
-declare -a PIDS=()
-declare -A PID_NAME=() SERVER_PID=()
-FAILED=1
+begin_processes
 
-cleanup() {
-    local status=$? pid i
-    trap - EXIT INT TERM
-    for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
-        kill -TERM "${PIDS[i]}" 2>/dev/null || true
-    done
-    for pid in "${PIDS[@]}"; do
-        for i in $(seq 50); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        if kill -0 "$pid" 2>/dev/null; then
-            log "${PID_NAME[$pid]} (pid $pid) did not stop; killing it"
-            kill -KILL "$pid" 2>/dev/null || true
-        fi
-        wait "$pid" 2>/dev/null || true
-    done
-    if ((KEEP_TMP)) || ((FAILED)); then
-        log "logs and configs kept in $TMP"
-    else
-        rm -rf -- "$TMP"
-    fi
-    exit "$status"
-}
-trap cleanup EXIT
-trap 'log "interrupted"; FAILED=0; exit 130' INT
-trap 'log "terminated"; FAILED=0; exit 143' TERM
 
-declare -A CHOSEN_PORT=()
-free_port() { # prints a loopback port nothing listens on, below the ephemeral range
-    local port tries
-    for ((tries = 0; tries < 200; tries++)); do
-        port=$((20000 + RANDOM % 10000))
-        [[ -z ${CHOSEN_PORT[$port]:-} ]] || continue
-        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-            echo "$port"
-            return 0
-        fi
-    done
-    die "found no free loopback port"
-}
-pick_port() { # VAR
-    local port
-    port=$(free_port)
-    CHOSEN_PORT[$port]=1
-    printf -v "$1" '%s' "$port"
-}
 pick_port ORIGIN_PORT
 pick_port MEMCACHED_PORT
 declare -A PORT=()
@@ -314,31 +186,6 @@ render() { # TEMPLATE OUT [PORT]
     sed -e "s|@DIR@|$TMP|g" -e "s|@ORIGIN_PORT@|$ORIGIN_PORT|g" -e "s|@PORT@|${3:-}|g" \
         -e "s|@MEMCACHED_PORT@|$MEMCACHED_PORT|g" -e "s|@KEEPALIVE_LINE@|$keepalive_line|g" \
         -e "s|@USER_LINE@|$user_line|g" -e "s|@NOFILE@|$(ulimit -Sn)|g" "$TEMPLATES/$1" >"$2"
-}
-
-start() { # NAME LOG COMMAND...
-    local name=$1 logfile=$2
-    shift 2
-    "$@" >"$logfile" 2>&1 &
-    PIDS+=("$!")
-    PID_NAME[$!]=$name
-    SERVER_PID[$name]=$!
-}
-
-wait_listening() { # NAME PORT LOG
-    local name=$1 port=$2 logfile=$3 pid=${PIDS[-1]} i
-    for ((i = 0; i < 200; i++)); do
-        if ! kill -0 "$pid" 2>/dev/null; then
-            tail -n 30 "$logfile" >&2 || true
-            die "$name exited while starting (log above, $logfile)"
-        fi
-        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-            return 0
-        fi
-        sleep 0.1
-    done
-    tail -n 30 "$logfile" >&2 || true
-    die "$name is not listening on 127.0.0.1:$port after 20 s"
 }
 
 mkdir -p "$TMP/www" "$TMP/origin-tmp" "$TMP/nginx-tmp"
@@ -491,42 +338,6 @@ done
 # ---------------------------------------------------------------------------------------------------------------
 # wrk and its output (the same parser as bench/peers.sh).
 
-# Parses wrk's output into "RPS P99_MS REQUESTS CONNECT READ WRITE TIMEOUT NON2XX"; fails without Requests/sec.
-parse_wrk() { # FILE
-    awk '
-        function ms(text,   value, unit) {
-            value = text + 0
-            unit = text
-            sub(/^[0-9.]+/, "", unit)
-            if (unit == "us") return value / 1000
-            if (unit == "ms") return value
-            if (unit == "s") return value * 1000
-            if (unit == "m") return value * 60000
-            return -1
-        }
-        /^[ \t]*Latency Distribution/ { in_dist = 1; next }
-        in_dist && $1 == "99%" { p99 = ms($2); in_dist = 0 }
-        / requests in / { requests = $1 }
-        /^[ \t]*Socket errors:/ {
-            line = $0
-            sub(/.*Socket errors:[ \t]*/, "", line)
-            n = split(line, parts, /,[ \t]*/)
-            for (i = 1; i <= n; i++) {
-                split(parts[i], kv, /[ \t]+/)
-                errors[kv[1]] = kv[2] + 0
-            }
-        }
-        /^[ \t]*Non-2xx or 3xx responses:/ { non2xx = $NF + 0 }
-        /^Requests\/sec:/ { rps = $2 + 0; have_rps = 1 }
-        END {
-            if (!have_rps) exit 1
-            if (p99 == "") p99 = -1
-            printf "%.2f %.3f %d %d %d %d %d %d\n", rps, p99, requests + 0, errors["connect"] + 0,
-                errors["read"] + 0, errors["write"] + 0, errors["timeout"] + 0, non2xx + 0
-        }
-    ' "$1"
-}
-
 run_wrk() { # OUT-FILE SECS URL: runs wrk and prints parse_wrk's line
     local out=$1 secs=$2 url=$3 parsed
     wrk -t "$THREADS" -c "$CONNECTIONS" -d "${secs}s" --latency "$url" >"$out" 2>&1 || true
@@ -558,7 +369,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
             parsed=$(run_wrk "$TMP/wrk.$server.$page.$round" "$DURATION" "http://127.0.0.1:${PORT[$server]}/$page")
             read -r hits_after misses_after < <(memcached_stats)
             reached=$(($(origin_requests) - origin_before))
-            read -r rps p99 req c r w t n2 <<<"$parsed"
+            read -r rps p99 req c r w t n2 _ <<<"$parsed"
             mc_hits=$((hits_after - hits_before))
             mc_misses=$((misses_after - misses_before))
             log "[$n/$total] round $round $server /$page: $rps req/s, p99 $p99 ms; memcached $mc_hits hits," \
@@ -616,7 +427,6 @@ while read -r server page rps p99 lo hi req err n2 origin mc_hits mc_misses; do
     S_N2[$key]=$n2 S_ORIGIN[$key]=$origin S_HITS[$key]=$mc_hits S_MISSES[$key]=$mc_misses
 done <<<"$summary"
 
-calc() { awk "BEGIN { printf \"%s\", $1 }"; }
 per_request() { # COUNT REQUESTS
     calc "($2 > 0) ? sprintf(\"%.2f\", $1 / $2) : \"-\""
 }

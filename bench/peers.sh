@@ -25,7 +25,7 @@
 #   stops any service the packages started. It never touches system-wide services otherwise: every server runs
 #   in the foreground with its own config, pid file and temporary directory under /tmp, on loopback ports it
 #   picks, and everything is stopped on exit, Ctrl-C or error. larder is built (cargo build --release -p
-#   larder-cli) when target/release/larder is missing or lacks `serve`.
+#   larder-cli) when target/release/larder is missing, lacks `serve`, or is older than the sources.
 #
 # Time: the default run takes about 4.5 minutes (6 rounds x 6 measurements x 5 s, a 60 s hold), --quick about one
 # minute, --hold-all adds two more holds.
@@ -34,6 +34,10 @@
 #                       [--hold-connections N] [--hold-duration SECS] [--no-hold] [--hold-all] [--build] [--json]
 #                       [--keep-tmp] [-h|--help]
 set -euo pipefail
+
+BENCH_NAME=peers
+# shellcheck source=bench/lib.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
 usage() {
     cat <<'EOF'
@@ -80,15 +84,6 @@ HOLD_ALL=0
 BUILD=0
 JSON=0
 KEEP_TMP=0
-
-die() {
-    echo "peers.sh: $*" >&2
-    exit 1
-}
-
-positive_int() { # NAME VALUE
-    [[ "$2" =~ ^[1-9][0-9]*$ ]] || die "$1 needs a positive whole number, not '$2'"
-}
 
 while (($#)); do
     case "$1" in
@@ -151,79 +146,14 @@ HOLD_SERVERS=(larder)
 # The issue's targets: larder req/s >= this many times the peer's.
 declare -A TARGET_RATIO=([nginx]=1.2 [varnish]=1.5)
 
-BENCH_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
-REPO_ROOT=$(cd -- "$BENCH_DIR/.." && pwd -P)
 TEMPLATES=$BENCH_DIR/peers
-LARDER=${LARDER_BIN:-$REPO_ROOT/target/release/larder}
-
-log() {
-    printf '[peers %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2
-}
 
 # ---------------------------------------------------------------------------------------------------------------
 # Tools: nginx, varnish, wrk and curl from Debian's packages when missing.
 
-export PATH="$PATH:/usr/sbin:/sbin"
-
-stop_package_service() { # NAME: a service the package may have started; ours run on other ports and paths
-    local name=$1
-    if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$name" 2>/dev/null; then
-        log "stopping the $name service the package started"
-        systemctl stop "$name" || true
-    elif command -v service >/dev/null 2>&1 && service "$name" status >/dev/null 2>&1; then
-        log "stopping the $name service the package started"
-        service "$name" stop >/dev/null 2>&1 || true
-    fi
-    if [[ $name == nginx && -s /run/nginx.pid ]]; then
-        local pid
-        pid=$(cat /run/nginx.pid)
-        if [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null; then
-            log "stopping the nginx master (pid $pid) the package started"
-            kill -QUIT "$pid" 2>/dev/null || true
-        fi
-    fi
-}
-
-install_tools() {
-    local -a missing=()
-    command -v nginx >/dev/null 2>&1 || missing+=(nginx)
-    command -v varnishd >/dev/null 2>&1 || missing+=(varnish)
-    command -v wrk >/dev/null 2>&1 || missing+=(wrk)
-    command -v curl >/dev/null 2>&1 || missing+=(curl)
-    ((${#missing[@]})) || return 0
-    ((EUID == 0)) || die "missing ${missing[*]}; run as root to install them with apt-get, or install them first"
-    command -v apt-get >/dev/null 2>&1 || die "missing ${missing[*]} and there is no apt-get to install them"
-    log "installing ${missing[*]} with apt-get"
-    export DEBIAN_FRONTEND=noninteractive
-    if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; then
-        apt-get update -q >&2
-        apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
-    fi
-    local package
-    for package in "${missing[@]}"; do
-        case $package in
-            nginx) stop_package_service nginx ;;
-            varnish)
-                stop_package_service varnish
-                stop_package_service varnishncsa
-                ;;
-        esac
-    done
-}
-
-build_larder() {
-    command -v cargo >/dev/null 2>&1 || die "cargo is needed to build larder"
-    log "building larder (cargo build --release -p larder-cli)"
-    (cd "$REPO_ROOT" && cargo build --release -p larder-cli >&2) || die "cargo build failed"
-}
-
-install_tools
-if [[ -n ${LARDER_BIN:-} ]]; then
-    : # the caller's binary, as it is
-elif ((BUILD)) || [[ ! -x $LARDER ]] || ! "$LARDER" serve --help >/dev/null 2>&1; then
-    build_larder
-fi
-"$LARDER" serve --help >/dev/null 2>&1 || die "$LARDER has no 'serve' command even after building"
+install_packages nginx:nginx varnishd:varnish wrk:wrk curl:curl
+larder_ready() { "$LARDER" serve --help >/dev/null 2>&1; }
+ensure_larder "'serve'"
 
 # wrk needs a descriptor per connection, larder one per connection and one per upstream connection.
 NOFILE_WANTED=$((HOLD_CONNECTIONS * 2 + 4096))
@@ -239,63 +169,9 @@ fi
 # ---------------------------------------------------------------------------------------------------------------
 # Processes: everything started here is stopped on exit.
 
-TMP=$(mktemp -d /tmp/larder-peers.XXXXXX)
-chmod 755 "$TMP"
-declare -a PIDS=()
-declare -A PID_NAME=() SERVER_PID=()
-FAILED=1
+begin_processes
 
-cleanup() {
-    local status=$? pid i
-    trap - EXIT INT TERM
-    for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
-        pid=${PIDS[i]}
-        kill -TERM "$pid" 2>/dev/null || true
-    done
-    for pid in "${PIDS[@]}"; do
-        for i in $(seq 50); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        if kill -0 "$pid" 2>/dev/null; then
-            log "${PID_NAME[$pid]} (pid $pid) did not stop; killing it"
-            kill -KILL "$pid" 2>/dev/null || true
-        fi
-        wait "$pid" 2>/dev/null || true
-    done
-    if ((KEEP_TMP)) || ((FAILED)); then
-        log "logs and configs kept in $TMP"
-    else
-        rm -rf -- "$TMP"
-    fi
-    exit "$status"
-}
-trap cleanup EXIT
-trap 'log "interrupted"; FAILED=0; exit 130' INT
-trap 'log "terminated"; FAILED=0; exit 143' TERM
 
-declare -A CHOSEN_PORT=()
-free_port() { # prints a loopback port nothing listens on, below the ephemeral range
-    local port tries
-    for ((tries = 0; tries < 200; tries++)); do
-        port=$((20000 + RANDOM % 10000))
-        [[ -z ${CHOSEN_PORT[$port]:-} ]] || continue
-        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-            CHOSEN_PORT[$port]=1
-            echo "$port"
-            return 0
-        fi
-    done
-    die "found no free loopback port"
-}
-
-# free_port runs in a subshell when captured, so record the choice in the parent too.
-pick_port() { # VAR
-    local port
-    port=$(free_port)
-    CHOSEN_PORT[$port]=1
-    printf -v "$1" '%s' "$port"
-}
 pick_port ORIGIN_PORT
 pick_port NGINX_PORT
 pick_port VARNISH_PORT
@@ -309,31 +185,6 @@ render() { # TEMPLATE OUT [PORT]
     ((EUID == 0)) && user_line="user root root;"
     sed -e "s|@DIR@|$TMP|g" -e "s|@ORIGIN_PORT@|$ORIGIN_PORT|g" -e "s|@PORT@|${3:-}|g" \
         -e "s|@USER_LINE@|$user_line|g" -e "s|@NOFILE@|$(ulimit -Sn)|g" "$TEMPLATES/$1" >"$2"
-}
-
-start() { # NAME LOG COMMAND...
-    local name=$1 logfile=$2
-    shift 2
-    "$@" >"$logfile" 2>&1 &
-    PIDS+=("$!")
-    PID_NAME[$!]=$name
-    SERVER_PID[$name]=$!
-}
-
-wait_listening() { # NAME PORT LOG
-    local name=$1 port=$2 logfile=$3 pid=${PIDS[-1]} i
-    for ((i = 0; i < 200; i++)); do
-        if ! kill -0 "$pid" 2>/dev/null; then
-            tail -n 30 "$logfile" >&2 || true
-            die "$name exited while starting (log above, $logfile)"
-        fi
-        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-            return 0
-        fi
-        sleep 0.1
-    done
-    tail -n 30 "$logfile" >&2 || true
-    die "$name is not listening on 127.0.0.1:$port after 20 s"
 }
 
 mkdir -p "$TMP/www" "$TMP/origin-tmp" "$TMP/nginx-tmp" "$TMP/nginx-cache" "$TMP/varnish"
@@ -418,49 +269,6 @@ done
 
 # ---------------------------------------------------------------------------------------------------------------
 # wrk and its output
-
-# Parses wrk's output into "RPS P99_MS REQUESTS CONNECT READ WRITE TIMEOUT NON2XX P50_MS MAX_MS" (-1 for a
-# latency it did not print); fails when it has no Requests/sec. wrk prints the Socket errors and Non-2xx lines only
-# when they are not zero. Its "timeout" counts responses slower than its --timeout (2 s), not dropped ones.
-parse_wrk() { # FILE
-    awk '
-        function ms(text,   value, unit) {
-            value = text + 0
-            unit = text
-            sub(/^[0-9.]+/, "", unit)
-            if (unit == "us") return value / 1000
-            if (unit == "ms") return value
-            if (unit == "s") return value * 1000
-            if (unit == "m") return value * 60000
-            if (unit == "h") return value * 3600000
-            return -1
-        }
-        /^[ \t]*Latency Distribution/ { in_dist = 1; next }
-        in_dist && $1 == "50%" { p50 = ms($2) }
-        in_dist && $1 == "99%" { p99 = ms($2); in_dist = 0 }
-        $1 == "Latency" && NF >= 4 && !in_dist { max = ms($4) }
-        / requests in / { requests = $1 }
-        /^[ \t]*Socket errors:/ {
-            line = $0
-            sub(/.*Socket errors:[ \t]*/, "", line)
-            n = split(line, parts, /,[ \t]*/)
-            for (i = 1; i <= n; i++) {
-                split(parts[i], kv, /[ \t]+/)
-                errors[kv[1]] = kv[2] + 0
-            }
-        }
-        /^[ \t]*Non-2xx or 3xx responses:/ { non2xx = $NF + 0 }
-        /^Requests\/sec:/ { rps = $2 + 0; have_rps = 1 }
-        END {
-            if (!have_rps) exit 1
-            if (p99 == "") p99 = -1
-            if (p50 == "") p50 = -1
-            if (max == "") max = -1
-            printf "%.2f %.3f %d %d %d %d %d %d %.3f %.3f\n", rps, p99, requests + 0, errors["connect"] + 0,
-                errors["read"] + 0, errors["write"] + 0, errors["timeout"] + 0, non2xx + 0, p50, max
-        }
-    ' "$1"
-}
 
 run_wrk() { # OUT-FILE CONNECTIONS SECS URL: runs wrk and prints parse_wrk's line
     local out=$1 connections=$2 secs=$3 url=$4 parsed
@@ -570,7 +378,6 @@ while read -r server page rps p99 lo hi req c r w t n2 origin; do
     S_CONN[$key]=$c S_READ[$key]=$r S_WRITE[$key]=$w S_TIMEOUT[$key]=$t S_NON2XX[$key]=$n2 S_ORIGIN[$key]=$origin
 done <<<"$summary"
 
-calc() { awk "BEGIN { printf \"%s\", $1 }"; }
 
 if ((JSON)); then
     for page in "${PAGES[@]}"; do

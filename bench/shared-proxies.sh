@@ -38,6 +38,10 @@
 #                                [--with-l1] [--build] [--json] [--keep-tmp] [-h|--help]
 set -euo pipefail
 
+BENCH_NAME=shared-proxies
+# shellcheck source=bench/lib.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
+
 usage() {
     cat <<'EOF'
 Usage: bench/shared-proxies.sh [options]
@@ -86,15 +90,6 @@ KEEP_TMP=0
 PROXIES=3
 MEMCACHED_SERVERS=3
 HOST_HEADER=shop.example
-
-die() {
-    echo "shared-proxies.sh: $*" >&2
-    exit 1
-}
-
-positive_int() { # NAME VALUE
-    [[ "$2" =~ ^[1-9][0-9]*$ ]] || die "$1 needs a positive whole number, not '$2'"
-}
 
 while (($#)); do
     case "$1" in
@@ -155,166 +150,25 @@ fi
 SETUPS=(shared private)
 ((WITH_L1)) && SETUPS+=(shared+l1)
 
-BENCH_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
-REPO_ROOT=$(cd -- "$BENCH_DIR/.." && pwd -P)
 HELPERS=$BENCH_DIR/stores
-LARDER=${LARDER_BIN:-$REPO_ROOT/target/release/larder}
-
-log() {
-    printf '[shared-proxies %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2
-}
 
 # ---------------------------------------------------------------------------------------------------------------
 # Tools
 
-export PATH="$PATH:/usr/sbin:/sbin"
-
-stop_package_service() { # NAME: a service the package may have started; ours run on other ports
-    local name=$1
-    if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$name" 2>/dev/null; then
-        log "stopping the $name service the package started"
-        systemctl stop "$name" || true
-    elif command -v service >/dev/null 2>&1 && service "$name" status >/dev/null 2>&1; then
-        log "stopping the $name service the package started"
-        service "$name" stop >/dev/null 2>&1 || true
-    fi
-}
-
-install_tools() {
-    local -a missing=()
-    command -v memcached >/dev/null 2>&1 || missing+=(memcached)
-    command -v python3 >/dev/null 2>&1 || missing+=(python3)
-    if [[ $TRACE == *.zst ]] && ! command -v zstd >/dev/null 2>&1; then missing+=(zstd); fi
-    ((${#missing[@]})) || return 0
-    ((EUID == 0)) || die "missing ${missing[*]}; run as root to install them with apt-get, or install them first"
-    command -v apt-get >/dev/null 2>&1 || die "missing ${missing[*]} and there is no apt-get to install them"
-    log "installing ${missing[*]} with apt-get"
-    export DEBIAN_FRONTEND=noninteractive
-    if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; then
-        apt-get update -q >&2
-        apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
-    fi
-    [[ " ${missing[*]} " == *" memcached "* ]] && stop_package_service memcached
-    return 0
-}
-
-build_larder() {
-    command -v cargo >/dev/null 2>&1 || die "cargo is needed to build larder"
-    log "building larder (cargo build --release -p larder-cli)"
-    (cd "$REPO_ROOT" && cargo build --release -p larder-cli >&2)
-}
-
-larder_stale() { # a source file, manifest or the lock file is newer than the binary
-    [[ -n $(find "$REPO_ROOT/crates" "$REPO_ROOT/Cargo.toml" "$REPO_ROOT/Cargo.lock" \
-        \( -name '*.rs' -o -name Cargo.toml -o -name Cargo.lock \) -newer "$LARDER" -print -quit 2>/dev/null) ]]
-}
-
 larder_ready() { "$LARDER" serve --help 2>/dev/null | grep -q -- '--store'; }
 
-install_tools
-if [[ -n ${LARDER_BIN:-} ]]; then
-    : # the caller's binary, as it is
-elif ((BUILD)) || [[ ! -x $LARDER ]] || ! larder_ready || larder_stale; then
-    if ! build_larder; then
-        if [[ -x $LARDER ]] && larder_ready; then
-            log "WARNING: cargo build failed; using the existing (older) $LARDER"
-        else
-            die "cargo build failed and $LARDER has no 'serve --store'"
-        fi
-    fi
-fi
-larder_ready || die "$LARDER has no 'serve --store'"
+tools=(memcached:memcached python3:python3)
+[[ $TRACE != *.zst ]] || tools+=(zstd:zstd)
+install_packages "${tools[@]}"
+ensure_larder "'serve --store'"
 
 # ---------------------------------------------------------------------------------------------------------------
 # Processes: everything started here is stopped on exit.
 
-TMP=$(mktemp -d /tmp/larder-shared-proxies.XXXXXX)
-chmod 755 "$TMP"
-declare -a PIDS=()
-declare -A PID_NAME=()
-FAILED=1
+begin_processes
 
-stop_pid() { # PID: TERM, wait up to 5 s, KILL; forget it
-    local pid=$1 i
-    kill -TERM "$pid" 2>/dev/null || true
-    for i in $(seq 50); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-        log "${PID_NAME[$pid]:-pid $pid} (pid $pid) did not stop; killing it"
-        kill -KILL "$pid" 2>/dev/null || true
-    fi
-    wait "$pid" 2>/dev/null || true
-    local -a kept=()
-    for i in "${PIDS[@]}"; do [[ $i == "$pid" ]] || kept+=("$i"); done
-    PIDS=("${kept[@]}")
-}
-
-cleanup() {
-    local status=$? i
-    trap - EXIT INT TERM
-    for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
-        kill -TERM "${PIDS[i]}" 2>/dev/null || true
-    done
-    while ((${#PIDS[@]})); do stop_pid "${PIDS[-1]}"; done
-    if ((KEEP_TMP)) || ((FAILED)); then
-        log "logs and the trace kept in $TMP"
-    else
-        rm -rf -- "$TMP"
-    fi
-    exit "$status"
-}
-trap cleanup EXIT
-trap 'log "interrupted"; FAILED=0; exit 130' INT
-trap 'log "terminated"; FAILED=0; exit 143' TERM
-
-declare -A CHOSEN_PORT=()
-free_port() { # prints a loopback port nothing listens on, below the ephemeral range
-    local port tries
-    for ((tries = 0; tries < 200; tries++)); do
-        port=$((20000 + RANDOM % 10000))
-        [[ -z ${CHOSEN_PORT[$port]:-} ]] || continue
-        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-            echo "$port"
-            return 0
-        fi
-    done
-    die "found no free loopback port"
-}
-pick_port() { # VAR
-    local port
-    port=$(free_port)
-    CHOSEN_PORT[$port]=1
-    printf -v "$1" '%s' "$port"
-}
 
 LAST_PID=""
-start() { # NAME LOG COMMAND...
-    local name=$1 logfile=$2
-    shift 2
-    "$@" >"$logfile" 2>&1 &
-    LAST_PID=$!
-    PIDS+=("$LAST_PID")
-    PID_NAME[$LAST_PID]=$name
-}
-
-wait_listening() { # NAME PORT LOG
-    local name=$1 port=$2 logfile=$3 pid=$LAST_PID i
-    for ((i = 0; i < 200; i++)); do
-        if ! kill -0 "$pid" 2>/dev/null; then
-            tail -n 30 "$logfile" >&2 || true
-            die "$name exited while starting (log above, $logfile)"
-        fi
-        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-            return 0
-        fi
-        sleep 0.1
-    done
-    tail -n 30 "$logfile" >&2 || true
-    die "$name is not listening on 127.0.0.1:$port after 20 s"
-}
-
 # ---------------------------------------------------------------------------------------------------------------
 # The trace
 

@@ -51,6 +51,10 @@
 #                        [--memcached-query Q] [--redis-query Q] [--build] [--json] [--keep-tmp] [-h|--help]
 set -euo pipefail
 
+BENCH_NAME=stores
+# shellcheck source=bench/lib.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
+
 usage() {
     cat <<'EOF'
 Usage: bench/stores.sh [options]
@@ -99,15 +103,6 @@ REDIS_QUERY="timeout=5s"
 BUILD=0
 JSON=0
 KEEP_TMP=0
-
-die() {
-    echo "stores.sh: $*" >&2
-    exit 1
-}
-
-positive_int() { # NAME VALUE
-    [[ "$2" =~ ^[1-9][0-9]*$ ]] || die "$1 needs a positive whole number, not '$2'"
-}
 
 while (($#)); do
     case "$1" in
@@ -200,168 +195,24 @@ has_store() {
     return 1
 }
 
-BENCH_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
-REPO_ROOT=$(cd -- "$BENCH_DIR/.." && pwd -P)
 HELPERS=$BENCH_DIR/stores
-LARDER=${LARDER_BIN:-$REPO_ROOT/target/release/larder}
-
-log() {
-    printf '[stores %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2
-}
 
 # ---------------------------------------------------------------------------------------------------------------
 # Tools: memcached, redis-server, redis-benchmark, memcaslap and python3 from Debian's packages when missing.
 
-export PATH="$PATH:/usr/sbin:/sbin"
-
-stop_package_service() { # NAME: a service the package may have started; ours run on other ports and paths
-    local name=$1
-    if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$name" 2>/dev/null; then
-        log "stopping the $name service the package started"
-        systemctl stop "$name" || true
-    elif command -v service >/dev/null 2>&1 && service "$name" status >/dev/null 2>&1; then
-        log "stopping the $name service the package started"
-        service "$name" stop >/dev/null 2>&1 || true
-    fi
-}
-
-install_tools() {
-    local -a missing=()
-    command -v python3 >/dev/null 2>&1 || missing+=(python3)
-    if has_store memcached; then
-        command -v memcached >/dev/null 2>&1 || missing+=(memcached)
-        command -v memcaslap >/dev/null 2>&1 || missing+=(libmemcached-tools)
-    fi
-    if has_store redis; then
-        command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
-        command -v redis-benchmark >/dev/null 2>&1 || missing+=(redis-tools)
-    fi
-    ((${#missing[@]})) || return 0
-    ((EUID == 0)) || die "missing ${missing[*]}; run as root to install them with apt-get, or install them first"
-    command -v apt-get >/dev/null 2>&1 || die "missing ${missing[*]} and there is no apt-get to install them"
-    log "installing ${missing[*]} with apt-get"
-    export DEBIAN_FRONTEND=noninteractive
-    if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; then
-        apt-get update -q >&2
-        apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
-    fi
-    local package
-    for package in "${missing[@]}"; do
-        case $package in
-            memcached) stop_package_service memcached ;;
-            redis-server) stop_package_service redis-server ;;
-        esac
-    done
-}
-
-build_larder() {
-    command -v cargo >/dev/null 2>&1 || die "cargo is needed to build larder"
-    log "building larder (cargo build --release -p larder-cli)"
-    (cd "$REPO_ROOT" && cargo build --release -p larder-cli >&2)
-}
-
-# The binary is stale when a source file, manifest or the lock file is newer than it.
-larder_stale() {
-    [[ -n $(find "$REPO_ROOT/crates" "$REPO_ROOT/Cargo.toml" "$REPO_ROOT/Cargo.lock" \
-        \( -name '*.rs' -o -name Cargo.toml -o -name Cargo.lock \) -newer "$LARDER" -print -quit 2>/dev/null) ]]
-}
-
 larder_ready() { "$LARDER" bench stores --help >/dev/null 2>&1; }
 
-install_tools
-if [[ -n ${LARDER_BIN:-} ]]; then
-    : # the caller's binary, as it is
-elif ((BUILD)) || [[ ! -x $LARDER ]] || ! larder_ready || larder_stale; then
-    if ! build_larder; then
-        if [[ -x $LARDER ]] && larder_ready; then
-            log "WARNING: cargo build failed; benchmarking the existing (older) $LARDER"
-        else
-            die "cargo build failed and $LARDER has no 'bench stores'"
-        fi
-    fi
-fi
-larder_ready || die "$LARDER has no 'bench stores' command"
+tools=(python3:python3)
+has_store memcached && tools+=(memcached:memcached memcaslap:libmemcached-tools)
+has_store redis && tools+=(redis-server:redis-server redis-benchmark:redis-tools)
+install_packages "${tools[@]}"
+ensure_larder "'bench stores'"
 
 # ---------------------------------------------------------------------------------------------------------------
 # Processes: everything started here is stopped on exit.
 
-TMP=$(mktemp -d /tmp/larder-stores.XXXXXX)
-chmod 755 "$TMP"
-declare -a PIDS=()
-declare -A PID_NAME=()
-FAILED=1
+begin_processes
 
-cleanup() {
-    local status=$? pid i
-    trap - EXIT INT TERM
-    for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
-        kill -TERM "${PIDS[i]}" 2>/dev/null || true
-    done
-    for pid in "${PIDS[@]}"; do
-        for i in $(seq 50); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        if kill -0 "$pid" 2>/dev/null; then
-            log "${PID_NAME[$pid]} (pid $pid) did not stop; killing it"
-            kill -KILL "$pid" 2>/dev/null || true
-        fi
-        wait "$pid" 2>/dev/null || true
-    done
-    if ((KEEP_TMP)) || ((FAILED)); then
-        log "logs and raw outputs kept in $TMP"
-    else
-        rm -rf -- "$TMP"
-    fi
-    exit "$status"
-}
-trap cleanup EXIT
-trap 'log "interrupted"; FAILED=0; exit 130' INT
-trap 'log "terminated"; FAILED=0; exit 143' TERM
-
-declare -A CHOSEN_PORT=()
-free_port() { # prints a loopback port nothing listens on, below the ephemeral range
-    local port tries
-    for ((tries = 0; tries < 200; tries++)); do
-        port=$((20000 + RANDOM % 10000))
-        [[ -z ${CHOSEN_PORT[$port]:-} ]] || continue
-        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-            echo "$port"
-            return 0
-        fi
-    done
-    die "found no free loopback port"
-}
-pick_port() { # VAR
-    local port
-    port=$(free_port)
-    CHOSEN_PORT[$port]=1
-    printf -v "$1" '%s' "$port"
-}
-
-start() { # NAME LOG COMMAND...
-    local name=$1 logfile=$2
-    shift 2
-    "$@" >"$logfile" 2>&1 &
-    PIDS+=("$!")
-    PID_NAME[$!]=$name
-}
-
-wait_listening() { # NAME PORT LOG
-    local name=$1 port=$2 logfile=$3 pid=${PIDS[-1]} i
-    for ((i = 0; i < 200; i++)); do
-        if ! kill -0 "$pid" 2>/dev/null; then
-            tail -n 30 "$logfile" >&2 || true
-            die "$name exited while starting (log above, $logfile)"
-        fi
-        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-            return 0
-        fi
-        sleep 0.1
-    done
-    tail -n 30 "$logfile" >&2 || true
-    die "$name is not listening on 127.0.0.1:$port after 20 s"
-}
 
 declare -A URL=()
 ROOT_USER=()
