@@ -1,8 +1,10 @@
 //! Starting, waiting for and stopping a server process.
 
+use std::collections::BTreeSet;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// A server that would not start.
@@ -19,8 +21,20 @@ impl std::error::Error for TestkitError {}
 
 /// A port nothing listens on right now (the OS picks it; another process could take it before the server binds,
 /// which [`Server::spawn`] reports as a start failure).
+///
+/// Never the same port twice in one process: tests run in parallel, and a server stopped by one test keeps its port
+/// for its restart, so a port handed out once stays with that test. Otherwise a second server could be given a port
+/// another test's server holds, fail to bind it, and look started because the other server answers there.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(0)
+    static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    for _ in 0..1000 {
+        let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(0);
+        let mut handed_out = HANDED_OUT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if port != 0 && handed_out.insert(port) {
+            return port;
+        }
+    }
+    0
 }
 
 /// The path of `binary` (on PATH or in `extra_dirs`), or an error naming the Debian package to install.
@@ -58,6 +72,12 @@ impl Server {
         let deadline = Instant::now() + within;
         loop {
             if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                // Something answers; make sure it is not another process on a port ours failed to bind (a server
+                // that cannot bind exits at once).
+                std::thread::sleep(Duration::from_millis(50));
+                if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
+                    return Err(TestkitError(format!("{} exited ({status}): port {port} is taken", self.name)));
+                }
                 return Ok(());
             }
             if let Some(child) = self.child.as_mut() {
