@@ -3,6 +3,7 @@
 //! says how to install it (`make services`), so a test that needs memcached fails rather than silently skipping.
 
 pub mod behaviour;
+pub mod hostile;
 mod memcached;
 mod postgres;
 mod process;
