@@ -9,6 +9,8 @@ PYTHON ?= python3
 VENV := .venv
 VENV_STAMP := $(VENV)/.installed
 LARDER_DEBUG := $(CURDIR)/target/debug/larder
+# The hostile memcached/Redis server every language's store suite runs against (crates/testkit).
+LARDER_HOSTILE := $(CURDIR)/target/debug/larder-hostile
 
 .PHONY: demo test test-rust test-python test-django test-ruby test-activesupport lint-rust build-debug venv services \
 	ruby-packages rails-tests fuzz clean
@@ -64,7 +66,7 @@ test-rust:
 	cargo test --workspace --locked
 
 build-debug:
-	cargo build -p larder-cli --locked
+	cargo build -p larder-cli -p larder-testkit --bins --locked
 
 $(VENV_STAMP): clients/python/requirements-dev.txt clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -78,7 +80,7 @@ venv: $(VENV_STAMP)
 test-python: $(VENV_STAMP) build-debug services ruby-packages
 	cd clients/python && ../../$(VENV)/bin/ruff check . && ../../$(VENV)/bin/ruff format --check .
 	cd clients/python && ../../$(VENV)/bin/mypy
-	cd clients/python && LARDER_BIN=$(LARDER_DEBUG) ../../$(VENV)/bin/pytest -q
+	cd clients/python && LARDER_BIN=$(LARDER_DEBUG) LARDER_HOSTILE=$(LARDER_HOSTILE) ../../$(VENV)/bin/pytest -q
 
 # Django's own cache backend tests on larder.django.LarderCache (the current LTS and the newest release), from sdists
 # that clients/python/django_tests/run.py downloads outside the repository.
@@ -87,7 +89,7 @@ test-django: $(VENV_STAMP) services
 
 # The Ruby suite also runs Python (.venv) to read what Ruby wrote.
 test-ruby: ruby-packages services build-debug $(VENV_STAMP)
-	cd clients/ruby && rake test && rubocop
+	cd clients/ruby && LARDER_HOSTILE=$(LARDER_HOSTILE) rake test && rubocop
 
 # Exports activesupport/test at the installed ActiveSupport's tag from a local rails mirror when no copy exists.
 rails-tests: ruby-packages
