@@ -7,6 +7,7 @@ require "tmpdir"
 # The file store on a real directory (spec/STORES.md §7).
 class FileStoreTest < Minitest::Test
   include StoreBehaviour
+  include KeySafety
   include StoreInterop
 
   def setup
@@ -20,6 +21,10 @@ class FileStoreTest < Minitest::Test
 
   def store_url
     "file://#{@dir}"
+  end
+
+  def unreachable_url
+    nil
   end
 
   def test_files_follow_the_specs_layout
@@ -48,9 +53,14 @@ end
 # The memory store (bounded, thread-safe).
 class MemoryStoreTest < Minitest::Test
   include StoreBehaviour
+  include KeySafety
 
   def store_url
     "memory://?capacity=16M"
+  end
+
+  def unreachable_url
+    nil
   end
 
   def test_prefix_option_separates_applications

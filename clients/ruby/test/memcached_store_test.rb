@@ -6,14 +6,31 @@ require_relative "support/store_behaviour"
 # The memcached store against real memcached servers (spec/STORES.md §4).
 class MemcachedStoreTest < Minitest::Test
   include StoreBehaviour
+  include KeySafety
   include StoreInterop
 
   def store_url
     "memcached://#{Servers.shared_memcached}"
   end
 
+  def unreachable_url
+    "memcached://127.0.0.1:#{Servers.free_port}"
+  end
+
   def ttl_wait
     2.1 # memcached's exptime is whole seconds, rounded up
+  end
+
+  # The attack of issue 15: a key carrying CR LF and a second command wrote "HIJACK" at another key.
+  def test_a_key_carrying_a_second_command_hijacks_nothing
+    victim = entry(unique("safe"))
+    store.set("innocent", victim)
+    attack = "x\r\nms innocent 6 T0 F0\r\nHIJACK"
+    assert_raises(Larder::InvalidKey) { store.set(attack, "y") }
+    assert_raises(Larder::InvalidKey) { store.get_many([attack]) }
+    assert_raises(Larder::InvalidKey) { store.purge_prefix("p\n1 innocent") }
+    assert_equal victim, store.get("innocent")
+    assert_equal victim, Larder::Stores.open("#{store_url}?prefix_purge=false").get("innocent"), "no purge line forged"
   end
 
   def test_keys_go_to_the_ring_server_over_two_servers

@@ -2,14 +2,20 @@
 
 require_relative "test_helper"
 require_relative "support/store_behaviour"
+require "redis" # the gem, to look at what the store wrote from outside
 
 # The Redis store against a real redis-server (spec/STORES.md §5).
 class RedisStoreTest < Minitest::Test
   include StoreBehaviour
+  include KeySafety
   include StoreInterop
 
   def store_url
     "redis://#{Servers.redis}/0"
+  end
+
+  def unreachable_url
+    "redis://127.0.0.1:#{Servers.free_port}/0"
   end
 
   def test_entries_carry_their_expiry_and_tag_sets
@@ -40,10 +46,15 @@ end
 # The same behaviour on a real three-master Redis Cluster.
 class RedisClusterStoreTest < Minitest::Test
   include StoreBehaviour
+  include KeySafety
   include StoreInterop
 
   def store_url
     "redis+cluster://#{Servers.redis_cluster.join(',')}"
+  end
+
+  def unreachable_url
+    "redis+cluster://127.0.0.1:#{Servers.free_port}"
   end
 
   def test_keys_spread_over_every_master

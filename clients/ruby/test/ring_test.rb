@@ -19,15 +19,21 @@ class RingTest < Minitest::Test
     end
   end
 
+  # Stored and internal keys; the refused and accepted keys are tried on every store by test/support/key_safety.rb,
+  # and here on the rule itself.
   TestPaths.vectors("stores")["cases"].each_with_index do |vector, index|
     define_method("test_store_key_#{index}_#{vector['kind']}") do
       keys = Larder::Stores::Keys.new(vector["prefix"])
-      actual = if vector["kind"] == "stored"
-                 keys.stored(vector["key"])
-               else
-                 keys.internal(vector["purpose"], vector["name"])
-               end
-      assert_equal vector["stored_key"], actual
+      case vector["kind"]
+      when "stored" then assert_equal vector["stored_key"], keys.stored(vector["key"])
+      when "internal" then assert_equal vector["stored_key"], keys.internal(vector["purpose"], vector["name"])
+      when "refused" then refute_nil Larder::Keys.key_problem([vector["key_hex"]].pack("H*")), vector["name"]
+      when "accepted"
+        key = [vector["key_hex"]].pack("H*").force_encoding(Encoding::UTF_8)
+        assert_nil Larder::Keys.key_problem(key), vector["name"]
+        assert_equal key, Larder::Keys.safe_key(key), "an accepted key is its own safe key"
+      else flunk "unknown kind #{vector['kind']}"
+      end
     end
   end
 end

@@ -7,6 +7,7 @@ require "tmpdir"
 # The SQLite store on a real file (spec/STORES.md §6).
 class SqliteStoreTest < Minitest::Test
   include StoreBehaviour
+  include KeySafety
   include StoreInterop
 
   def setup
@@ -20,6 +21,10 @@ class SqliteStoreTest < Minitest::Test
 
   def store_url
     "sqlite://#{@dir}/cache.db"
+  end
+
+  def unreachable_url
+    nil
   end
 
   def test_rows_follow_the_specs_table
@@ -50,11 +55,16 @@ end
 # The PostgreSQL store on a real server started for the tests, each test on its own table.
 class PostgresStoreTest < Minitest::Test
   include StoreBehaviour
+  include KeySafety
   include StoreInterop
 
   def store_url
     @store_url ||= "#{Servers.postgres}?table=t_#{name.downcase.gsub(/[^a-z0-9]/, '_')[0, 40]}_#{rand(1 << 20)}" \
                    "&timeout=5s&connect_timeout=5s"
+  end
+
+  def unreachable_url
+    "postgres://larder@127.0.0.1:#{Servers.free_port}/x"
   end
 
   def test_a_dead_server_fails_fast_after_its_failures

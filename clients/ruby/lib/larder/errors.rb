@@ -34,6 +34,24 @@ module Larder
     end
   end
 
+  # A key or purge prefix a store does not take (spec/STORES.md §2 Keys): empty (keys only), longer than 250
+  # bytes, holding a byte 0x00-0x20 or 0x7F, or (Ruby's Strings can hold any bytes; other languages' keys are text)
+  # not UTF-8. Raised before anything is sent, so a caller's byte never becomes protocol.
+  class InvalidKey < StoreError
+    attr_reader :key, :reason
+
+    def initialize(backend, key, reason)
+      @key = key
+      @reason = reason
+      shown = key.b.byteslice(0, 80).inspect
+      super(backend, "invalid_key: #{shown}#{key.bytesize > 80 ? '…' : ''}: #{reason}")
+    end
+
+    def kind
+      "invalid_key"
+    end
+  end
+
   # A value that is not a counter was given to incr (spec/STORES.md §3).
   class NotACounter < StoreError; end
 

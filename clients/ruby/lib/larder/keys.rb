@@ -22,12 +22,34 @@ module Larder
     module_function
 
     # `key` unchanged if memcached accepts it, else its readable prefix, `#`, and the SHA-256 of the whole key.
+    # Bytes that are not UTF-8 are hashed too (a Ruby String can hold them; every other language's keys are text, so
+    # this changes no key they can make): stores take only UTF-8 keys (see key_problem).
     def safe_key(key)
       raw = key.to_s.b
-      return key.to_s.dup.force_encoding(Encoding::UTF_8) if raw.bytesize <= MAX_KEY_LEN && !raw.match?(UNSAFE)
+      if raw.bytesize <= MAX_KEY_LEN && !raw.match?(UNSAFE)
+        text = key.to_s.dup.force_encoding(Encoding::UTF_8)
+        return text if text.valid_encoding?
+      end
 
       prefix = raw.byteslice(0, HASHED_PREFIX_LEN)[/\A[\x21-\x7E]*/n]
       "#{prefix}##{Digest::SHA256.hexdigest(raw)}".force_encoding(Encoding::UTF_8)
+    end
+
+    # Why a store refuses `key` (spec/STORES.md §2 Keys), or nil for a safe key it takes.
+    def key_problem(key)
+      return "empty" if key.empty?
+
+      prefix_problem(key)
+    end
+
+    # Why a store refuses a purge prefix (the rule of keys, but the empty prefix is allowed), or nil.
+    def prefix_problem(prefix)
+      raw = prefix.b
+      return "longer than #{MAX_KEY_LEN} bytes" if raw.bytesize > MAX_KEY_LEN
+      return "holds a control byte or a space (0x00-0x20, 0x7F)" if raw.match?(UNSAFE)
+      return "not UTF-8" unless raw.ascii_only? || prefix.dup.force_encoding(Encoding::UTF_8).valid_encoding?
+
+      nil
     end
 
     # `namespace:key` (just `key` when the namespace is empty or nil), made safe.

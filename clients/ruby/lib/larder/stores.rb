@@ -15,7 +15,9 @@ module Larder
   #   delete(key) / delete_many(keys) / delete_if(key, expected)
   #   clear / purge_prefix(prefix) / purge_tag(tag)
   #
-  # Keys are a caller's safe keys (FORMAT.md §5.1); a store with a `prefix` writes `safe_key(prefix + key)`.
+  # Keys are a caller's safe keys (FORMAT.md §5.1), checked on every operation before anything is sent: any other
+  # key, and an unsafe purge prefix, is an InvalidKey error (spec/STORES.md §2). A store with a `prefix` writes
+  # `safe_key(prefix + key)`.
   # `Stores.open(url)` opens any store from its URL (§1).
   module Stores
     autoload :Memory, "larder/stores/memory"
@@ -70,16 +72,20 @@ module Larder
         self.class::BACKEND
       end
 
+      # The batch operations check every key before the first is sent.
       def get_many(keys)
+        keys.each { |key| check_key(key) }
         keys.map { |key| get(key) }
       end
 
       def set_many(items, ttl: nil)
+        items.each_key { |key| check_key(key) }
         items.each { |key, value| set(key, value, ttl: ttl) }
         nil
       end
 
       def delete_many(keys)
+        keys.each { |key| check_key(key) }
         keys.count { |key| delete(key) }
       end
 
@@ -97,7 +103,7 @@ module Larder
 
       # The hard expiry of an entry (expires_at + stale_ms), or nil when it never expires or is not an entry.
       def self.entry_hard_expiry(value)
-        return nil unless value.start_with?(Header::MAGIC)
+        return nil unless entry?(value)
 
         Header.read(value).hard_expiry
       rescue InvalidEntry
@@ -106,11 +112,16 @@ module Larder
 
       # The tags in an entry's header, or none for a value that is not an entry.
       def self.entry_tags(value)
-        return [] unless value.start_with?(Header::MAGIC)
+        return [] unless entry?(value)
 
         Header.read(value).tags
       rescue InvalidEntry
         []
+      end
+
+      # Whether `value` starts like an entry (its first two bytes, whatever the String's encoding).
+      def self.entry?(value)
+        value.getbyte(0) == 0xC1 && value.getbyte(1) == 0x4C
       end
 
       # A lock token (spec/STORES.md §3): 16 lowercase hex digits from a random 64-bit number.
@@ -135,8 +146,29 @@ module Larder
 
       private
 
+      # Raises InvalidKey unless `key` is a safe, non-empty key (spec/STORES.md §2).
       def check_key(key)
         raise ArgumentError, "a store key is a String, not #{key.class}" unless key.is_a?(String)
+
+        problem = Larder::Keys.key_problem(key)
+        raise InvalidKey.new(backend, key, problem) if problem
+
+        key
+      end
+
+      # Raises InvalidKey unless `prefix` is a prefix a store may purge (the empty prefix is one).
+      def check_prefix(prefix)
+        raise ArgumentError, "a purge prefix is a String, not #{prefix.class}" unless prefix.is_a?(String)
+
+        problem = Larder::Keys.prefix_problem(prefix)
+        raise InvalidKey.new(backend, prefix, problem) if problem
+
+        prefix
+      end
+
+      # The key the server sees for a caller's key, once the key is known to be safe.
+      def stored_key(key)
+        @keys.stored(check_key(key))
       end
     end
   end

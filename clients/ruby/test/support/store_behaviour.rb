@@ -1,6 +1,8 @@
 # frozen_string_literal: true
 
 require "open3"
+require "larder/cache"
+require_relative "key_safety"
 
 # The behaviour every store shares (spec/STORES.md §2-§3), included by each store's test class, which defines
 # `store_url` (a fresh, empty store's URL for each test) and may override `ttl_wait` (how long past a 1 s TTL a

@@ -3,6 +3,7 @@
 require "digest"
 require "fileutils"
 require "securerandom"
+require_relative "file_scan"
 
 module Larder
   module Stores
@@ -10,6 +11,11 @@ module Larder
     # `<root>/<h[0..2]>/<h[2..4]>/<h>` (h = hex SHA-256 of the stored key), a small header (magic, expiry, key) and
     # the value, written to a temporary file and renamed so readers see whole files; add, incr and delete_if hold
     # `flock` on the shard's `.lock`. Any number of processes may share the directory.
+    #
+    # It deletes only files it wrote (§7): scans (capacity, purges, clear, stats) go through FileScan, which never
+    # follows a link and takes a file for larder's only when it proves it; reads open files with O_NOFOLLOW and
+    # refuse shard directories that are links, so no writer of the directory can make larder read or delete a file
+    # outside it.
     class File < Base
       BACKEND = "file"
       MAGIC = "LDR1".b.freeze
@@ -32,15 +38,16 @@ module Larder
       end
 
       def get(key)
-        read(path_of(@keys.stored(key)), @keys.stored(key))&.last
+        stored = stored_key(key)
+        read(path_of(stored), stored)&.last
       end
 
       def set(key, value, ttl: nil)
-        check_key(key)
-        stored = @keys.stored(key)
+        stored = stored_key(key)
         expiry = Base.expiry_ms(value, ttl)
         if expiry && expiry <= Larder.now_ms
-          unlink(path_of(stored))
+          path = path_of(stored)
+          unlink(path) if read(path, stored)
         else
           write(stored, value, expiry)
         end
@@ -48,8 +55,7 @@ module Larder
       end
 
       def add(key, value, ttl: nil)
-        check_key(key)
-        stored = @keys.stored(key)
+        stored = stored_key(key)
         expiry = Base.expiry_ms(value, ttl)
         return false if expiry && expiry <= Larder.now_ms
 
@@ -62,7 +68,7 @@ module Larder
       end
 
       def incr(key, delta, ttl: nil, create: true)
-        stored = @keys.stored(key)
+        stored = stored_key(key)
         locked(stored) do
           found = read(path_of(stored), stored)
           if found.nil?
@@ -79,7 +85,7 @@ module Larder
       end
 
       def delete_if(key, expected)
-        stored = @keys.stored(key)
+        stored = stored_key(key)
         locked(stored) do
           found = read(path_of(stored), stored)
           next false unless found && found.last == expected.b
@@ -89,7 +95,7 @@ module Larder
       end
 
       def delete(key)
-        stored = @keys.stored(key)
+        stored = stored_key(key)
         return false unless read(path_of(stored), stored)
 
         unlink(path_of(stored))
@@ -98,21 +104,28 @@ module Larder
       def clear
         return purge_prefix("").then { nil } unless @keys.prefix.empty?
 
-        each_file { |path, _| unlink(path) }
+        FileScan.new(@root).files.each { |file| unlink(file.path) }
         nil
       end
 
       def purge_prefix(prefix)
-        stored_prefix = @keys.prefix + prefix
-        count = 0
-        each_file { |path, key, _| count += 1 if key.start_with?(stored_prefix) && unlink(path) }
-        count
+        stored_prefix = (@keys.prefix + check_prefix(prefix)).b
+        FileScan.new(@root).files.count { |file| file.key.start_with?(stored_prefix) && unlink(file.path) }
       end
 
       def purge_tag(tag)
-        count = 0
-        each_file { |path, _, value| count += 1 if Base.entry_tags(value).include?(tag) && unlink(path) }
-        count
+        FileScan.new(@root).files.count do |file|
+          file.key.start_with?(@keys.prefix.b) && Base.entry_tags(file.value || "".b).include?(tag) &&
+            unlink(file.path)
+        end
+      end
+
+      # What the directory holds: larder's files and their bytes, and the other things under the root
+      # (`foreign_files`: files, links and directories larder did not write, which it never touches).
+      def stats
+        scan = FileScan.new(@root)
+        files = scan.files
+        { files: files.size, bytes: files.sum(&:bytes), foreign_files: scan.foreign }
       end
 
       private
@@ -122,10 +135,17 @@ module Larder
         ::File.join(@root, hash[0, 2], hash[2, 2], hash)
       end
 
-      # [expires_at or nil, value] of the file for `stored`, or nil (an expired file is deleted).
+      # [expires_at or nil, value] of the file for `stored`, or nil: a missing file, a link (at the file or a shard
+      # directory), another key, or an expired file (which is deleted).
       def read(path, stored)
-        data = ::File.binread(path)
-        return nil if data.bytesize < HEADER || data.byteslice(0, 4) != MAGIC
+        return nil unless FileScan.shard_dirs_real?(path)
+
+        data = ::File.open(path, ::File::RDONLY | ::File::NOFOLLOW) do |file|
+          next nil unless file.stat.file?
+
+          file.binmode.read
+        end
+        return nil if data.nil? || data.bytesize < HEADER || data.byteslice(0, 4) != MAGIC
 
         expires_at, key_length = data.unpack("@4Q<S<")
         return nil if data.byteslice(HEADER, key_length) != stored.b
@@ -135,22 +155,33 @@ module Larder
           return nil
         end
         [expires_at.zero? ? nil : expires_at, data.byteslice(HEADER + key_length, data.bytesize)]
-      rescue Errno::ENOENT, Errno::ENOTDIR
+      rescue Errno::ENOENT, Errno::ENOTDIR, Errno::ELOOP, Errno::EISDIR
         nil
       end
 
       def write(stored, value, expiry)
         path = path_of(stored)
-        dir = ::File.dirname(path)
-        FileUtils.mkdir_p(dir)
+        dir = shard_dir(path)
         temp = ::File.join(dir, ".#{::File.basename(path)}.#{SecureRandom.hex(6)}.tmp")
         key = stored.b
-        ::File.binwrite(temp, MAGIC + [expiry || 0, key.bytesize].pack("Q<S<") + key + value.b)
+        flags = ::File::WRONLY | ::File::CREAT | ::File::EXCL | ::File::NOFOLLOW | ::File::BINARY
+        ::File.open(temp, flags, 0o644) do |file|
+          file.write(MAGIC, [expiry || 0, key.bytesize].pack("Q<S<"), key, value.b)
+        end
         ::File.rename(temp, path)
         sweep if @capacity && ((@writes += 1) % SWEEP_EVERY).zero?
       rescue SystemCallError => e
         FileUtils.rm_f(temp) if temp
         raise StoreError.new(BACKEND, "cannot write #{path}: #{e.message}")
+      end
+
+      # The shard directory of `path`, made if missing; a shard directory that is a link is an error.
+      def shard_dir(path)
+        dir = ::File.dirname(path)
+        FileUtils.mkdir_p(dir) unless ::File.directory?(dir)
+        raise StoreError.new(BACKEND, "#{dir} or its parent is a link: refused") unless FileScan.shard_dirs_real?(path)
+
+        dir
       end
 
       def unlink(path)
@@ -161,39 +192,26 @@ module Larder
       end
 
       def locked(stored, &block)
-        dir = ::File.dirname(path_of(stored))
-        FileUtils.mkdir_p(dir)
-        ::File.open(::File.join(dir, ".lock"), ::File::RDWR | ::File::CREAT, 0o644) do |lock|
+        dir = shard_dir(path_of(stored))
+        flags = ::File::RDWR | ::File::CREAT | ::File::NOFOLLOW
+        ::File.open(::File.join(dir, ".lock"), flags, 0o644) do |lock|
           lock.flock(::File::LOCK_EX)
           block.call
         end
+      rescue Errno::ELOOP
+        raise StoreError.new(BACKEND, "#{dir}/.lock is a link: refused")
       end
 
-      # Every file: path, stored key, value. Names starting with "." are skipped.
-      def each_file
-        Dir.glob(::File.join(@root, "*", "*", "*")).each do |path|
-          next if ::File.basename(path).start_with?(".")
-
-          data = ::File.binread(path)
-          next if data.bytesize < HEADER || data.byteslice(0, 4) != MAGIC
-
-          key_length = data.unpack1("@12S<")
-          yield path, data.byteslice(HEADER, key_length).force_encoding(Encoding::UTF_8),
-                data.byteslice(HEADER + key_length, data.bytesize)
-        rescue Errno::ENOENT
-          next
-        end
-      end
-
-      # Keeps the directory under its capacity, removing the oldest files first.
+      # Keeps larder's files under the capacity, removing the oldest first (foreign files are not counted).
       def sweep
-        files = Dir.glob(::File.join(@root, "*", "*", "*")).reject { |p| ::File.basename(p).start_with?(".") }
-        stats = files.filter_map { |p| [p, ::File.stat(p)] rescue nil } # rubocop:disable Style/RescueModifier
-        total = stats.sum { |_, stat| stat.size }
-        stats.sort_by { |_, stat| stat.mtime }.each do |path, stat|
-          break if total <= @capacity
+        files = FileScan.new(@root, values: false).files
+        total = files.sum(&:bytes)
+        return if total <= @capacity
 
-          total -= stat.size if unlink(path)
+        files.sort_by(&:modified).each do |file|
+          break if total <= @capacity * 0.9
+
+          total -= file.bytes if unlink(file.path)
         end
       end
     end

@@ -19,38 +19,27 @@ module Larder
         attr_reader :address, :health, :weight
 
         def initialize(host, weight, options)
-          @host = host
           @address = host.to_s
           @weight = weight
-          @options = options
           @health = Health.new(@address, failures: options[:failures], retry_after_ms: options[:retry_after])
-          @idle = []
-          @mutex = Mutex.new
+          @pool = ConnectionPool.new(host.host, host.port, size: options[:pool], timeout_ms: options[:timeout],
+                                                           connect_timeout_ms: options[:connect_timeout])
         end
 
-        # Runs the block on a connection; a connection failure counts against the server and raises
-        # Connection::Failure (the connection is discarded), any other answer resets the count.
-        def request
-          connection = @mutex.synchronize { @idle.pop } || connect
-          connection.deadline!
-          result = yield connection
-          @mutex.synchronize { @idle.size < @options[:pool] ? @idle.push(connection) : connection.close }
+        # Runs the block on a connection, all of it before `deadline`. A Connection::Failure (connect, timeout, a
+        # reply out of bounds or malformed) is raised for the caller to count; a reply read in full (a value, or an
+        # error answer raised as a StoreError) resets the server's failure count.
+        def request(deadline, &)
+          result = @pool.with(deadline, &)
           @health.success
           result
-        rescue Connection::Failure
-          connection&.close
+        rescue StoreError
+          @health.success
           raise
         end
 
         def close
-          @mutex.synchronize { @idle.each(&:close).clear }
-        end
-
-        private
-
-        def connect
-          Connection.new(@host.host, @host.port, connect_timeout: @options[:connect_timeout] / 1000.0,
-                                                 timeout: @options[:timeout] / 1000.0)
+          @pool.close
         end
       end
 
@@ -81,6 +70,7 @@ module Larder
                     retry_after: retry_after }
         @servers = hosts.zip(weights).map { |host, weight| Server.new(host, weight, options) }
         @max_item = max_item
+        @timeout = timeout
         @prefix_purge = prefix_purge
         @purge_skew = purge_skew
         @purge_retention = purge_retention
@@ -102,13 +92,17 @@ module Larder
         get_many([key]).first
       end
 
+      # One round trip per server (each key's `mg`, and the prefix list), then one more for the tag records of the
+      # entries found. Every key is checked before anything is sent.
       def get_many(keys)
-        stored = keys.map { |key| @keys.stored(key) }
+        stored = keys.map { |key| stored_key(key) }
         wanted = stored.dup
         wanted << prefixes_key if @prefix_purge
-        found = multi_get(wanted.uniq)
+        deadline = deadline_from_now
+        found = multi_get(wanted.uniq, deadline)
         values = stored.map { |key| found[key] }
-        purge_check(keys, values, @prefix_purge ? parse_prefixes(found[prefixes_key]) : [])
+        prefixes = @prefix_purge ? parse_prefixes(found[prefixes_key]) : []
+        purge_check(keys, values, prefixes, deadline)
       end
 
       def set(key, value, ttl: nil)
@@ -118,7 +112,8 @@ module Larder
           if exptime.nil?
             meta(connection, "md #{stored} q\r\nmn\r\n", expect: %w[MN])
           else
-            meta(connection, "ms #{stored} #{value.bytesize} T#{exptime} F0\r\n#{value.b}\r\n", expect: %w[HD])
+            meta(connection, "ms #{stored} #{value.bytesize} T#{exptime} F0\r\n#{binary(value)}\r\n",
+                 expect: %w[HD])
           end
         end
         nil
@@ -130,10 +125,13 @@ module Larder
           stored = checked(key, value)
           by_server[server_index(stored)] << [stored, value, exptime_for(value, ttl)]
         end
+        deadline = deadline_from_now
         by_server.each do |index, batch|
-          on_index(index, batch.first.first) do |connection|
+          on_index(index, batch.first.first, deadline) do |connection|
             request = batch.map do |stored, value, exptime|
-              exptime.nil? ? "md #{stored} q\r\n" : "ms #{stored} #{value.bytesize} T#{exptime} F0 q\r\n#{value.b}\r\n"
+              next "md #{stored} q\r\n" if exptime.nil?
+
+              "ms #{stored} #{value.bytesize} T#{exptime} F0 q\r\n#{binary(value)}\r\n"
             end.join
             meta(connection, "#{request}mn\r\n", expect: %w[MN])
           end
@@ -147,15 +145,15 @@ module Larder
         return false if exptime.nil?
 
         on_server(stored) do |connection|
-          meta(connection, "ms #{stored} #{value.bytesize} T#{exptime} F0 ME\r\n#{value.b}\r\n",
+          meta(connection, "ms #{stored} #{value.bytesize} T#{exptime} F0 ME\r\n#{binary(value)}\r\n",
                expect: %w[HD NS]) == "HD"
         end
       end
 
       def incr(key, delta, ttl: nil, create: true)
-        stored = @keys.stored(key)
+        stored = stored_key(key)
         mode = delta.negative? ? "MD" : "MI"
-        command = +"ma #{stored} D#{delta.abs} #{mode} v"
+        command = +"ma #{stored} D#{Integer(delta).abs} #{mode} v"
         if create
           exptime = ttl ? relative_exptime(Larder.now_ms + (ttl * 1000).ceil) : 0
           command << " N#{exptime} J#{[delta, 0].max}"
@@ -164,24 +162,26 @@ module Larder
           connection.write("#{command}\r\n")
           line = connection.read_line
           case line
-          when /\AVA (\d+)/ then connection.read_bytes(Regexp.last_match(1).to_i).to_i
+          when /\AVA (\d{1,2})\z/ then counter(connection.read_bytes(Regexp.last_match(1).to_i))
           when "NF" then nil
-          when /non-numeric/ then raise NotACounter.new(BACKEND, "the value at #{key} is not a counter",
-                                                        server: @servers[server_index(stored)].address)
-          else raise Connection::Failure, "unexpected answer #{line.inspect}"
+          when /\ACLIENT_ERROR .*non-numeric/
+            raise NotACounter.new(BACKEND, "the value at #{key} is not a counter",
+                                  server: @servers[server_index(stored)].address)
+          else raise Connection::Failure, "unexpected answer #{shown(line)}"
           end
         end
       end
 
       def delete_if(key, expected)
-        stored = @keys.stored(key)
+        stored = stored_key(key)
         on_server(stored) do |connection|
           connection.write("mg #{stored} v c\r\n")
           line = connection.read_line
           next false if line == "EN"
 
           size, flags = value_header(line)
-          cas = flags.fetch("c")
+          cas = flags["c"]
+          raise Connection::Failure, "unexpected answer #{shown(line)}: no cas" unless cas&.match?(/\A\d{1,20}\z/)
           next false unless connection.read_bytes(size) == expected.b
 
           meta(connection, "md #{stored} C#{cas}\r\n", expect: %w[HD EX NF]) == "HD"
@@ -189,42 +189,49 @@ module Larder
       end
 
       def delete(key)
-        stored = @keys.stored(key)
+        stored = stored_key(key)
         on_server(stored) { |connection| meta(connection, "md #{stored}\r\n", expect: %w[HD NF]) == "HD" }
       end
 
       def delete_many(keys)
-        keys.count { |key| delete(key) }
+        stored = keys.map { |key| stored_key(key) }
+        stored.count do |key|
+          on_server(key) { |connection| meta(connection, "md #{key}\r\n", expect: %w[HD NF]) == "HD" }
+        end
       end
 
       # `flush_all` on every server without a prefix; with one, a purge of the prefix "".
       def clear
-        return purge_prefix("") unless @keys.prefix.empty?
+        return purge_prefix("").then { nil } unless @keys.prefix.empty?
 
+        deadline = deadline_from_now
         @servers.each_index do |index|
-          on_index(index, nil) { |connection| meta(connection, "flush_all\r\n", expect: %w[OK]) }
+          on_index(index, nil, deadline) { |connection| meta(connection, "flush_all\r\n", expect: %w[OK]) }
         end
         nil
       end
 
       # Writes the tag's purge record: entries tagged with it and created up to now (+ skew) read as missing.
+      # Answers nil (recorded: a record cannot count what it hides, spec/STORES.md §4.4).
       def purge_tag(tag)
         record = internal("tag", tag)
         now = Larder.now_ms.to_s
         on_server(record) do |connection|
           meta(connection, "ms #{record} #{now.bytesize} T0 F0\r\n#{now}\r\n", expect: %w[HD])
         end
-        0
+        nil
       end
 
-      # Adds a line to the prefix list (read–modify–write with CAS, retried until it succeeds).
+      # Adds a line to the prefix list (read–modify–write with CAS, retried until it succeeds). Answers nil
+      # (recorded), as purge_tag.
       def purge_prefix(prefix)
+        check_prefix(prefix)
         raise Unsupported.new(BACKEND, "purge by prefix needs prefix_purge=true") unless @prefix_purge
 
         key = prefixes_key
         loop do
           stored = on_server(key) { |connection| update_prefixes(connection, key, prefix) }
-          return 0 if stored
+          return nil if stored
         end
       end
 
@@ -234,12 +241,25 @@ module Larder
 
       private
 
+      # Keys and values go into the protocol's lines as bytes.
+      def stored_key(key)
+        super.b
+      end
+
+      def binary(value)
+        value.encoding == Encoding::BINARY ? value : value.b
+      end
+
       def internal(purpose, name)
-        @keys.internal(purpose, name)
+        @keys.internal(purpose, name).b
       end
 
       def prefixes_key
         @prefixes_key ||= internal("prefixes", "")
+      end
+
+      def deadline_from_now
+        Connection.clock + (@timeout / 1000.0)
       end
 
       def update_prefixes(connection, key, prefix)
@@ -250,7 +270,8 @@ module Larder
         unless line == "EN"
           size, flags = value_header(line)
           old = connection.read_bytes(size)
-          cas = flags.fetch("c")
+          cas = flags["c"]
+          raise Connection::Failure, "unexpected answer #{shown(line)}: no cas" unless cas&.match?(/\A\d{1,20}\z/)
         end
         now = Larder.now_ms
         lines = parse_prefixes(old).reject { |time, _| time < now - @purge_retention }
@@ -260,20 +281,24 @@ module Larder
         meta(connection, "ms #{key} #{text.bytesize} T0 F0 #{mode}\r\n#{text}\r\n", expect: %w[HD NS EX NF]) == "HD"
       end
 
+      # The lines of a prefix list, [[ms, prefix]…]; lines that do not parse are skipped (anyone may write there).
       def parse_prefixes(text)
         return [] if text.nil?
 
         text.b.each_line.filter_map do |line|
           time, prefix = line.chomp.split(" ", 2)
-          [time.to_i, prefix.to_s.force_encoding(Encoding::UTF_8)] if time&.match?(/\A\d+\z/)
+          next unless time&.match?(/\A\d{1,19}\z/) && prefix
+
+          prefix = prefix.force_encoding(Encoding::UTF_8)
+          [time.to_i, prefix] if prefix.valid_encoding?
         end
       end
 
       # Values whose entry a purge record covers become nil (§4.4). `keys` are the caller's (unprefixed) keys.
-      def purge_check(keys, values, prefixes)
+      def purge_check(keys, values, prefixes, deadline)
         headers = values.map { |value| value&.start_with?(Header::MAGIC) ? safe_header(value) : nil }
         tags = headers.compact.flat_map(&:tags).uniq
-        records = tags.empty? ? {} : multi_get(tags.map { |tag| internal("tag", tag) })
+        records = tags.empty? ? {} : multi_get(tags.map { |tag| internal("tag", tag) }, deadline)
         keys.zip(values, headers).map do |key, value, header|
           next value if header.nil?
 
@@ -293,45 +318,62 @@ module Larder
         nil
       end
 
-      # stored key => value, for the keys found; one pipelined batch per server.
-      def multi_get(stored_keys)
+      # stored key => value, for the keys found; one pipelined batch per server, within one deadline. Every reply
+      # must be a value (`VA <size> k<key>`, size at most max_item) for a key of the batch not answered yet, or the
+      # batch's closing `MN`: a multi-get holds at most one item's worth per key asked.
+      def multi_get(stored_keys, deadline)
         stored_keys.group_by { |key| server_index(key) }.each_with_object({}) do |(index, batch), found|
-          on_index(index, batch.first) do |connection|
+          on_index(index, batch.first, deadline) do |connection|
             connection.write("#{batch.map { |key| "mg #{key} v q k\r\n" }.join}mn\r\n")
+            asked = batch.to_h { |key| [key, key] }
             loop do
               line = connection.read_line
               break if line == "MN"
 
               size, flags = value_header(line)
-              found[flags.fetch("k").force_encoding(Encoding::UTF_8)] = connection.read_bytes(size)
+              key = asked.delete(flags["k"]) or raise Connection::Failure, "answer for a key not asked: #{shown(line)}"
+              found[key] = connection.read_bytes(size)
             end
           end
         end
       end
 
-      # The size and flags ("k" => key, "c" => cas…) of a `VA <size> <flags>*` line.
+      # The size and flags ("k" => key, "c" => cas…) of a `VA <size> <flags>*` line; a size beyond max_item is a
+      # Failure, before anything of the value is read.
       def value_header(line)
         tokens = line.split
-        unless tokens[0] == "VA" && tokens[1] =~ /\A\d+\z/
-          raise Connection::Failure,
-                "unexpected answer #{line.inspect}"
+        unless tokens[0] == "VA" && tokens[1]&.match?(/\A\d{1,10}\z/)
+          raise Connection::Failure, "unexpected answer #{shown(line)}"
         end
 
-        [tokens[1].to_i, tokens[2..].to_h { |token| [token[0], token[1..]] }]
+        size = tokens[1].to_i
+        raise Connection::Failure, "a #{size}-byte value is larger than max_item (#{@max_item})" if size > @max_item
+
+        [size, tokens.drop(2).to_h { |token| [token[0], token[1..]] }]
       end
 
       def meta(connection, request, expect:)
         connection.write(request)
         line = connection.read_line
         return line if expect.include?(line)
-        raise TooLarge.new(BACKEND, "the server refused the value: #{line}") if line.include?("too large")
+        raise TooLarge.new(BACKEND, "the server refused the value: #{shown(line)}") if line.include?("too large")
 
-        raise Connection::Failure, "unexpected answer #{line.inspect}"
+        raise Connection::Failure, "unexpected answer #{shown(line)}"
+      end
+
+      # The number in a counter's value, which memcached may pad with spaces (spec/STORES.md §3).
+      def counter(text)
+        raise Connection::Failure, "a counter that is not a number: #{shown(text)}" unless text.match?(/\A\d+ *\z/)
+
+        text.to_i
+      end
+
+      def shown(line)
+        line.byteslice(0, 80).inspect
       end
 
       def checked(key, value)
-        check_key(key)
-        stored = @keys.stored(key)
+        stored = stored_key(key)
         limit = @max_item - ITEM_OVERHEAD - stored.bytesize
         if value.bytesize > limit
           raise TooLarge.new(BACKEND, "value of #{value.bytesize} bytes at #{key} exceeds the #{limit}-byte item limit")
@@ -375,16 +417,18 @@ module Larder
 
       # Runs the block on the server of `stored_key`; when a failure ejects it, retries once on the key's new server.
       def on_server(stored_key, &)
-        on_index(server_index(stored_key), stored_key, &)
+        on_index(server_index(stored_key), stored_key, deadline_from_now, &)
       end
 
-      def on_index(index, stored_key, retried: false, &block)
+      # The retry after an ejection is a new request, with its own deadline: the key's new server is not blamed for
+      # the time the failed one took.
+      def on_index(index, stored_key, deadline, retried: false, &block)
         server = @servers[index]
-        server.request(&block)
+        server.request(deadline, &block)
       rescue Connection::Failure => e
         ejected = server.health.failure
         if ejected && !retried && stored_key && (other = ring&.server(stored_key)) && other != index
-          return on_index(other, stored_key, retried: true, &block)
+          return on_index(other, stored_key, deadline_from_now, retried: true, &block)
         end
 
         raise StoreError.new(BACKEND, e.message, server: server.address)

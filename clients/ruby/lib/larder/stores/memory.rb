@@ -29,10 +29,12 @@ module Larder
       end
 
       def get(key)
+        check_key(key)
         @mutex.synchronize { live(key)&.value }
       end
 
       def get_many(keys)
+        keys.each { |key| check_key(key) }
         @mutex.synchronize { keys.map { |key| live(key)&.value } }
       end
 
@@ -59,6 +61,7 @@ module Larder
       end
 
       def incr(key, delta, ttl: nil, create: true)
+        check_key(key)
         @mutex.synchronize do
           item = live(key)
           if item.nil?
@@ -76,6 +79,7 @@ module Larder
       end
 
       def delete_if(key, expected)
+        check_key(key)
         @mutex.synchronize do
           item = live(key)
           return false unless item && item.value.b == expected.b
@@ -86,6 +90,7 @@ module Larder
       end
 
       def delete(key)
+        check_key(key)
         @mutex.synchronize { !remove(key).nil? }
       end
 
@@ -98,6 +103,7 @@ module Larder
       end
 
       def purge_prefix(prefix)
+        check_prefix(prefix)
         @mutex.synchronize do
           doomed = @items.keys.select { |key| key.start_with?(prefix) }
           doomed.each { |key| remove(key) }

@@ -1,15 +1,17 @@
 # frozen_string_literal: true
 
-require "redis"
-require_relative "remote"
+require_relative "redis_nodes"
 
 module Larder
   module Stores
     # Redis, standalone (`redis://[user:pass@]host:6379/0`) or Cluster (`redis+cluster://h1:7000,h2:7001`), per
     # spec/STORES.md §5: SET with PXAT from the entry's expiry, tag sets kept as long as their longest-lived member,
     # SCAN purges on every master, counters and delete_if as the same Lua scripts the Rust store runs (each touches
-    # one key, so they run on a Cluster too). Built on the redis gem (4.8 on Debian 12, whose Cluster client follows
-    # MOVED/ASK redirections); a standalone server is ejected after `failures` failures and fails fast meanwhile.
+    # one key, so they run on a Cluster too). Over larder's own RESP client (redis_nodes.rb says why not the redis
+    # gem), which bounds every reply: `timeout` is the total deadline of an operation, values are at most
+    # `max_value` (default 64M), replies nest at most 8 deep and hold no more than the command can produce; a bad
+    # reply is a failure of its server. A standalone server is ejected after `failures` failures and fails fast
+    # meanwhile; Cluster nodes are not ejected (the cluster fails over on its own), each request bounded by `timeout`.
     class Redis < Base
       BACKEND = "redis"
 
@@ -32,39 +34,55 @@ module Larder
         if current == -1 or current < at then redis.call('PEXPIREAT', KEYS[1], at) end
         return 1
       LUA
-      CONNECTION_ERRORS = [::Redis::BaseConnectionError, Errno::ECONNREFUSED, Errno::ECONNRESET, IOError].freeze
+      SCAN_COUNT = 1000
+      DELETE_BATCH = 500
+      BULK_OR_NIL = [String, NilClass].freeze
+      VALUE = ->(reply) { reply.nil? || reply.is_a?(String) }
+      INTEGER = [Integer].freeze
+      INTEGER_OR_NIL = [Integer, NilClass].freeze
+      STATUS = [Resp::Status].freeze
+      STATUS_OR_NIL = [Resp::Status, NilClass].freeze
+      # [cursor, [names…]], the reply of SCAN and SSCAN.
+      SCAN_SHAPE = lambda do |reply|
+        reply.is_a?(Array) && reply.size == 2 && reply[0].is_a?(String) && reply[1].is_a?(Array) &&
+          reply[1].all?(String)
+      end
 
       def self.from_url(url)
         cluster = url.scheme == "redis+cluster"
         raise UrlError, "#{url.redacted}: #{url.scheme}:// needs a host" if url.hosts.empty?
 
         db = url.path.delete_prefix("/")
-        raise UrlError, "#{url.redacted}: a Redis database is a number" unless db.empty? || db.match?(/\A\d+\z/)
+        raise UrlError, "#{url.redacted}: a Redis database is a number" unless db.empty? || db.match?(/\A\d{1,7}\z/)
         raise UrlError, "#{url.redacted}: a Redis Cluster has only database 0" if cluster && !db.empty? && db != "0"
 
         new(url.hosts, cluster: cluster, db: db.to_i, username: url.user, password: url.password,
                        prefix: url.take("prefix", ""), timeout: url.take_duration("timeout", 250),
                        connect_timeout: url.take_duration("connect_timeout", 500), pool: url.take_integer("pool", 4),
-                       failures: url.take_integer("failures", 2), retry_after: url.take_duration("retry_after", 1000))
+                       failures: url.take_integer("failures", 2), retry_after: url.take_duration("retry_after", 1000),
+                       max_value: url.take_size("max_value", 64 << 20))
       end
 
+      # `hosts`: StoreUrl::Host list (a Cluster's seeds). Times in ms, `max_value` in bytes.
       def initialize(hosts, cluster: false, db: 0, username: nil, password: nil, prefix: "", timeout: 250,
-                     connect_timeout: 500, pool: 4, failures: 2, retry_after: 1000)
+                     connect_timeout: 500, pool: 4, failures: 2, retry_after: 1000, max_value: 64 << 20)
         super(prefix: prefix)
+        raise UrlError, "a standalone Redis store takes one host" if !cluster && hosts.size != 1
+
         @cluster = cluster
-        @hosts = hosts
         @address = hosts.map(&:to_s).join(",")
-        options = { timeout: timeout / 1000.0, connect_timeout: connect_timeout / 1000.0, reconnect_attempts: 0 }
-        options[:username] = username if username
-        options[:password] = password if password
-        @options = options
-        @pool = pool # the redis gem's client is thread-safe behind one connection; `pool` is accepted for the URL
-        @redis = if cluster
-                   ::Redis.new(cluster: hosts.map { |h| "redis://#{h}" }, **options)
-                 else
-                   ::Redis.new(host: hosts.first.host.delete_prefix("[").delete_suffix("]"), port: hosts.first.port,
-                               db: db, **options)
-                 end
+        @timeout = timeout / 1000.0
+        @max_value = max_value
+        @value_limits = Resp::Limits.new(max_value, 0, max_value).freeze
+        @scan_limits = Resp::Limits.new(max_value, 100 * SCAN_COUNT, max_value).freeze
+        options = { username: username, password: password, db: db, pool: pool, timeout: timeout,
+                    connect_timeout: connect_timeout }
+        if cluster
+          @nodes = RedisCluster.new(hosts, options)
+        else
+          host = hosts.first
+          @node = RedisNode.new(host.host.delete_prefix("[").delete_suffix("]"), host.port, options)
+        end
         @health = Health.new(@address, failures: failures, retry_after_ms: retry_after)
       end
 
@@ -73,122 +91,206 @@ module Larder
       end
 
       def get(key)
-        call { |redis| redis.get(@keys.stored(key))&.b }
+        stored = stored_key(key)
+        answer(guarded { |deadline| on_key(deadline, stored, ["GET", stored], @value_limits, BULK_OR_NIL) })
       end
 
+      # One MGET on a standalone server (a reply of as many values as keys, each at most max_value); on a Cluster,
+      # the GETs of each node pipelined.
       def get_many(keys)
         return [] if keys.empty?
 
-        stored = keys.map { |key| @keys.stored(key) }
-        call do |redis|
-          values = @cluster ? stored.map { |key| redis.get(key) } : redis.mget(*stored)
-          values.map { |value| value&.b }
+        stored = keys.map { |key| stored_key(key) }
+        guarded do |deadline|
+          if @cluster
+            per_node(deadline, stored, BULK_OR_NIL, @value_limits) { |key| ["GET", key] }
+          else
+            limits = Resp::Limits.new(@max_value, stored.size, @max_value * stored.size)
+            shape = ->(reply) { reply.is_a?(Array) && reply.size == stored.size && reply.all?(VALUE) }
+            answer(@node.call(deadline, ["MGET", *stored], limits, shape))
+          end
         end
       end
 
       def set(key, value, ttl: nil)
-        check_key(key)
-        write(@keys.stored(key), value, Base.expiry_ms(value, ttl), nx: false)
+        write(stored_key(key), value, Base.expiry_ms(value, ttl), nx: false)
         nil
       end
 
       def add(key, value, ttl: nil)
-        check_key(key)
-        write(@keys.stored(key), value, Base.expiry_ms(value, ttl), nx: true)
+        write(stored_key(key), value, Base.expiry_ms(value, ttl), nx: true)
       end
 
       def incr(key, delta, ttl: nil, create: true)
+        stored = stored_key(key)
         ttl_ms = ttl ? (ttl * 1000).ceil : 0
-        call { |redis| redis.eval(INCR, keys: [@keys.stored(key)], argv: [delta, create ? 1 : 0, ttl_ms]) }
-      rescue ::Redis::CommandError => e
-        raise NotACounter.new(BACKEND, "the value at #{key} is not a counter (#{e.message})", server: @address)
+        reply = guarded do |deadline|
+          on_key(deadline, stored, ["EVAL", INCR, "1", stored, Integer(delta), create ? 1 : 0, ttl_ms], Resp::SMALL,
+                 INTEGER_OR_NIL)
+        end
+        if reply.is_a?(Resp::ErrorReply) && reply.message.include?("not an integer")
+          raise NotACounter.new(BACKEND, "the value at #{key} is not a counter (#{reply.message})", server: @address)
+        end
+
+        answer(reply)
       end
 
       def delete_if(key, expected)
-        call { |redis| redis.eval(DELETE_IF, keys: [@keys.stored(key)], argv: [expected.b]) == 1 }
+        stored = stored_key(key)
+        reply = guarded do |deadline|
+          on_key(deadline, stored, ["EVAL", DELETE_IF, "1", stored, expected], Resp::SMALL, INTEGER)
+        end
+        answer(reply) == 1
       end
 
       def delete(key)
-        call { |redis| redis.del(@keys.stored(key)) == 1 }
+        stored = stored_key(key)
+        answer(guarded { |deadline| on_key(deadline, stored, ["DEL", stored], Resp::SMALL, INTEGER) }) == 1
       end
 
+      def delete_many(keys)
+        stored = keys.map { |key| stored_key(key) }
+        guarded { |deadline| delete_keys(deadline, stored) }
+      end
+
+      # FLUSHDB (every master of a Cluster) without a prefix; with one, a purge of the prefix "".
       def clear
         return purge_prefix("").then { nil } unless @keys.prefix.empty?
 
-        each_master(&:flushdb)
+        masters.each { |node| answer(guarded { |deadline| node.call(deadline, ["FLUSHDB"], Resp::SMALL, STATUS) }) }
         nil
       end
 
-      # Deletes the members of the tag's set, then the set (exact: once it returns, no reader sees them).
+      # Deletes the members of the tag's set, then the set (exact: once it returns, no reader sees them). Each page
+      # of SSCAN and each batch of deletes is one request, bounded by `timeout`.
       def purge_tag(tag)
         set_key = @keys.internal("tag", tag)
-        call do |redis|
-          members = redis.sscan_each(set_key, count: 1000).to_a
-          deleted = members.sum { |member| redis.del(member) }
-          redis.del(set_key)
-          deleted
+        members = []
+        cursor = "0"
+        loop do
+          cursor, page = answer(guarded do |deadline|
+            on_key(deadline, set_key, ["SSCAN", set_key, cursor, "COUNT", SCAN_COUNT], @scan_limits, SCAN_SHAPE)
+          end)
+          members.concat(page)
+          break if cursor == "0"
         end
+        deleted = members.uniq.each_slice(DELETE_BATCH).sum do |batch|
+          guarded { |deadline| delete_keys(deadline, batch) }
+        end
+        guarded { |deadline| on_key(deadline, set_key, ["DEL", set_key], Resp::SMALL, INTEGER) }
+        deleted
       end
 
       # SCAN MATCH <stored prefix>* on every master, deleting what it finds.
       def purge_prefix(prefix)
+        check_prefix(prefix)
         pattern = "#{(@keys.prefix + prefix).gsub(/[*?\[\]\\]/) { |c| "\\#{c}" }}*"
-        total = 0
-        each_master do |redis|
-          redis.scan_each(match: pattern, count: 1000).each_slice(100) do |batch|
-            total += batch.sum { |member| redis.del(member) }
+        masters.sum do |node|
+          total = 0
+          cursor = "0"
+          loop do
+            cursor, found = answer(guarded do |deadline|
+              node.call(deadline, ["SCAN", cursor, "MATCH", pattern, "COUNT", SCAN_COUNT], @scan_limits, SCAN_SHAPE)
+            end)
+            total += found.each_slice(DELETE_BATCH).sum { |batch| guarded { |deadline| delete_keys(deadline, batch) } }
+            break if cursor == "0"
           end
+          total
         end
-        total
       end
 
       def close
-        @redis.close
-        @masters&.each(&:close)
+        (@node || @nodes).close
       end
 
       private
 
       def write(stored, value, expiry, nx:) # rubocop:disable Naming/MethodParameterName
         if expiry && expiry <= Larder.now_ms
-          call { |redis| redis.del(stored) } unless nx
+          guarded { |deadline| on_key(deadline, stored, ["DEL", stored], Resp::SMALL, INTEGER) } unless nx
           return false
         end
-        tags = Base.entry_tags(value)
-        call do |redis|
-          done = redis.set(stored, value.b, pxat: expiry, nx: nx || nil)
-          next false if nx && !done
+        set = ["SET", stored, value]
+        set.push("PXAT", expiry) if expiry
+        set.push("NX") if nx
+        tags = Base.entry_tags(value).map do |tag|
+          tag_key = @keys.internal("tag", tag)
+          [tag_key, ["EVAL", TAG, "1", tag_key, stored, expiry || 0]]
+        end
+        guarded do |deadline|
+          if @cluster || nx || tags.empty?
+            done = answer(on_key(deadline, stored, set, Resp::SMALL, STATUS_OR_NIL))
+            next false if done.nil?
 
-          tags.each { |tag| redis.eval(TAG, keys: [@keys.internal("tag", tag)], argv: [stored, expiry || 0]) }
+            tags.each { |tag_key, command| answer(on_key(deadline, tag_key, command, Resp::SMALL, INTEGER)) }
+          else
+            requests = [[set, Resp::SMALL, STATUS_OR_NIL], *tags.map { |_, command| [command, Resp::SMALL, INTEGER] }]
+            @node.pipeline(deadline, requests).each { |reply| answer(reply) }
+          end
           true
         end
       end
 
-      # Standalone: this server. Cluster: a client per master, from CLUSTER NODES.
-      def each_master(&)
-        return call(&) unless @cluster
+      # DEL of `keys`: in batches on a standalone server, one key per command on a Cluster (keys of one DEL must
+      # share a slot), pipelined per node. The number deleted.
+      def delete_keys(deadline, keys)
+        return 0 if keys.empty?
+        return answer(@node.call(deadline, ["DEL", *keys], Resp::SMALL, INTEGER)) unless @cluster
 
-        call do |redis|
-          @masters ||= redis.cluster("nodes").filter_map do |node|
-            next unless node["flags"].include?("master")
+        per_node(deadline, keys, INTEGER, Resp::SMALL) { |key| ["DEL", key] }.sum
+      end
 
-            host, _, port = node["ip_port"].split("@").first.rpartition(":")
-            ::Redis.new(host: host, port: port.to_i, **@options)
+      # On a Cluster, the replies for `keys` in their order: the commands for each node pipelined; a key whose
+      # reply is a redirection is sent again on its own, following it.
+      def per_node(deadline, keys, shape, limits, &command)
+        replies = Array.new(keys.size)
+        keys.each_index.group_by { |i| @nodes.node_for(keys[i], deadline) }.each do |node, indexes|
+          answers = node.pipeline(deadline, indexes.map { |i| [command.call(keys[i]), limits, shape] })
+          indexes.zip(answers).each do |i, reply|
+            reply = @nodes.call(deadline, keys[i], command.call(keys[i]), limits, shape) if @nodes.redirection(reply)
+            replies[i] = answer(reply)
           end
-          @masters.each(&)
+        end
+        replies
+      end
+
+      def on_key(deadline, stored, command, limits, shape)
+        if @cluster
+          @nodes.call(deadline, stored, command, limits, shape)
+        else
+          @node.call(deadline, command, limits, shape)
         end
       end
 
-      def call
+      def masters
+        return [@node] unless @cluster
+
+        guarded { |deadline| @nodes.masters(deadline) }
+      end
+
+      # An error reply is the server's answer (not a failure): the store's error, naming it.
+      def answer(reply)
+        raise StoreError.new(BACKEND, "the server answered #{reply.message[0, 200]}", server: @address) if
+          reply.is_a?(Resp::ErrorReply)
+
+        reply
+      end
+
+      # Runs the block with the operation's deadline; a failure counts against a standalone server (which is ejected
+      # after `failures` of them) and is raised as the store's error.
+      def guarded
         unless @cluster || @health.available?
           @health.refused
           raise StoreError.new(BACKEND, "server ejected after repeated failures", server: @address)
         end
-        result = yield @redis
+        result = yield Connection.clock + @timeout
         @health.success
         result
-      rescue *CONNECTION_ERRORS => e
-        @health.failure unless @cluster
+      rescue StoreError
+        @health.success
+        raise
+      rescue Connection::Failure => e
+        @cluster ? @health.refused : @health.failure
         raise StoreError.new(BACKEND, e.message, server: @address)
       end
     end

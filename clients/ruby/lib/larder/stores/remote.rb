@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "socket"
+require "io/wait"
 
 module Larder
   module Stores
@@ -58,26 +59,47 @@ module Larder
       end
     end
 
-    # A TCP connection with deadlines on every read and write, for the memcached protocol.
+    # A TCP connection for the memcached and Redis protocols that bounds everything it reads (spec/STORES.md §2,
+    # "Replies are hostile too"): every read and write waits at most until the operation's *total* deadline (a
+    # server that drips one byte at a time is cut off like one that says nothing), a line is refused once it passes
+    # MAX_LINE bytes without ending, and a data block is read only after its caller has checked its announced length.
+    # Whatever goes wrong is a Failure: the caller counts it against the server and discards the connection.
     class Connection
-      # The connection failed (connect, timeout, lost): counts against its server.
+      # The connection failed (connect, timeout, lost, a reply out of bounds or malformed): counts against its server.
       class Failure < StandardError; end
 
-      def initialize(host, port, connect_timeout:, timeout:)
-        @timeout = timeout
-        @socket = Socket.tcp(host.delete_prefix("[").delete_suffix("]"), port, connect_timeout: connect_timeout)
+      # Longest reply line (a status, an error, a value header) before its CR LF.
+      MAX_LINE = 8192
+      CHUNK = 65_536
+
+      def self.clock
+        Process.clock_gettime(Process::CLOCK_MONOTONIC)
+      end
+
+      # `deadline`: a monotonic time (Connection.clock) by which the connection must be made and the handshake done.
+      def initialize(host, port, connect_timeout:, deadline:)
+        @deadline = deadline
+        @timeout_ms = nil
+        left = [connect_timeout, deadline - Connection.clock].min
+        raise Failure, "timed out connecting" if left <= 0
+
+        @socket = Socket.tcp(host.delete_prefix("[").delete_suffix("]"), port, connect_timeout: left)
         @socket.setsockopt(Socket::IPPROTO_TCP, Socket::TCP_NODELAY, 1)
-        @buffer = String.new(encoding: Encoding::BINARY)
+        @buffer = String.new(capacity: CHUNK, encoding: Encoding::BINARY)
+        @pos = 0
+        @scratch = String.new(capacity: CHUNK, encoding: Encoding::BINARY)
       rescue SystemCallError, SocketError, IOError => e
         raise Failure, "cannot connect: #{e.message}"
       end
 
-      def deadline!
-        @deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + @timeout
+      # The operation's deadline (monotonic seconds) and its length in ms (for messages).
+      def deadline!(deadline, timeout_ms)
+        @deadline = deadline
+        @timeout_ms = timeout_ms
       end
 
+      # Writes all of `data` (its bytes, whatever its encoding) before the deadline.
       def write(data)
-        data = data.b
         until data.empty?
           written = @socket.write_nonblock(data, exception: false)
           if written == :wait_writable
@@ -90,22 +112,35 @@ module Larder
         raise Failure, "connection lost: #{e.message}"
       end
 
+      # The next line, without its CR LF (a binary String). A line longer than MAX_LINE is a Failure.
       def read_line
-        until (index = @buffer.index("\r\n"))
+        until (index = @buffer.index("\r\n", @pos))
+          raise Failure, "malformed answer: a line longer than #{MAX_LINE} bytes" if @buffer.bytesize - @pos > MAX_LINE
+
           fill
         end
-        line = @buffer.byteslice(0, index)
-        @buffer = @buffer.byteslice(index + 2, @buffer.bytesize - index - 2)
+        raise Failure, "malformed answer: a line longer than #{MAX_LINE} bytes" if index - @pos > MAX_LINE
+
+        line = @buffer.byteslice(@pos, index - @pos)
+        consume(index + 2)
         line
       end
 
+      # The next `count` bytes, which must be followed by CR LF. The caller bounds `count` first.
       def read_bytes(count)
-        fill while @buffer.bytesize < count + 2
-        data = @buffer.byteslice(0, count)
-        raise Failure, "malformed answer: data block not followed by CRLF" if @buffer.byteslice(count, 2) != "\r\n"
+        fill(count + 2) while @buffer.bytesize - @pos < count + 2
+        data = @buffer.byteslice(@pos, count)
+        if @buffer.byteslice(@pos + count, 2) != "\r\n"
+          raise Failure, "malformed answer: data block not followed by CRLF"
+        end
 
-        @buffer = @buffer.byteslice(count + 2, @buffer.bytesize - count - 2)
+        consume(@pos + count + 2)
         data
+      end
+
+      # Whether unread bytes are waiting (a connection with some is out of step and must not be reused).
+      def pending?
+        @buffer.bytesize > @pos
       end
 
       def close
@@ -116,21 +151,103 @@ module Larder
 
       private
 
-      def fill
-        chunk = @socket.read_nonblock(65_536, exception: false)
-        case chunk
-        when :wait_readable then wait(:wait_readable)
-        when nil then raise Failure, "connection closed by the server"
-        else @buffer << chunk
+      def consume(to)
+        if to >= @buffer.bytesize
+          @buffer.clear
+          @pos = 0
+        else
+          @pos = to
+        end
+      end
+
+      # Reads what is there (at least one byte, up to what the caller still needs); waits only until the deadline.
+      # Bytes already received are taken even past it: what the callers read is bounded in size, so a flood ends
+      # at its bound, and a reply that arrived in time is not blamed on a slower server read before it.
+      def fill(wanted = CHUNK)
+        if @pos.positive?
+          @buffer = @buffer.byteslice(@pos, @buffer.bytesize - @pos)
+          @pos = 0
+        end
+        loop do
+          chunk = @socket.read_nonblock(wanted.clamp(CHUNK, 16 * CHUNK), @scratch, exception: false)
+          case chunk
+          when :wait_readable then wait(:wait_readable)
+          when nil then raise Failure, "connection closed by the server"
+          else
+            @buffer << chunk
+            return
+          end
         end
       rescue SystemCallError, IOError => e
         raise Failure, "connection lost: #{e.message}"
       end
 
       def wait(direction)
-        left = @deadline - Process.clock_gettime(Process::CLOCK_MONOTONIC)
-        raise Failure, "timed out after #{(@timeout * 1000).round} ms" if left <= 0 || !@socket.public_send(direction,
-                                                                                                            left)
+        left = @deadline - Connection.clock
+        raise Failure, timed_out if left <= 0 || !@socket.public_send(direction, left)
+      end
+
+      def timed_out
+        @timeout_ms ? "timed out after #{@timeout_ms} ms" : "timed out"
+      end
+    end
+
+    # The idle connections to one server (up to `size` kept), each made within the operation's deadline and
+    # introduced by the handshake block (Redis: AUTH, SELECT). `with` lends one to a block: a block that returns,
+    # or raises a StoreError after reading its whole reply (an error answer), gives the connection back; anything
+    # else (a Failure, a bug) closes it, since it may be out of step. Exceptions Ruby's own methods raise on a reply
+    # that does not parse become a Failure.
+    class ConnectionPool
+      MALFORMED = [ArgumentError, IndexError, TypeError, RangeError, EncodingError].freeze
+
+      def initialize(host, port, size:, connect_timeout_ms:, timeout_ms:, &handshake)
+        @host = host
+        @port = port
+        @size = size
+        @connect_timeout = connect_timeout_ms / 1000.0
+        @timeout_ms = timeout_ms
+        @handshake = handshake
+        @idle = []
+        @mutex = Mutex.new
+      end
+
+      def with(deadline)
+        connection = @mutex.synchronize { @idle.pop } || connect(deadline)
+        connection.deadline!(deadline, @timeout_ms)
+        answered = false
+        result = yield connection
+        answered = true
+        result
+      rescue StoreError
+        answered = true
+        raise
+      rescue *MALFORMED => e
+        raise Connection::Failure, "malformed answer (#{e.class}: #{e.message})"
+      ensure
+        give_back(connection, answered) if connection
+      end
+
+      def close
+        @mutex.synchronize { @idle.each(&:close).clear }
+      end
+
+      private
+
+      def give_back(connection, answered)
+        keep = answered && !connection.pending? && @mutex.synchronize { @idle.size < @size && @idle.push(connection) }
+        connection.close unless keep
+      end
+
+      def connect(deadline)
+        connection = Connection.new(@host, @port, connect_timeout: @connect_timeout, deadline: deadline)
+        connection.deadline!(deadline, @timeout_ms)
+        begin
+          @handshake&.call(connection)
+        rescue StandardError
+          connection.close
+          raise
+        end
+        connection
       end
     end
   end

@@ -70,16 +70,15 @@ module Larder
       end
 
       def get(key)
-        stored = @keys.stored(key)
+        stored = stored_key(key)
         rows = run("SELECT value FROM #{@entries} WHERE key_hash = $1 AND key = $2 AND " \
                    "(expires_at IS NULL OR expires_at > $3)", [Sql.key_hash(stored), stored, Larder.now_ms])
         rows.first&.first
       end
 
       def set(key, value, ttl: nil)
-        check_key(key)
+        stored = stored_key(key)
         expiry = Base.expiry_ms(value, ttl)
-        stored = @keys.stored(key)
         transaction do
           if expiry && expiry <= Larder.now_ms
             remove(stored)
@@ -91,15 +90,15 @@ module Larder
       end
 
       def add(key, value, ttl: nil)
-        check_key(key)
+        stored = stored_key(key)
         expiry = Base.expiry_ms(value, ttl)
         return false if expiry && expiry <= Larder.now_ms
 
-        transaction { upsert(@keys.stored(key), value, expiry, only_if_absent: true) }
+        transaction { upsert(stored, value, expiry, only_if_absent: true) }
       end
 
       def incr(key, delta, ttl: nil, create: true)
-        stored = @keys.stored(key)
+        stored = stored_key(key)
         hash = Sql.key_hash(stored)
         100.times do
           row = run("SELECT value FROM #{@entries} WHERE key_hash = $1 AND key = $2 AND " \
@@ -121,7 +120,7 @@ module Larder
       end
 
       def delete_if(key, expected)
-        stored = @keys.stored(key)
+        stored = stored_key(key)
         transaction do
           hash = Sql.key_hash(stored)
           changed = run_count("DELETE FROM #{@entries} WHERE key_hash = $1 AND key = $2 AND value = $3",
@@ -132,7 +131,8 @@ module Larder
       end
 
       def delete(key)
-        transaction { remove(@keys.stored(key)) }
+        stored = stored_key(key)
+        transaction { remove(stored) }
       end
 
       def clear
@@ -155,7 +155,7 @@ module Larder
       end
 
       def purge_prefix(prefix)
-        stored_prefix = @keys.prefix + prefix
+        stored_prefix = @keys.prefix + check_prefix(prefix)
         run_count("DELETE FROM #{@entries} WHERE substr(key, 1, $1) = $2", [stored_prefix.length, stored_prefix])
       end
 

@@ -1,0 +1,120 @@
+# frozen_string_literal: true
+
+# Keys at the store boundary (spec/STORES.md §2 Keys), for every store: the refused and accepted keys of
+# spec/vectors/stores.json on every operation, and a seeded random walk of arbitrary byte strings as keys against
+# the real server, which must leave every other key as it was and the connection answering. Included by each store's
+# test class next to StoreBehaviour; `unreachable_url` names the same kind of store where nothing answers (nil for
+# stores without a server), so that "refused before anything is sent" is what the test sees.
+module KeySafety
+  VECTORS = TestPaths.vectors("stores")["cases"]
+  REFUSED = VECTORS.select { |c| c["kind"] == "refused" }.map { |c| [c["name"], [c["key_hex"]].pack("H*")] }
+  ACCEPTED = VECTORS.select { |c| c["kind"] == "accepted" }.map do |c|
+    [c["name"], [c["key_hex"]].pack("H*").force_encoding(Encoding::UTF_8)]
+  end
+  # Bytes the random keys are made of: mostly ones that break protocols.
+  INTERESTING = ["\r", "\n", "\r\n", " ", "\t", "\0", "\x7F", "é", "✓", "\xFF", "\xC3", "{", "}", "*", "?", "[",
+                 "\\", ":", "#", "mg", "ms innocent 6 T0 F0", "$6", "*1", "+OK", "-ERR", "VA 6", "HIJACK"].map(&:b)
+
+  # Every operation that takes a key, on `key` (the batches with a good key `fine` before it).
+  def key_operations(target, key, fine)
+    {
+      get: -> { target.get(key) },
+      get_many: -> { target.get_many([fine, key]) },
+      set: -> { target.set(key, entry("v")) },
+      set_many: -> { target.set_many({ fine => entry("v"), key => entry("v") }) },
+      add: -> { target.add(key, entry("v")) },
+      incr: -> { target.incr(key, 1) },
+      delete: -> { target.delete(key) },
+      delete_many: -> { target.delete_many([fine, key]) },
+      delete_if: -> { target.delete_if(key, "0123456789abcdef") }
+    }
+  end
+
+  # The store the refusals are tried on: one whose server does not answer, where there is a server.
+  def refusing_store
+    url = unreachable_url
+    url ? Larder::Stores.open(url) : store
+  end
+
+  def test_refused_keys_fail_every_operation_before_anything_is_sent
+    target = refusing_store
+    fine = unique("fine")
+    REFUSED.each do |name, key|
+      key_operations(target, key, fine).each do |operation, call|
+        error = assert_raises(Larder::InvalidKey, "#{name}: #{operation}") { call.call }
+        assert_equal "invalid_key", error.kind
+        assert_kind_of Larder::StoreError, error
+      end
+      next if key.empty? # the empty prefix is every key: purge_prefix("") is allowed
+
+      assert_raises(Larder::InvalidKey, "#{name}: purge_prefix") { target.purge_prefix(key) }
+    end
+    assert_equal(0, target.server_errors.values.sum, "nothing was sent") if target.respond_to?(:server_errors)
+    assert_nil store.get(fine), "no batch wrote its good key"
+  ensure
+    target.close if target && !target.equal?(store)
+  end
+
+  def test_accepted_keys_at_the_edge_work
+    ACCEPTED.each do |name, key|
+      data = entry(name)
+      store.set(key, data)
+      assert_equal data, store.get(key), name
+      assert_equal [data], store.get_many([key]), name
+      assert store.delete(key), name
+    end
+  end
+
+  def test_random_keys_touch_no_other_key
+    seed = Minitest.seed
+    random = Random.new(seed)
+    sentinels = ["innocent", "victim", unique("sentinel")].to_h { |key| [key, entry("sentinel #{unique(key)}")] }
+    sentinels.each { |key, data| store.set(key, data) }
+    200.times do |round|
+      key = random_key(random)
+      data = entry("value #{round}")
+      if Larder::Keys.key_problem(key)
+        assert_raises(Larder::InvalidKey, "seed #{seed} round #{round}: #{key.inspect}") { store.set(key, data) }
+        assert_raises(Larder::InvalidKey) { store.get(key) }
+      else
+        store.set(key, data)
+        assert_equal data, store.get(key), "seed #{seed} round #{round}: #{key.inspect}"
+        store.delete(key)
+      end
+    end
+    sentinels.each { |key, data| assert_equal data, store.get(key), "seed #{seed}: #{key} untouched" }
+    fresh = unique("after")
+    store.set(fresh, entry("still answering"))
+    assert_equal "still answering", Larder.decode(store.get(fresh)).value
+  end
+
+  def test_random_keys_through_the_cache_are_made_safe
+    seed = Minitest.seed
+    random = Random.new(seed + 1)
+    cache = Larder::Cache.new(store, namespace: unique("ns"))
+    sentinel = entry(unique("sentinel"))
+    store.set("innocent", sentinel)
+    keys = Array.new(60) { random_key(random) }.uniq
+    keys.each_with_index { |key, i| assert cache.write(key, i), "seed #{seed}: #{key.inspect}" }
+    keys.each_with_index { |key, i| assert_equal i, cache.read(key), "seed #{seed}: #{key.inspect}" }
+    assert_equal sentinel, store.get("innocent")
+    assert_equal 0, cache.stats[:store_errors]
+  end
+
+  private
+
+  # A byte string of 0 to 300 bytes, built from protocol-breaking pieces, random bytes and plain text.
+  def random_key(random)
+    key = +"".b
+    target = [0, 1, 5, 40, 249, 250, 251, 300].sample(random: random)
+    while key.bytesize < target
+      key << case random.rand(4)
+             when 0 then INTERESTING.sample(random: random)
+             when 1 then random.bytes(random.rand(1..4))
+             else "k#{random.rand(1000)}".b
+             end
+    end
+    key = key.byteslice(0, target) if random.rand(2).zero?
+    random.rand(3).zero? ? key : key.force_encoding(Encoding::UTF_8)
+  end
+end
