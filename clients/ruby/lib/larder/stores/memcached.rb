@@ -318,20 +318,18 @@ module Larder
         nil
       end
 
-      # stored key => value, for the keys found; one pipelined batch per server, within one deadline. Every reply
-      # must be a value (`VA <size> k<key>`, size at most max_item) for a key of the batch not answered yet, or the
-      # batch's closing `MN`: a multi-get holds at most one item's worth per key asked.
+      # stored key => value, for the keys found; one pipelined batch per server, within one deadline. The replies
+      # pair with the keys by position (§4.1): each is `EN` or `VA <size>` with a size of at most max_item, so a
+      # multi-get holds at most one item's worth per key asked; anything else is a Failure.
       def multi_get(stored_keys, deadline)
         stored_keys.group_by { |key| server_index(key) }.each_with_object({}) do |(index, batch), found|
           on_index(index, batch.first, deadline) do |connection|
-            connection.write("#{batch.map { |key| "mg #{key} v q k\r\n" }.join}mn\r\n")
-            asked = batch.to_h { |key| [key, key] }
-            loop do
+            connection.write(batch.map { |key| "mg #{key} v\r\n" }.join)
+            batch.each do |key|
               line = connection.read_line
-              break if line == "MN"
+              next if line == "EN"
 
-              size, flags = value_header(line)
-              key = asked.delete(flags["k"]) or raise Connection::Failure, "answer for a key not asked: #{shown(line)}"
+              size, = value_header(line)
               found[key] = connection.read_bytes(size)
             end
           end

@@ -1,0 +1,101 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+require_relative "support/hostile"
+require "larder/cache"
+require "active_support/cache/larder_store"
+
+# Stores against servers whose replies are hostile (spec/STORES.md §2, "Replies are hostile too"): for memcached,
+# Redis and a Redis Cluster seed, and each of larder-hostile's behaviours, a read, a multi-get and a write fail with
+# the store's own error within the timeout and a small margin, taking far less memory than the reply announces, and
+# Larder::Cache and LarderStore read a miss. (Before, a 1 GiB bulk took Ruby to 5.2 GB, nested replies raised
+# SystemStackError out of Cache and LarderStore, and memcached blocked over 40 s on an endless line.)
+class HostileServersTest < Minitest::Test
+  TIMEOUT_MS = 300
+  # What a failed call may take beyond its timeout on this shared 2-core machine (process and thread scheduling).
+  MARGIN = 0.7
+  # Far below every announced size (1 GiB, or a line of 1 GiB), above what a process's allocator may take anyway.
+  MEMORY_BOUND = 32 << 20
+
+  BEHAVIOURS = {
+    "memcached" => %w[drip huge endless-line garbage silent],
+    "redis" => %w[drip huge nested endless-line garbage silent],
+    "redis+cluster" => %w[drip huge nested endless-line garbage silent]
+  }.freeze
+
+  def url(scheme, address, options = "")
+    "#{scheme}://#{address}#{scheme == 'redis' ? '/0' : ''}?timeout=#{TIMEOUT_MS}ms&failures=1000#{options}"
+  end
+
+  BEHAVIOURS.each do |scheme, behaviours|
+    protocol = scheme.start_with?("redis") ? "redis" : "memcached"
+    behaviours.each do |behaviour|
+      define_method("test_#{scheme.tr('+', '_')}_#{behaviour.tr('-', '_')}_fails_in_time_and_bounds") do
+        Hostile.serve(protocol, behaviour) do |address|
+          {
+            get: ->(store) { store.get("k") },
+            get_many: ->(store) { store.get_many(%w[a b c]) },
+            set: ->(store) { store.set("k", Larder.encode("v")) }
+          }.each do |operation, call|
+            outcome = Hostile.measure do
+              store = Larder::Stores.open(url(scheme, address))
+              call.call(store)
+              "returned"
+            rescue Larder::StoreError => e
+              { "error" => e.class.name, "message" => e.message }
+            end
+            what = "#{scheme} #{behaviour} #{operation}"
+            assert_equal({ "error" => "Larder::StoreError" }, outcome["result"].slice("error"), "#{what}: #{outcome['result']}")
+            assert_operator outcome["seconds"], :<, (TIMEOUT_MS / 1000.0) + MARGIN, what
+            assert_operator outcome["growth"], :<, MEMORY_BOUND, what
+          end
+        end
+      end
+
+      define_method("test_#{scheme.tr('+', '_')}_#{behaviour.tr('-', '_')}_is_a_miss_for_the_cache_and_rails") do
+        Hostile.serve(protocol, behaviour) do |address|
+          outcome = Hostile.measure do
+            cache = Larder::Cache.new(url(scheme, address), namespace: "app")
+            rails = ActiveSupport::Cache::LarderStore.new(url(scheme, address), namespace: "app")
+            { "cache_read" => cache.read("k"), "cache_multi" => cache.read_multi("a", "b"),
+              "cache_write" => cache.write("k", 1), "rails_read" => rails.read("k"),
+              "rails_multi" => rails.read_multi("a", "b"), "rails_write" => rails.write("k", 1),
+              "store_errors" => cache.stats[:store_errors] }
+          end
+          expected = { "cache_read" => nil, "cache_multi" => {}, "cache_write" => false, "rails_read" => nil,
+                       "rails_multi" => {}, "rails_write" => false, "store_errors" => 3 }
+          assert_equal expected, outcome["result"], "#{scheme} #{behaviour}"
+          assert_operator outcome["seconds"], :<, (6 * TIMEOUT_MS / 1000.0) + (2 * MARGIN)
+          assert_operator outcome["growth"], :<, MEMORY_BOUND
+        end
+      end
+    end
+  end
+
+  def test_a_bad_reply_is_a_failure_that_ejects_the_server
+    Hostile.serve("memcached", "garbage") do |address|
+      store = Larder::Stores.open("memcached://#{address}?timeout=#{TIMEOUT_MS}ms&failures=2&retry_after=60s")
+      2.times { assert_raises(Larder::StoreError) { store.get("k") } }
+      started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+      error = assert_raises(Larder::StoreError) { store.get("k") }
+      assert_includes error.message, "ejected"
+      assert_operator Process.clock_gettime(Process::CLOCK_MONOTONIC) - started, :<, 0.05, "fails at once"
+      assert_operator store.server_errors[address], :>=, 2
+    ensure
+      store&.close
+    end
+  end
+
+  def test_a_redis_reply_too_large_for_max_value_is_refused_when_announced
+    Hostile.serve("redis", "huge", "--size", (2 << 20).to_s) do |address|
+      small = Larder::Stores.open("redis://#{address}/0?max_value=1M&timeout=2s")
+      error = assert_raises(Larder::StoreError) { small.get("k") }
+      assert_includes error.message, "max_value"
+      large = Larder::Stores.open("redis://#{address}/0?max_value=4M&timeout=2s")
+      assert_equal 2 << 20, large.get("k").bytesize, "a value within max_value is read"
+    ensure
+      small&.close
+      large&.close
+    end
+  end
+end
