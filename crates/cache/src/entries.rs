@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use larder_store::{Store, StoreStats, Value};
+use larder_store::{Purged, Store, StoreStats, Value};
 
 use crate::cache::Cache;
 use crate::error::CacheError;
@@ -78,13 +78,13 @@ impl<S: Store> Cache<S> {
         Ok(self.shared.store.delete(store_key).await?)
     }
 
-    /// Removes every entry whose full store key starts with `prefix`; how many.
-    pub async fn purge_prefix(&self, prefix: &str) -> Result<usize, CacheError> {
+    /// Removes every entry whose full store key starts with `prefix` (or records the purge, on memcached).
+    pub async fn purge_prefix(&self, prefix: &str) -> Result<Purged, CacheError> {
         Ok(self.shared.store.purge_prefix(prefix).await?)
     }
 
-    /// Removes every entry tagged `tag`; how many.
-    pub async fn purge_tag(&self, tag: &str) -> Result<usize, CacheError> {
+    /// Removes every entry tagged `tag` (or records the purge, on memcached).
+    pub async fn purge_tag(&self, tag: &str) -> Result<Purged, CacheError> {
         Ok(self.shared.store.purge_tag(tag).await?)
     }
 

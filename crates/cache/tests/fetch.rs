@@ -299,10 +299,10 @@ impl Store for UnreachableStore {
     async fn clear(&self) -> Result<(), StoreError> {
         Err(down())
     }
-    async fn purge_prefix(&self, _: &str) -> Result<usize, StoreError> {
+    async fn purge_prefix(&self, _: &str) -> Result<larder_store::Purged, StoreError> {
         Err(down())
     }
-    async fn purge_tag(&self, _: &str) -> Result<usize, StoreError> {
+    async fn purge_tag(&self, _: &str) -> Result<larder_store::Purged, StoreError> {
         Err(down())
     }
     async fn stats(&self) -> Result<StoreStats, StoreError> {

@@ -11,6 +11,9 @@ use std::time::{Duration, Instant};
 
 use larder_testkit::{Memcached, Postgres, Redis};
 
+/// The admin API's token in these tests.
+const TOKEN: &str = "shared-stores-test-token";
+
 fn larder() -> Command {
     Command::new(env!("CARGO_BIN_EXE_larder"))
 }
@@ -52,6 +55,7 @@ fn serve(upstream: &str, store: &str, extra: &[&str]) -> Proxy {
     let child = larder()
         .args(["serve", "--upstream", upstream, "--store", store, "--workers", "1"])
         .args(["--listen", &listen.to_string(), "--admin", &admin.to_string()])
+        .args(["--admin-token", TOKEN, "--purge-from", "127.0.0.1"])
         .args(extra)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
@@ -83,11 +87,24 @@ fn get(proxy: &Proxy, path: &str) -> (u16, String) {
     request(proxy.listen, "GET", path)
 }
 
-fn metric(proxy: &Proxy, name: &str) -> String {
+/// One request to the admin API, with the token; the status and the whole answer.
+fn admin(proxy: &Proxy, method: &str, target: &str, body: &[u8]) -> (u16, String) {
     let mut stream = TcpStream::connect(proxy.admin).expect("admin");
-    write!(stream, "GET /metrics HTTP/1.1\r\nhost: admin\r\nconnection: close\r\n\r\n").expect("write");
-    let mut text = String::new();
-    let _ = stream.read_to_string(&mut text);
+    stream.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    let head = format!(
+        "{method} {target} HTTP/1.1\r\nhost: {}\r\nauthorization: Bearer {TOKEN}\r\ncontent-type: application/json\r\n\
+         connection: close\r\ncontent-length: {}\r\n\r\n",
+        proxy.admin,
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).and_then(|_| stream.write_all(body)).expect("write");
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    (answer.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0), answer)
+}
+
+fn metric(proxy: &Proxy, name: &str) -> String {
+    let (_, text) = admin(proxy, "GET", "/metrics", b"");
     text.lines().filter(|l| l.starts_with(name)).collect::<Vec<_>>().join("\n")
 }
 
@@ -110,6 +127,32 @@ fn two_proxies_on_a_memcached_pool_share_pages_and_purges() {
     std::thread::sleep(Duration::from_millis(350));
     assert_eq!(get(&b, "/page/3").1, "MISS", "purged for every proxy");
     assert_eq!(get(&b, "/page/4").1, "HIT");
+}
+
+/// Issue 15's attack: a key carrying a memcached command through the admin API, which used to poison `/b` with an
+/// injected page and leave the pooled connection out of step. Every form is refused with a 400 before it reaches
+/// memcached; the front keeps answering from the app and the store, in step.
+#[test]
+fn keys_carrying_memcached_commands_never_reach_the_server() {
+    let server = Memcached::start().expect("memcached");
+    let (app, requests) = counting_app();
+    let proxy = serve(&app, &format!("memcached://{}", server.address()), &[]);
+    let b_key = "GET:http://shop.example/b";
+    let injected = format!("z%0D%0Ams%20{b_key}%2010%20T0%0D%0AINJECTED!%0D%0Amg%20z%20v");
+    for method in ["DELETE", "GET", "PUT"] {
+        for key in [injected.as_str(), "z%0D%0Amg%20evil%20v", "a%20b", "a%00b"] {
+            let (status, answer) = admin(&proxy, method, &format!("/entries/{key}"), b"x");
+            assert_eq!(status, 400, "{method} {key}: {answer}");
+        }
+    }
+    let (status, answer) = admin(&proxy, "POST", "/purge", br#"{"prefix":"x\n0 "}"#);
+    assert_eq!(status, 400, "a prefix that would forge a purge record: {answer}");
+    assert_eq!(get(&proxy, "/b"), (200, "MISS".to_owned()), "nothing was injected for /b");
+    assert_eq!(get(&proxy, "/b"), (200, "HIT".to_owned()), "the store is in step");
+    assert_eq!(requests.load(Ordering::SeqCst), 1);
+    let (status, answer) = admin(&proxy, "POST", "/purge", br#"{"tag":"t"}"#);
+    assert_eq!(status, 200);
+    assert!(answer.contains(r#"{"purged":null,"recorded":true}"#), "memcached records, not counts: {answer}");
 }
 
 #[test]
@@ -263,4 +306,30 @@ fn larder_store_moves_entries_in_and_out_of_every_store() {
     assert_eq!(bad.status.code(), Some(2));
     let message = String::from_utf8_lossy(&bad.stderr);
     assert!(message.contains("unknown option colour"), "{message}");
+}
+
+/// The front on a hostile Redis (issue 15: a 1 GiB reply grew it from 25 MB to 642 MB, which it kept): every
+/// request is answered from the app within the store's bounds, and the process stays small.
+#[test]
+fn the_front_on_a_hostile_redis_answers_from_the_app_and_stays_small() {
+    use larder_testkit::hostile::{Behaviour, HostileServer, Protocol, Settings};
+    let (app, requests) = counting_app();
+    for behaviour in [Behaviour::Huge, Behaviour::Nested, Behaviour::Drip, Behaviour::Garbage] {
+        let server = HostileServer::start(Protocol::Redis, behaviour, Settings::default()).expect("hostile");
+        let proxy = serve(&app, &format!("redis://{}?timeout=250ms", server.address()), &[]);
+        for i in 0..5 {
+            let started = Instant::now();
+            let (status, cache) = get(&proxy, &format!("/hostile/{behaviour:?}/{i}"));
+            assert_eq!(status, 200, "{behaviour:?}: answered from the app ({cache})");
+            assert!(started.elapsed() < Duration::from_secs(5), "{behaviour:?}: took {:?}", started.elapsed());
+        }
+        let status = std::fs::read_to_string(format!("/proc/{}/status", proxy.child.id())).unwrap_or_default();
+        let rss_kb: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().split(' ').next()?.parse().ok())
+            .unwrap_or(0);
+        assert!(rss_kb < 200 << 10, "{behaviour:?}: the front peaked at {} MiB", rss_kb >> 10);
+    }
+    assert!(requests.load(Ordering::SeqCst) >= 20);
 }

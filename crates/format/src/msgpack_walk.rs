@@ -1,11 +1,24 @@
 //! Measures one MessagePack object without decoding it: no allocation and no recursion (a count of values still
 //! to visit stands in for the stack, and since every value takes at least one byte that count can never exceed
-//! the input). Used to refuse trailing bytes before deserializing, and to skip reserved response elements.
+//! the input). Used to refuse trailing bytes before deserializing, to skip reserved response elements, and to find
+//! the ext types a value holds (the admin API refuses pickle and Marshal values, spec/FORMAT.md §2).
 
 use rmp::Marker;
 
 /// The length in bytes of the MessagePack object at the start of `bytes`, or why it is not a whole object.
 pub fn object_len(bytes: &[u8]) -> Result<usize, String> {
+    walk(bytes, |_| {})
+}
+
+/// Whether the MessagePack object at the start of `bytes` holds an ext value of one of `types`, at any depth.
+pub fn holds_ext(bytes: &[u8], types: &[i8]) -> Result<bool, String> {
+    let mut found = false;
+    walk(bytes, |ext_type| found |= types.contains(&ext_type))?;
+    Ok(found)
+}
+
+/// Walks one object, calling `on_ext` with the type of every ext value in it; its length.
+fn walk(bytes: &[u8], mut on_ext: impl FnMut(i8)) -> Result<usize, String> {
     let mut pos = 0usize;
     let mut pending: u64 = 1;
     let be = |pos: &mut usize, width: usize| -> Result<u64, String> {
@@ -65,6 +78,22 @@ pub fn object_len(bytes: &[u8]) -> Result<usize, String> {
             Marker::Ext32 => 1 + be(&mut pos, 4)?,
             Marker::Reserved => return Err("reserved marker 0xc1".into()),
         };
+        if matches!(
+            marker,
+            Marker::FixExt1
+                | Marker::FixExt2
+                | Marker::FixExt4
+                | Marker::FixExt8
+                | Marker::FixExt16
+                | Marker::Ext8
+                | Marker::Ext16
+                | Marker::Ext32
+        ) {
+            // The type byte comes first in what is skipped.
+            if let Some(ext_type) = bytes.get(pos) {
+                on_ext(*ext_type as i8);
+            }
+        }
         let end = usize::try_from(skip)
             .ok()
             .and_then(|s| pos.checked_add(s))
@@ -77,7 +106,19 @@ pub fn object_len(bytes: &[u8]) -> Result<usize, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::object_len;
+    use super::{holds_ext, object_len};
+
+    #[test]
+    fn finds_ext_types_at_any_depth() {
+        // [1, {"k": ext8(len 2, type 80)}]
+        let nested = [0x92, 0x01, 0x81, 0xa1, b'k', 0xc7, 0x02, 80, 0xaa, 0xbb];
+        assert_eq!(holds_ext(&nested, &[80, 101]), Ok(true));
+        assert_eq!(holds_ext(&nested, &[101]), Ok(false));
+        // fixext1 of type 101; a bin whose bytes look like an ext is not one
+        assert_eq!(holds_ext(&[0xd4, 101, 0x00], &[101]), Ok(true));
+        assert_eq!(holds_ext(&[0xc4, 0x03, 0xd4, 101, 0x00], &[101]), Ok(false));
+        assert!(holds_ext(&[0xc7, 0x05, 80], &[80]).is_err(), "truncated");
+    }
 
     #[test]
     fn measures_nested_objects_and_stops_at_their_end() {

@@ -1,5 +1,8 @@
-//! The admin API, on its own listener (loopback unless configured, and then only with a bearer token; in
-//! `larder serve` on a thread of its own, so nothing here stalls a core that serves hits):
+//! The admin API, on its own listener (in `larder serve` on a thread of its own, so nothing here stalls a core that
+//! serves hits). Safe by default (docs/security.md): a bearer token is required unless the operator opens a
+//! loopback listener without one, and every request but `/health` and `/ready` must also look like it came from a
+//! program, not a browser tricked into sending it: no cross-site `Origin` or `Sec-Fetch-Site`, a JSON content type
+//! on purges, and on a loopback listener a `Host` that names it (so a DNS-rebinding page cannot reach it).
 //!
 //! - `PUT /entries/{key}` stores entry bytes (spec/FORMAT.md) that any language produced: an app can push a
 //!   pre-rendered page and larder serves it without asking the app. The entry is decoded completely first (on the
@@ -11,17 +14,19 @@
 //! - `GET /metrics` (Prometheus text), `GET /health` (the process, and the upstream as larder last found it),
 //!   `GET /ready` (503 while the upstream cannot be reached).
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{AUTHORIZATION, CONTENT_TYPE};
+use http::header::{AUTHORIZATION, CONTENT_TYPE, HOST, ORIGIN};
 use http::{HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use larder_format::key::{key_authority, MAX_KEY_LEN};
 use larder_format::{ContentEncoding, Entry, Kind};
-use larder_store::Store;
+use larder_store::keys::key_problem;
+use larder_store::{Purged, Store};
 use percent_encoding::percent_decode_str;
 use serde::Deserialize;
 use serde_json::json;
@@ -52,14 +57,89 @@ struct PurgeRequest {
     tags: Option<Vec<String>>,
 }
 
+/// Ext types that make a reader run code (spec/FORMAT.md §2): never accepted from the admin API.
+const CODE_EXT_TYPES: [i8; 2] = [80, 101];
+
 pub struct Admin<S> {
     proxy: Arc<Proxy<S>>,
     token: Option<String>,
+    /// The address the admin listener is bound to.
+    bound: SocketAddr,
 }
 
 impl<S: Store> Admin<S> {
-    pub fn new(proxy: Arc<Proxy<S>>, token: Option<String>) -> Admin<S> {
-        Admin { proxy, token: token.filter(|t| !t.is_empty()) }
+    /// `token`: the bearer token every request but `/health` and `/ready` must carry (`None` only when the
+    /// configuration opened a loopback listener without one). `bound`: the listener's own address.
+    pub fn new(proxy: Arc<Proxy<S>>, token: Option<String>, bound: SocketAddr) -> Admin<S> {
+        Admin { proxy, token: token.filter(|t| !t.is_empty()), bound }
+    }
+
+    /// The answer that refuses `request`, if it must be refused before anything else is looked at.
+    fn refusal(&self, request: &Request<Incoming>) -> Option<Response<ProxyBody>> {
+        let headers = request.headers();
+        if let Some(token) = &self.token {
+            if !bearer_matches(headers.get(AUTHORIZATION), token) {
+                let mut response = error(StatusCode::UNAUTHORIZED, "a bearer token is required");
+                response.headers_mut().insert("www-authenticate", HeaderValue::from_static("Bearer"));
+                return Some(response);
+            }
+        }
+        let site = headers.get("sec-fetch-site").map(HeaderValue::as_bytes);
+        if site.is_some_and(|s| s != b"same-origin" && s != b"none") {
+            return Some(error(StatusCode::FORBIDDEN, "cross-site requests to the admin API are refused"));
+        }
+        if let Some(origin) = headers.get(ORIGIN) {
+            let authority = origin.to_str().ok().and_then(|o| o.split_once("://")).map(|(_, a)| a);
+            if !authority.is_some_and(|a| self.names_this_listener(a)) {
+                return Some(error(StatusCode::FORBIDDEN, "requests from another origin are refused"));
+            }
+        }
+        if self.bound.ip().is_loopback() {
+            let host = headers
+                .get(HOST)
+                .and_then(|h| h.to_str().ok())
+                .or_else(|| request.uri().authority().map(|a| a.as_str()));
+            if !host.is_some_and(|h| self.names_this_listener(h)) {
+                return Some(error(
+                    StatusCode::MISDIRECTED_REQUEST,
+                    &format!(
+                        "a loopback admin API answers only to Host {} or localhost:{}",
+                        self.bound,
+                        self.bound.port()
+                    ),
+                ));
+            }
+        }
+        if request.method() == Method::POST {
+            let json = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| {
+                v.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+            });
+            if !json {
+                return Some(error(
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    "send the body as Content-Type: application/json",
+                ));
+            }
+        }
+        None
+    }
+
+    /// Whether `authority` (`host[:port]`) names the admin listener: its own address or, on loopback,
+    /// `localhost`, with its port.
+    fn names_this_listener(&self, authority: &str) -> bool {
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((host, port)) if !port.contains(']') => (host, port.parse::<u16>().ok()),
+            _ => (authority, None),
+        };
+        if port.unwrap_or(80) != self.bound.port() {
+            return false;
+        }
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let ip = host.parse::<std::net::IpAddr>().ok();
+        if self.bound.ip().is_unspecified() {
+            return true;
+        }
+        ip == Some(self.bound.ip()) || (self.bound.ip().is_loopback() && host.eq_ignore_ascii_case("localhost"))
     }
 
     pub async fn handle(&self, request: Request<Incoming>) -> Response<ProxyBody> {
@@ -70,12 +150,8 @@ impl<S: Store> Admin<S> {
             (&Method::GET, "/ready") => return self.ready().await,
             _ => {}
         }
-        if let Some(token) = &self.token {
-            if !bearer_matches(request.headers().get(AUTHORIZATION), token) {
-                let mut response = error(StatusCode::UNAUTHORIZED, "a bearer token is required");
-                response.headers_mut().insert("www-authenticate", HeaderValue::from_static("Bearer"));
-                return response;
-            }
+        if let Some(refusal) = self.refusal(&request) {
+            return refusal;
         }
         match (method, path.as_str()) {
             (Method::GET, "/metrics") => self.metrics().await,
@@ -86,6 +162,12 @@ impl<S: Store> Admin<S> {
                     return error(StatusCode::BAD_REQUEST, "the key is not UTF-8");
                 };
                 let key = key.into_owned();
+                if let Some(problem) = key_problem(&key) {
+                    return error(
+                        StatusCode::BAD_REQUEST,
+                        &format!("invalid key: {problem}; `larder key URL` gives the key of a page"),
+                    );
+                }
                 match method {
                     Method::PUT => self.put(&key, request).await,
                     Method::GET => self.get(&key).await,
@@ -217,7 +299,7 @@ impl<S: Store> Admin<S> {
                 response
             }
             Ok(None) => error(StatusCode::NOT_FOUND, "no such entry"),
-            Err(e) => error(StatusCode::BAD_GATEWAY, &e.to_string()),
+            Err(e) => store_failure(&e),
         }
     }
 
@@ -229,7 +311,7 @@ impl<S: Store> Admin<S> {
                 response
             }
             Ok(false) => error(StatusCode::NOT_FOUND, "no such entry"),
-            Err(e) => error(StatusCode::BAD_GATEWAY, &e.to_string()),
+            Err(e) => store_failure(&e),
         }
     }
 
@@ -248,12 +330,13 @@ impl<S: Store> Admin<S> {
             PurgeRequest { url: Some(url), url_prefix: None, prefix: None, tag: None, tags: None } => {
                 match split_url(&url) {
                     // Both schemes: larder keys plain requests as http, and a trusted proxy's as https.
+                    // `remove_url` counts what it removes in the metrics itself.
                     Some((_, authority, target)) => {
                         let mut removed = 0;
                         for scheme in ["http", "https"] {
                             removed += self.proxy.remove_url(&self.proxy.url_key(scheme, authority, target)).await;
                         }
-                        Ok(removed)
+                        return purged_answer(Purged::Removed(removed), warning);
                     }
                     None => return error(StatusCode::BAD_REQUEST, &format!("not an absolute URL: {url:?}")),
                 }
@@ -271,18 +354,18 @@ impl<S: Store> Admin<S> {
                          {MAX_KEY_LEN} bytes are stored under hashed keys and were not matched"
                     ));
                 }
-                let mut removed = 0;
+                let mut removed = Purged::Removed(0);
                 for key in keys {
                     match cache.purge_prefix(&key).await {
-                        Ok(n) => removed += n,
-                        Err(e) => return error(StatusCode::BAD_GATEWAY, &e.to_string()),
+                        Ok(n) => removed = removed.and(n),
+                        Err(e) => return store_failure(&e),
                     }
                 }
                 Ok(removed)
             }
             PurgeRequest { url: None, url_prefix: None, prefix: Some(prefix), tag: None, tags: None } => {
                 let removed = cache.purge_prefix(&prefix).await;
-                if removed.as_ref().is_ok_and(|n| *n == 0) && !self.looks_like_a_key_prefix(&prefix) {
+                if matches!(removed, Ok(Purged::Removed(0))) && !self.looks_like_a_key_prefix(&prefix) {
                     warning = Some(format!(
                         "\"prefix\" is matched against store keys, which look like {:?}; to purge URLs use \
                          \"url_prefix\" (e.g. \"http://host/products/\")",
@@ -298,11 +381,11 @@ impl<S: Store> Admin<S> {
                 if tags.is_empty() {
                     return error(StatusCode::BAD_REQUEST, "\"tags\" is empty");
                 }
-                let mut removed = 0;
+                let mut removed = Purged::Removed(0);
                 for tag in &tags {
                     match cache.purge_tag(tag).await {
-                        Ok(n) => removed += n,
-                        Err(e) => return error(StatusCode::BAD_GATEWAY, &e.to_string()),
+                        Ok(n) => removed = removed.and(n),
+                        Err(e) => return store_failure(&e),
                     }
                 }
                 Ok(removed)
@@ -310,15 +393,12 @@ impl<S: Store> Admin<S> {
             _ => return error(StatusCode::BAD_REQUEST, "give exactly one of url, url_prefix, prefix, tag, tags"),
         };
         match result {
-            Ok(n) => {
-                self.proxy.metrics().purged.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
-                let mut answer = json!({"purged": n});
-                if let Some(warning) = warning {
-                    answer["warning"] = json!(warning);
-                }
-                respond::json(StatusCode::OK, answer.to_string())
+            Ok(purged) => {
+                let counted = purged.count().unwrap_or(0) as u64;
+                self.proxy.metrics().purged.fetch_add(counted, std::sync::atomic::Ordering::Relaxed);
+                purged_answer(purged, warning)
             }
-            Err(e) => error(StatusCode::BAD_GATEWAY, &e.to_string()),
+            Err(e) => store_failure(&e),
         }
     }
 
@@ -339,6 +419,19 @@ impl<S: Store> Admin<S> {
         let start = if namespace.is_empty() { "GET:http".to_owned() } else { format!("{namespace}:GET:http") };
         start.starts_with(prefix) || prefix.starts_with(&start)
     }
+}
+
+/// `{"purged": n}`, or on memcached, whose purge records cannot count, `{"purged": null, "recorded": true}`
+/// (spec/STORES.md §4.4); with a warning when there is one.
+fn purged_answer(purged: Purged, warning: Option<String>) -> Response<ProxyBody> {
+    let mut answer = match purged {
+        Purged::Removed(n) => json!({"purged": n}),
+        Purged::Recorded => json!({"purged": null, "recorded": true}),
+    };
+    if let Some(warning) = warning {
+        answer["warning"] = json!(warning);
+    }
+    respond::json(StatusCode::OK, answer.to_string())
 }
 
 /// `Authorization: Bearer <token>`; the scheme is case-insensitive (RFC 9110 §11.1), the token compared in
@@ -388,7 +481,20 @@ fn validate(entry: &[u8], max_decoded: usize) -> Result<Kind, String> {
                 .map_err(|reason| format!("body: {reason}"))?;
             Ok(Kind::Response)
         }
-        Kind::Value => parsed.value::<serde::de::IgnoredAny>(&limits).map(|_| Kind::Value).map_err(describe),
+        Kind::Value => {
+            parsed.value::<serde::de::IgnoredAny>(&limits).map_err(describe)?;
+            if parsed.header.serializer == larder_format::Serializer::MsgPack {
+                let payload = parsed.payload(&limits).map_err(describe)?;
+                if larder_format::msgpack_walk::holds_ext(&payload, &CODE_EXT_TYPES).unwrap_or(true) {
+                    return Err(
+                        "the value holds a pickle or Marshal dump (ext 80 or 101), which makes its reader run code; \
+                         the admin API never stores one (write it from the app that signs it, spec/FORMAT.md §2)"
+                            .into(),
+                    );
+                }
+            }
+            Ok(Kind::Value)
+        }
     }
 }
 
@@ -409,6 +515,18 @@ fn split_url(url: &str) -> Option<(&str, &str, &str)> {
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// A store call that failed: the caller's mistake (a key or prefix no store takes) is a 400, anything else the
+/// store's (502).
+fn store_failure(e: &larder_cache::CacheError) -> Response<ProxyBody> {
+    let status = match e {
+        larder_cache::CacheError::Store(inner) if matches!(**inner, larder_store::StoreError::InvalidKey { .. }) => {
+            StatusCode::BAD_REQUEST
+        }
+        _ => StatusCode::BAD_GATEWAY,
+    };
+    error(status, &e.to_string())
 }
 
 fn error(status: StatusCode, message: &str) -> Response<ProxyBody> {

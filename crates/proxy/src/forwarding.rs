@@ -49,13 +49,14 @@ pub const METHOD_OVERRIDE_FIELDS: &[&str] = &["x-http-method-override", "x-http-
 /// The fields larder sets on every upstream request.
 pub const SET_BY_LARDER: &[&str] = &["x-forwarded-for", "x-forwarded-host", "x-forwarded-proto", "forwarded"];
 
-/// Client addresses whose forwarding fields are believed.
+/// A set of client addresses and networks: the proxies whose forwarding fields are believed, the clients that
+/// may send `PURGE`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TrustedProxies(Vec<IpNet>);
+pub struct Networks(Vec<IpNet>);
 
-impl TrustedProxies {
+impl Networks {
     /// Parses addresses (`10.0.0.7`) and networks (`10.0.0.0/8`, `fd00::/8`).
-    pub fn parse(entries: &[String]) -> Result<TrustedProxies, String> {
+    pub fn parse(entries: &[String]) -> Result<Networks, String> {
         let mut nets = Vec::with_capacity(entries.len());
         for entry in entries {
             let entry = entry.trim();
@@ -67,7 +68,7 @@ impl TrustedProxies {
             };
             nets.push(net);
         }
-        Ok(TrustedProxies(nets))
+        Ok(Networks(nets))
     }
 
     pub fn contains(&self, addr: IpAddr) -> bool {
@@ -178,13 +179,13 @@ mod tests {
 
     #[test]
     fn trusted_networks_and_addresses() {
-        let trusted = TrustedProxies::parse(&["10.0.0.0/8".into(), "::1".into()]).expect("parses");
+        let trusted = Networks::parse(&["10.0.0.0/8".into(), "::1".into()]).expect("parses");
         assert!(trusted.contains("10.1.2.3".parse().expect("ip")));
         assert!(trusted.contains("::ffff:10.1.2.3".parse().expect("ip")), "IPv4-mapped addresses count as IPv4");
         assert!(trusted.contains("::1".parse().expect("ip")));
         assert!(!trusted.contains("127.0.0.1".parse().expect("ip")));
-        assert!(TrustedProxies::parse(&["10.0.0.0/33".into()]).is_err());
-        assert!(TrustedProxies::parse(&["proxy.example".into()]).is_err());
+        assert!(Networks::parse(&["10.0.0.0/33".into()]).is_err());
+        assert!(Networks::parse(&["proxy.example".into()]).is_err());
     }
 
     #[test]

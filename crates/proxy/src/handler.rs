@@ -2,7 +2,6 @@
 //! method, handled by one of the decisions under `path/` (lookup, hit, stale, fill, bypass, purge), and answered
 //! with how the cache handled it (cache_status.rs), counted once in the metrics.
 
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,7 +19,7 @@ use crate::access_log::{AccessLog, AccessRecord};
 use crate::body::{FillBudget, ProxyBody};
 use crate::cache_status::{Outcome, Verdict};
 use crate::config::{ConfigError, ProxyConfig};
-use crate::forwarding::TrustedProxies;
+use crate::forwarding::Networks;
 use crate::health::UpstreamHealth;
 use crate::hit_for_miss::HitForMiss;
 use crate::marker_hints::MarkerHints;
@@ -40,7 +39,8 @@ const TRANSFORM_SLOTS: usize = 4;
 pub(crate) struct Settings {
     pub x_cache: HeaderName,
     pub cache_status: bool,
-    pub purge_allowed: Vec<IpAddr>,
+    /// Who may send `PURGE` on the main listener.
+    pub purge_from: Networks,
     /// Largest body a fill buffers to store (the configured limit, or less if the store takes less).
     pub max_body: usize,
     /// Largest size a stored body may decode to.
@@ -94,7 +94,8 @@ impl<S: Store> Proxy<S> {
         let upstream_uri: Uri = config.upstream.parse().map_err(|_| ConfigError::Upstream(config.upstream.clone()))?;
         let limits = &config.limits;
         let invalid = |field: &'static str| move |message: String| ConfigError::Invalid { field, message };
-        let trusted_proxies = TrustedProxies::parse(&config.trusted_proxies).map_err(invalid("trusted_proxies"))?;
+        let trusted_proxies = Networks::parse(&config.trusted_proxies).map_err(invalid("trusted_proxies"))?;
+        let purge_from = Networks::parse(&config.purge_from).map_err(invalid("purge_from"))?;
         let access_log = match config.access_log.as_str() {
             "" => None,
             target => Some(AccessLog::open(target).map_err(invalid("access_log"))?),
@@ -123,7 +124,7 @@ impl<S: Store> Proxy<S> {
                 x_cache: HeaderName::try_from(config.cache_status_header.as_str())
                     .unwrap_or(HeaderName::from_static("x-cache")),
                 cache_status: config.cache_status,
-                purge_allowed: config.purge_allowed.clone(),
+                purge_from,
                 max_body,
                 max_decoded: config.cache.max_body_bytes,
                 max_request_body: limits.max_request_body_bytes,

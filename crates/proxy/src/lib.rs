@@ -27,6 +27,6 @@ pub mod server;
 pub mod stored;
 pub mod upstream;
 
-pub use config::ProxyConfig;
+pub use config::{ConfigError, ProxyConfig};
 pub use handler::Proxy;
 pub use server::{ServeError, Server};

@@ -19,7 +19,7 @@ use http::request::Parts;
 use http::{HeaderMap, Method, StatusCode, Version};
 use larder_format::key::{http_key_parts, key_authority, KeyOptions, KeyParts};
 
-use crate::forwarding::{self, TrustedProxies, FORWARDING_FIELDS, METHOD_OVERRIDE_FIELDS, REROUTING_FIELDS};
+use crate::forwarding::{self, Networks, FORWARDING_FIELDS, METHOD_OVERRIDE_FIELDS, REROUTING_FIELDS};
 use crate::rfc9111::headers::{is_always_hop_by_hop, strip_hop_by_hop};
 
 /// What larder does with a request, by its method and target.
@@ -54,7 +54,7 @@ impl Rejection {
 #[derive(Debug, Clone, Default)]
 pub struct RequestRules {
     pub key_options: KeyOptions,
-    pub trusted_proxies: TrustedProxies,
+    pub trusted_proxies: Networks,
 }
 
 /// A checked, normalised request.
@@ -423,7 +423,7 @@ mod tests {
     #[test]
     fn a_trusted_proxy_names_the_scheme_and_host() {
         let rules = RequestRules {
-            trusted_proxies: TrustedProxies::parse(&["192.0.2.0/24".into()]).expect("net"),
+            trusted_proxies: Networks::parse(&["192.0.2.0/24".into()]).expect("net"),
             ..RequestRules::default()
         };
         let request = http::Request::get("/p")

@@ -63,7 +63,11 @@ impl<S: Store> Server<S> {
         }
         let listener = listen(config.listen)?;
         let admin = match config.admin {
-            Some(addr) => Some((listen(addr)?, Arc::new(Admin::new(proxy.clone(), config.admin_token.clone())))),
+            Some(addr) => {
+                let listener = listen(addr)?;
+                let bound = listener.local_addr().map_err(|source| ServeError::Bind { addr, source })?;
+                Some((listener, Arc::new(Admin::new(proxy.clone(), config.admin_token.clone(), bound))))
+            }
             None => None,
         };
         Ok(Server { proxy, listener, admin, config })

@@ -94,7 +94,7 @@ async fn purge_by_url_prefix_and_tag() {
 }
 
 #[tokio::test]
-async fn purge_method_works_from_allowed_addresses_only() {
+async fn purge_method_works_from_purge_from_addresses_only() {
     let origin = Origin::start(cacheable(vec![("cache-control", "max-age=600".into())])).await;
     let larder = Larder::start(&origin.url(), |_| {}).await;
     get(&larder.url("/p"), &[]).await;
@@ -102,10 +102,16 @@ async fn purge_method_works_from_allowed_addresses_only() {
     assert_eq!(purged.status, StatusCode::OK);
     assert_eq!(get(&larder.url("/p"), &[]).await.cache(), "MISS");
 
-    let closed = Larder::start(&origin.url(), |c| c.purge_allowed = vec![]).await;
+    // The default: nobody, loopback included (a TLS terminator on this host would make every client loopback).
+    let closed = Larder::start(&origin.url(), |c| c.purge_from = larder_proxy::ProxyConfig::default().purge_from).await;
     get(&closed.url("/p"), &[]).await;
-    assert_eq!(send("PURGE", &closed.url("/p"), &[], Bytes::new()).await.status, StatusCode::FORBIDDEN);
+    let refused = send("PURGE", &closed.url("/p"), &[], Bytes::new()).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    assert!(refused.text().contains("--purge-from"), "says how to allow it: {}", refused.text());
     assert_eq!(get(&closed.url("/p"), &[]).await.cache(), "HIT");
+    let elsewhere = Larder::start(&origin.url(), |c| c.purge_from = vec!["10.0.0.0/8".into()]).await;
+    get(&elsewhere.url("/p"), &[]).await;
+    assert_eq!(send("PURGE", &elsewhere.url("/p"), &[], Bytes::new()).await.status, StatusCode::FORBIDDEN);
 }
 
 #[tokio::test]
@@ -202,6 +208,7 @@ async fn entries_that_would_never_serve_are_refused_and_https_urls_purge_the_htt
 
     get(&larder.url("/s"), &[]).await;
     let url = format!("https://{}/s", larder.addr);
-    let purged = send("POST", &larder.admin_url("/purge"), &[], format!(r#"{{"url":"{url}"}}"#)).await;
+    let json = [("content-type", "application/json")];
+    let purged = send("POST", &larder.admin_url("/purge"), &json, format!(r#"{{"url":"{url}"}}"#)).await;
     assert_eq!(purged.text().trim(), r#"{"purged":1}"#);
 }

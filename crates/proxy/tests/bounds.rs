@@ -49,7 +49,7 @@ async fn a_second_larder_cannot_start_on_the_same_port() {
         upstream: origin.url(),
         listen,
         admin: None,
-        ..ProxyConfig::default()
+        ..support::test_defaults()
     };
     let store = || MemoryStore::builder().build().expect("store");
     let first = Server::bind(config("127.0.0.1:0".parse().expect("addr")), store(), std::sync::Arc::new(SystemClock))

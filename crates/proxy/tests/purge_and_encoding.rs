@@ -134,7 +134,13 @@ async fn url_prefixes_several_tags_and_purges_that_match_nothing() {
         a_path_as_key_prefix["warning"].as_str().is_some_and(|w| w.contains("url_prefix")),
         "{a_path_as_key_prefix}"
     );
-    let bad = send("POST", &larder.admin_url("/purge"), &[], r#"{"url_prefix":"/products/"}"#).await;
+    let bad = send(
+        "POST",
+        &larder.admin_url("/purge"),
+        &[("content-type", "application/json")],
+        r#"{"url_prefix":"/products/"}"#,
+    )
+    .await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
 }
 

@@ -78,7 +78,8 @@ async fn a_purge_through_one_proxy_is_seen_by_the_other() {
     assert_eq!(get(&a.url("/p"), HOST).await.cache(), "MISS");
     let second = get(&b.url("/p"), HOST).await;
     assert_eq!(second.cache(), "HIT", "b serves what a stored: {:?}", second.headers);
-    let purged = support::send("POST", &a.admin_url("/purge"), &[], r#"{"tag":"p1"}"#).await;
+    let purged =
+        support::send("POST", &a.admin_url("/purge"), &[("content-type", "application/json")], r#"{"tag":"p1"}"#).await;
     assert_eq!(purged.status, 200, "{}", purged.text());
     assert_eq!(get(&b.url("/p"), HOST).await.cache(), "MISS", "gone for b too");
     assert_eq!(origin.count("/p"), 2);
@@ -130,10 +131,10 @@ impl Store for Remote {
     async fn clear(&self) -> Result<(), StoreError> {
         self.inner.clear().await
     }
-    async fn purge_prefix(&self, prefix: &str) -> Result<usize, StoreError> {
+    async fn purge_prefix(&self, prefix: &str) -> Result<larder_store::Purged, StoreError> {
         self.inner.purge_prefix(prefix).await
     }
-    async fn purge_tag(&self, tag: &str) -> Result<usize, StoreError> {
+    async fn purge_tag(&self, tag: &str) -> Result<larder_store::Purged, StoreError> {
         self.inner.purge_tag(tag).await
     }
     async fn stats(&self) -> Result<StoreStats, StoreError> {
@@ -153,7 +154,7 @@ async fn on_a_remote_store_a_vary_hit_takes_one_round_trip_and_never_a_stale_mar
         upstream: origin.url(),
         listen: "127.0.0.1:0".parse().expect("addr"),
         admin: None,
-        ..ProxyConfig::default()
+        ..support::test_defaults()
     };
     let server = Server::bind(config, store, Arc::new(SystemClock)).expect("binds");
     let addr = server.local_addr().expect("addr");
@@ -185,7 +186,7 @@ async fn on_a_remote_store_a_vary_hit_takes_one_round_trip_and_never_a_stale_mar
         upstream: origin.url(),
         listen: "127.0.0.1:0".parse().expect("addr"),
         admin: None,
-        ..ProxyConfig::default()
+        ..support::test_defaults()
     };
     let other = Server::bind(
         other,

@@ -153,10 +153,10 @@ impl Store for FailingWrites {
     async fn clear(&self) -> Result<(), StoreError> {
         self.0.clear().await
     }
-    async fn purge_prefix(&self, prefix: &str) -> Result<usize, StoreError> {
+    async fn purge_prefix(&self, prefix: &str) -> Result<larder_store::Purged, StoreError> {
         self.0.purge_prefix(prefix).await
     }
-    async fn purge_tag(&self, tag: &str) -> Result<usize, StoreError> {
+    async fn purge_tag(&self, tag: &str) -> Result<larder_store::Purged, StoreError> {
         self.0.purge_tag(tag).await
     }
     async fn stats(&self) -> Result<StoreStats, StoreError> {
@@ -171,7 +171,7 @@ async fn store_failures_are_absorbed_and_counted() {
         upstream: origin.url(),
         listen: "127.0.0.1:0".parse().expect("addr"),
         admin: Some("127.0.0.1:0".parse().expect("addr")),
-        ..ProxyConfig::default()
+        ..support::test_defaults()
     };
     let store = FailingWrites(MemoryStore::builder().build().expect("store"));
     let server = Server::bind(config, store, Arc::new(SystemClock)).expect("binds");

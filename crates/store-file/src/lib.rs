@@ -3,6 +3,7 @@
 //! read-modify-write operations and an optional byte bound. All file work runs on tokio's blocking pool.
 
 mod layout;
+mod scan;
 mod store;
 
 pub use store::FileStore;

@@ -1,18 +1,20 @@
 //! `FileStore`: the `Store` operations on files (spec/STORES.md §7), each on tokio's blocking pool.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{ErrorKind, Write};
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use bytes::Bytes;
 use larder_store::expiry::expires_at_ms;
-use larder_store::keys::stored_key;
-use larder_store::{counter, OpenError, Store, StoreError, StoreStats, StoreUrl, Value};
+use larder_store::keys::{stored_key, stored_prefix};
+use larder_store::{counter, OpenError, Purged, Store, StoreError, StoreStats, StoreUrl, Value};
 
 use crate::layout::{decode, encode, expired, path_of};
+use crate::scan::{open_no_follow, scan, shard_dirs_are_not_links, Scan};
 
 const BACKEND: &str = "file";
 /// How often the byte total is taken again by a scan (other processes write too).
@@ -83,18 +85,32 @@ impl Inner {
         StoreError::Server { backend: BACKEND, server: self.root.display().to_string(), message: error.to_string() }
     }
 
-    fn key(&self, key: &str) -> String {
-        stored_key(&self.prefix, key).into_owned()
+    fn key(&self, key: &str) -> Result<String, StoreError> {
+        Ok(stored_key(BACKEND, &self.prefix, key)?.into_owned())
+    }
+
+    fn keys(&self, keys: &[&str]) -> Result<Vec<String>, StoreError> {
+        keys.iter().map(|k| self.key(k)).collect()
+    }
+
+    /// The bytes of the file at `path`, never through a link (a link, or a shard directory that is one, reads as
+    /// absent).
+    fn read_file(&self, path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
+        if !shard_dirs_are_not_links(&self.root, path) {
+            return Ok(None);
+        }
+        let mut bytes = Vec::new();
+        match open_no_follow(path).and_then(|mut f| f.read_to_end(&mut bytes)) {
+            Ok(_) => Ok(Some(bytes)),
+            Err(e) if e.kind() == ErrorKind::NotFound || e.raw_os_error() == Some(libc::ELOOP) => Ok(None),
+            Err(e) => Err(self.io(&e)),
+        }
     }
 
     /// The value under a stored key, if its file is whole, is this key's, and has not expired.
     fn read(&self, key: &str, now: u64) -> Result<Option<Bytes>, StoreError> {
         let path = path_of(&self.root, key);
-        let bytes = match fs::read(&path) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(self.io(&e)),
-        };
+        let Some(bytes) = self.read_file(&path)? else { return Ok(None) };
         match decode(&bytes) {
             Some((expires_at, file_key, offset)) if file_key == key => {
                 if expired(expires_at, now) {
@@ -103,23 +119,22 @@ impl Inner {
                 }
                 Ok(Some(Bytes::from(bytes).slice(offset..)))
             }
-            // Another key under the same name (a SHA-256 collision) is a miss; a corrupt file is removed.
-            Some(_) => Ok(None),
-            None => {
-                let _ = fs::remove_file(&path);
-                Ok(None)
-            }
+            // Another key under the same name (a SHA-256 collision), or a file larder did not write: a miss, and the
+            // file is left alone (a write of this key replaces it).
+            _ => Ok(None),
         }
     }
 
     /// Writes a stored key's file atomically (temporary file, then rename).
     fn write(&self, key: &str, value: &[u8], expires_at: Option<u64>, now: u64) -> Result<(), StoreError> {
         let path = path_of(&self.root, key);
+        self.refuse_links(&path)?;
         if expires_at.is_some_and(|at| at <= now) {
-            return self.remove(&path).map(|_| ());
-        }
-        if key.len() > usize::from(u16::MAX) {
-            return Err(StoreError::KeyTooLong { backend: BACKEND, len: key.len(), limit: usize::from(u16::MAX) });
+            // Only this key's own file is removed.
+            return match self.read(key, now)? {
+                Some(_) => self.remove(&path).map(|_| ()),
+                None => Ok(()),
+            };
         }
         let dir = path.parent().unwrap_or(&self.root);
         fs::create_dir_all(dir).map_err(|e| self.io(&e))?;
@@ -137,6 +152,18 @@ impl Inner {
         Ok(())
     }
 
+    /// An error when a shard directory on the way to `path` is a link: larder never writes through one.
+    fn refuse_links(&self, path: &Path) -> Result<(), StoreError> {
+        if shard_dirs_are_not_links(&self.root, path) {
+            return Ok(());
+        }
+        Err(StoreError::Server {
+            backend: BACKEND,
+            server: self.root.display().to_string(),
+            message: format!("{} leads through a symbolic link: the file store does not follow links", path.display()),
+        })
+    }
+
     fn remove(&self, path: &Path) -> Result<bool, StoreError> {
         match fs::remove_file(path) {
             Ok(()) => Ok(true),
@@ -148,12 +175,14 @@ impl Inner {
     /// Holds the exclusive lock of a key's shard directory while `work` runs.
     fn locked<R>(&self, key: &str, work: impl FnOnce() -> Result<R, StoreError>) -> Result<R, StoreError> {
         let path = path_of(&self.root, key);
+        self.refuse_links(&path)?;
         let dir = path.parent().unwrap_or(&self.root);
         fs::create_dir_all(dir).map_err(|e| self.io(&e))?;
         let lock = OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(dir.join(".lock"))
             .map_err(|e| self.io(&e))?;
         lock.lock().map_err(|e| self.io(&e))?;
@@ -162,29 +191,13 @@ impl Inner {
         result
     }
 
-    /// Every larder file under the root: (path, size, modified).
-    fn files(&self) -> Vec<(PathBuf, u64, SystemTime)> {
-        let mut out = Vec::new();
-        let Ok(level1) = fs::read_dir(&self.root) else { return out };
-        for a in level1.flatten() {
-            let Ok(level2) = fs::read_dir(a.path()) else { continue };
-            for b in level2.flatten() {
-                let Ok(files) = fs::read_dir(b.path()) else { continue };
-                for file in files.flatten() {
-                    if file.file_name().to_string_lossy().starts_with('.') {
-                        continue;
-                    }
-                    if let Ok(meta) = file.metadata() {
-                        out.push((file.path(), meta.len(), meta.modified().unwrap_or(SystemTime::UNIX_EPOCH)));
-                    }
-                }
-            }
-        }
-        out
+    /// larder's own files under the root, and how many things there are not (`scan.rs`).
+    fn scan(&self) -> Scan {
+        scan(&self.root)
     }
 
     fn rescan(&self) {
-        let total = self.files().iter().map(|(_, size, _)| size).sum();
+        let total = self.scan().files.iter().map(|f| f.size).sum();
         self.total.store(total, Ordering::Relaxed);
         self.last_scan_ms.store(larder_format::now_ms(), Ordering::Relaxed);
     }
@@ -200,16 +213,16 @@ impl Inner {
         if self.total.load(Ordering::Relaxed) <= self.capacity || self.evicting.swap(true, Ordering::AcqRel) {
             return;
         }
-        let mut files = self.files();
-        let mut total: u64 = files.iter().map(|(_, size, _)| size).sum();
-        files.sort_by_key(|(_, _, modified)| *modified);
+        let mut files = self.scan().files;
+        let mut total: u64 = files.iter().map(|f| f.size).sum();
+        files.sort_by_key(|f| f.modified);
         let target = self.capacity / 10 * 9;
-        for (path, size, _) in files {
+        for file in files {
             if total <= target {
                 break;
             }
-            if fs::remove_file(&path).is_ok() {
-                total = total.saturating_sub(size);
+            if fs::remove_file(&file.path).is_ok() {
+                total = total.saturating_sub(file.size);
             }
         }
         self.total.store(total, Ordering::Relaxed);
@@ -220,9 +233,14 @@ impl Inner {
     fn purge(&self, matches: impl Fn(&str, &[u8]) -> bool) -> usize {
         let now = larder_format::now_ms();
         let mut purged = 0;
-        for (path, _, _) in self.files() {
-            let Ok(bytes) = fs::read(&path) else { continue };
-            let Some((expires_at, key, offset)) = decode(&bytes) else { continue };
+        for file in self.scan().files {
+            let path = file.path;
+            let Ok(Some(bytes)) = self.read_file(&path) else { continue };
+            // Checked again: the file may have been replaced since the scan.
+            let Some((expires_at, key, offset)) = decode(&bytes).filter(|(_, key, _)| path_of(&self.root, key) == path)
+            else {
+                continue;
+            };
             if expired(expires_at, now) {
                 let _ = fs::remove_file(&path);
             } else if matches(key, &bytes[offset..]) && fs::remove_file(&path).is_ok() {
@@ -253,7 +271,7 @@ impl Store for FileStore {
 
     async fn get_many(&self, keys: &[&str]) -> Result<Vec<Option<Value>>, StoreError> {
         let inner = self.inner.clone();
-        let keys: Vec<String> = keys.iter().map(|k| self.inner.key(k)).collect();
+        let keys = self.inner.keys(keys)?;
         blocking((), move |()| {
             let now = larder_format::now_ms();
             keys.iter().map(|k| inner.read(k, now).map(|v| v.map(Value::from))).collect()
@@ -278,7 +296,10 @@ impl Store for FileStore {
             }
         }
         let inner = self.inner.clone();
-        let items: Vec<(String, Vec<u8>)> = items.iter().map(|(k, v)| (self.inner.key(k), v.to_vec())).collect();
+        let items = items
+            .iter()
+            .map(|(k, v)| Ok((self.inner.key(k)?, v.to_vec())))
+            .collect::<Result<Vec<(String, Vec<u8>)>, StoreError>>()?;
         blocking((), move |()| {
             let now = larder_format::now_ms();
             for (key, value) in &items {
@@ -294,7 +315,7 @@ impl Store for FileStore {
         if value.len() > limit {
             return Err(StoreError::TooLarge { backend: BACKEND, key: key.to_owned(), size: value.len(), limit });
         }
-        let (inner, key, value) = (self.inner.clone(), self.inner.key(key), value.to_vec());
+        let (inner, key, value) = (self.inner.clone(), self.inner.key(key)?, value.to_vec());
         blocking((), move |()| {
             inner.locked(&key, || {
                 let now = larder_format::now_ms();
@@ -316,16 +337,16 @@ impl Store for FileStore {
         ttl: Option<Duration>,
         create: bool,
     ) -> Result<Option<i64>, StoreError> {
-        let (inner, stored, name) = (self.inner.clone(), self.inner.key(key), key.to_owned());
+        let (inner, stored, name) = (self.inner.clone(), self.inner.key(key)?, key.to_owned());
         blocking((), move |()| {
             inner.locked(&stored, || {
                 let now = larder_format::now_ms();
                 let path = path_of(&inner.root, &stored);
-                let current = match fs::read(&path) {
-                    Ok(bytes) => decode(&bytes)
+                let current = match inner.read_file(&path)? {
+                    Some(bytes) => decode(&bytes)
                         .filter(|(at, k, _)| *k == stored && !expired(*at, now))
                         .map(|(at, _, offset)| (at, bytes[offset..].to_vec())),
-                    Err(_) => None,
+                    None => None,
                 };
                 let (next, expires_at) = match current {
                     Some((at, value)) => {
@@ -344,7 +365,7 @@ impl Store for FileStore {
     }
 
     async fn delete_if(&self, key: &str, expected: &[u8]) -> Result<bool, StoreError> {
-        let (inner, key, expected) = (self.inner.clone(), self.inner.key(key), expected.to_vec());
+        let (inner, key, expected) = (self.inner.clone(), self.inner.key(key)?, expected.to_vec());
         blocking((), move |()| {
             inner.locked(&key, || match inner.read(&key, larder_format::now_ms())? {
                 Some(value) if *value == *expected => inner.remove(&path_of(&inner.root, &key)),
@@ -360,7 +381,7 @@ impl Store for FileStore {
 
     async fn delete_many(&self, keys: &[&str]) -> Result<usize, StoreError> {
         let inner = self.inner.clone();
-        let keys: Vec<String> = keys.iter().map(|k| self.inner.key(k)).collect();
+        let keys = self.inner.keys(keys)?;
         blocking((), move |()| {
             let now = larder_format::now_ms();
             let mut deleted = 0;
@@ -375,7 +396,7 @@ impl Store for FileStore {
     }
 
     async fn clear(&self) -> Result<(), StoreError> {
-        let prefix = self.inner.key("");
+        let prefix = self.inner.prefix.clone();
         let inner = self.inner.clone();
         blocking((), move |()| {
             inner.purge(|key, _| key.starts_with(&prefix));
@@ -384,19 +405,19 @@ impl Store for FileStore {
         .await
     }
 
-    async fn purge_prefix(&self, prefix: &str) -> Result<usize, StoreError> {
-        let prefix = self.inner.key(prefix);
+    async fn purge_prefix(&self, prefix: &str) -> Result<Purged, StoreError> {
+        let prefix = stored_prefix(BACKEND, &self.inner.prefix, prefix)?.into_owned();
         let inner = self.inner.clone();
-        blocking((), move |()| Ok(inner.purge(|key, _| key.starts_with(&prefix)))).await
+        blocking((), move |()| Ok(Purged::Removed(inner.purge(|key, _| key.starts_with(&prefix))))).await
     }
 
-    async fn purge_tag(&self, tag: &str) -> Result<usize, StoreError> {
-        let (inner, tag, prefix) = (self.inner.clone(), tag.to_owned(), self.inner.key(""));
+    async fn purge_tag(&self, tag: &str) -> Result<Purged, StoreError> {
+        let (inner, tag, prefix) = (self.inner.clone(), tag.to_owned(), self.inner.prefix.clone());
         blocking((), move |()| {
-            Ok(inner.purge(|key, value| {
+            Ok(Purged::Removed(inner.purge(|key, value| {
                 key.starts_with(&prefix)
                     && larder_format::Header::parse(value).is_ok_and(|(header, _)| header.tags.contains(&tag.as_str()))
-            }))
+            })))
         })
         .await
     }
@@ -404,11 +425,12 @@ impl Store for FileStore {
     async fn stats(&self) -> Result<StoreStats, StoreError> {
         let inner = self.inner.clone();
         blocking((), move |()| {
-            let files = inner.files();
+            let scan = inner.scan();
             Ok(StoreStats {
-                entries: files.len() as u64,
-                bytes: files.iter().map(|(_, size, _)| size).sum(),
+                entries: scan.files.len() as u64,
+                bytes: scan.files.iter().map(|f| f.size).sum(),
                 capacity_bytes: inner.capacity,
+                foreign: scan.foreign,
                 ..StoreStats::default()
             })
         })

@@ -1,6 +1,7 @@
 //! The file store on a real directory: the shared behaviour suite, the layout of spec/STORES.md §7 byte for byte,
 //! two "processes" (store instances) on one directory, exact counters under concurrency (flock), whole files
-//! under rewrites, the byte bound, and corrupt files.
+//! under rewrites, the byte bound, corrupt files, and a directory shared with files and links larder did not write
+//! (which it never deletes, reads through or counts).
 
 use std::sync::Arc;
 
@@ -104,7 +105,96 @@ async fn corrupt_files_are_misses() {
     let path = dir.path().join(&h[0..2]).join(&h[2..4]).join(&h);
     std::fs::write(&path, b"LDR1\x00").expect("corrupt");
     assert_eq!(store.get("k").await.expect("a miss, not an error"), None);
-    assert!(!path.exists(), "removed");
+    assert!(path.exists(), "a file that does not prove itself larder's is left alone");
+    store.set("k", b"again", None).await.expect("a write replaces it");
+    assert_eq!(store.get("k").await.expect("get").as_deref(), Some(&b"again"[..]));
     let relative = FileStore::open(StoreUrl::parse("file://relative/dir").expect("url")).await;
     assert!(relative.is_err());
+}
+
+/// Files and links larder did not write, placed where its scans look: at the root, in shard directories, with
+/// larder's name pattern but another file's content, and links to files and directories outside the root.
+struct Planted {
+    _outside: tempfile::TempDir,
+    outside_file: std::path::PathBuf,
+    paths: Vec<std::path::PathBuf>,
+}
+
+fn plant_foreign_files(root: &std::path::Path) -> Planted {
+    use std::os::unix::fs::symlink;
+    let outside = tempfile::tempdir().expect("dir");
+    let outside_file = outside.path().join("precious");
+    std::fs::write(&outside_file, vec![b'p'; 64 * 1024]).expect("write");
+    std::fs::create_dir_all(outside.path().join("cd")).expect("dir");
+    let victim = hex::encode(Sha256::digest(b"victim"));
+    std::fs::write(outside.path().join("cd").join(&victim), b"LDR1 not larder's").expect("write");
+    let mut paths = Vec::new();
+    let mut put = |relative: &str, bytes: &[u8]| {
+        let path = root.join(relative);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("dir");
+        std::fs::write(&path, bytes).expect("write");
+        paths.push(path);
+    };
+    put("README", b"an operator's note");
+    put("ab/cd/notes.txt", &[b'n'; 32 * 1024]);
+    // larder's name pattern and magic, but a key whose hash is not the name.
+    let mut forged = b"LDR1".to_vec();
+    forged.extend_from_slice(&0u64.to_le_bytes());
+    forged.extend_from_slice(&1u16.to_le_bytes());
+    forged.push(b'x');
+    forged.extend_from_slice(&[b'f'; 32 * 1024]);
+    let name = hex::encode(Sha256::digest(b"not x"));
+    put(&format!("{}/{}/{name}", &name[0..2], &name[2..4]), &forged);
+    // A link with larder's name pattern to a file outside, and a shard directory that is a link.
+    let linked = hex::encode(Sha256::digest(b"linked"));
+    let dir = root.join(&linked[0..2]).join(&linked[2..4]);
+    std::fs::create_dir_all(&dir).expect("dir");
+    symlink(&outside_file, dir.join(&linked)).expect("symlink");
+    paths.push(dir.join(&linked));
+    std::fs::create_dir_all(root.join(&victim[0..2])).expect("dir");
+    symlink(outside.path().join("cd"), root.join(&victim[0..2]).join(&victim[2..4])).expect("symlink");
+    paths.push(root.join(&victim[0..2]).join(&victim[2..4]));
+    Planted { _outside: outside, outside_file, paths }
+}
+
+#[tokio::test]
+async fn only_its_own_files_are_counted_evicted_purged_or_cleared() {
+    let dir = tempfile::tempdir().expect("dir");
+    let planted = plant_foreign_files(dir.path());
+    let store = open(dir.path(), "?capacity=256K").await;
+    let stats = store.stats().await.expect("stats");
+    assert_eq!(stats.entries, 0, "{stats:?}");
+    assert_eq!(stats.foreign, 5, "{stats:?}");
+    for i in 0..40 {
+        store.set(&format!("k{i}"), &vec![0u8; 20 * 1024], None).await.expect("set");
+    }
+    let stats = store.stats().await.expect("stats");
+    assert!(stats.bytes <= 256 << 10, "eviction holds the bound with its own files: {stats:?}");
+    assert_eq!(stats.foreign, 5, "foreign files are neither counted nor evicted: {stats:?}");
+    let tagged = behaviour::entry("v", Some(60_000), 0, &["t"]);
+    store.set("tagged", &tagged, None).await.expect("set");
+    store.purge_tag("t").await.expect("purge");
+    store.purge_prefix("").await.expect("purge");
+    store.clear().await.expect("clear");
+    for path in &planted.paths {
+        assert!(std::fs::symlink_metadata(path).is_ok(), "{} survived", path.display());
+    }
+    assert_eq!(std::fs::read(&planted.outside_file).expect("outside").len(), 64 * 1024, "untouched");
+    assert_eq!(store.stats().await.expect("stats").entries, 0);
+}
+
+#[tokio::test]
+async fn links_are_never_read_or_written_through() {
+    let dir = tempfile::tempdir().expect("dir");
+    let planted = plant_foreign_files(dir.path());
+    let store = open(dir.path(), "").await;
+    assert_eq!(store.get("linked").await.expect("a miss"), None, "a link at a key's name is not read");
+    assert_eq!(store.get("victim").await.expect("a miss"), None, "nor a file behind a linked shard directory");
+    assert!(store.set("victim", b"v", None).await.is_err(), "writing through a linked directory is refused");
+    assert!(!store.delete("victim").await.expect("delete"), "nothing deleted through the link");
+    let outside = planted._outside.path().join("cd").join(hex::encode(Sha256::digest(b"victim")));
+    assert_eq!(std::fs::read(outside).expect("still there"), b"LDR1 not larder's");
+    store.set("linked", b"mine", None).await.expect("a write replaces the link itself");
+    assert_eq!(store.get("linked").await.expect("get").as_deref(), Some(&b"mine"[..]));
+    assert_eq!(std::fs::read(&planted.outside_file).expect("outside").len(), 64 * 1024, "the link's target untouched");
 }

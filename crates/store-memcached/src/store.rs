@@ -1,6 +1,7 @@
 //! `MemcachedStore`: the URL's options, routing keys to servers over the ring (rebuilt when a server is ejected or
 //! readmitted), and the `Store` operations as batches of meta commands.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -9,8 +10,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::future::join_all;
 use larder_store::expiry::{expires_at_ms, memcached_exptime};
-use larder_store::keys::stored_key;
-use larder_store::{FailurePolicy, OpenError, Store, StoreError, StoreStats, StoreUrl, Value};
+use larder_store::keys::{check_prefix, stored_key};
+use larder_store::{FailurePolicy, OpenError, Purged, Store, StoreError, StoreStats, StoreUrl, Value};
 use parking_lot::RwLock;
 
 use crate::protocol::{self, Reply};
@@ -112,7 +113,7 @@ impl MemcachedStore {
 
     /// The server a stored key goes to now (for tests and tools).
     pub fn server_of(&self, key: &str) -> Option<String> {
-        let stored = stored_key(&self.inner.prefix, key);
+        let stored = stored_key(BACKEND, &self.inner.prefix, key).ok()?;
         self.inner.route(&stored).ok().map(|i| self.inner.servers[i].name.clone())
     }
 }
@@ -371,7 +372,10 @@ impl Store for MemcachedStore {
             return Ok(Vec::new());
         }
         let inner = &self.inner;
-        let stored: Vec<String> = keys.iter().map(|k| stored_key(&inner.prefix, k).into_owned()).collect();
+        let stored: Vec<String> = keys
+            .iter()
+            .map(|k| stored_key(BACKEND, &inner.prefix, k).map(Cow::into_owned))
+            .collect::<Result<_, _>>()?;
         let mut asked: Vec<&str> = stored.iter().map(String::as_str).collect();
         let list_key = inner.prefix_list_key();
         if inner.prefix_purge {
@@ -395,7 +399,7 @@ impl Store for MemcachedStore {
         let now = larder_format::now_ms();
         let mut batch = Vec::with_capacity(items.len());
         for (key, value) in items {
-            let stored = stored_key(&inner.prefix, key).into_owned();
+            let stored = stored_key(BACKEND, &inner.prefix, key)?.into_owned();
             inner.check_size(&stored, value)?;
             let exptime = memcached_exptime(expires_at_ms(value, ttl, now), now);
             batch.push((stored, *value, exptime));
@@ -405,7 +409,7 @@ impl Store for MemcachedStore {
 
     async fn add(&self, key: &str, value: &[u8], ttl: Option<Duration>) -> Result<bool, StoreError> {
         let inner = &self.inner;
-        let stored = stored_key(&inner.prefix, key).into_owned();
+        let stored = stored_key(BACKEND, &inner.prefix, key)?.into_owned();
         inner.check_size(&stored, value)?;
         let now = larder_format::now_ms();
         let exptime = memcached_exptime(expires_at_ms(value, ttl, now), now);
@@ -423,7 +427,7 @@ impl Store for MemcachedStore {
         create: bool,
     ) -> Result<Option<i64>, StoreError> {
         let inner = &self.inner;
-        let stored = stored_key(&inner.prefix, key).into_owned();
+        let stored = stored_key(BACKEND, &inner.prefix, key)?.into_owned();
         let mode = if delta < 0 { "MD" } else { "MI" };
         let mut request = format!("ma {stored} v D{} {mode}", delta.unsigned_abs());
         if create {
@@ -450,7 +454,7 @@ impl Store for MemcachedStore {
 
     async fn delete_if(&self, key: &str, expected: &[u8]) -> Result<bool, StoreError> {
         let inner = &self.inner;
-        let stored = stored_key(&inner.prefix, key).into_owned();
+        let stored = stored_key(BACKEND, &inner.prefix, key)?.into_owned();
         let Some((data, cas)) = inner.get_with_cas(&stored).await? else { return Ok(false) };
         if data != expected {
             return Ok(false);
@@ -466,7 +470,10 @@ impl Store for MemcachedStore {
 
     async fn delete_many(&self, keys: &[&str]) -> Result<usize, StoreError> {
         let inner = &self.inner;
-        let stored: Vec<String> = keys.iter().map(|k| stored_key(&inner.prefix, k).into_owned()).collect();
+        let stored: Vec<String> = keys
+            .iter()
+            .map(|k| stored_key(BACKEND, &inner.prefix, k).map(Cow::into_owned))
+            .collect::<Result<_, _>>()?;
         let refs: Vec<&str> = stored.iter().map(String::as_str).collect();
         if refs.is_empty() {
             return Ok(0);
@@ -482,14 +489,15 @@ impl Store for MemcachedStore {
         }
     }
 
-    async fn purge_prefix(&self, prefix: &str) -> Result<usize, StoreError> {
+    async fn purge_prefix(&self, prefix: &str) -> Result<Purged, StoreError> {
+        check_prefix(BACKEND, prefix)?;
         self.inner.record_prefix_purge(prefix).await?;
-        Ok(0)
+        Ok(Purged::Recorded)
     }
 
-    async fn purge_tag(&self, tag: &str) -> Result<usize, StoreError> {
+    async fn purge_tag(&self, tag: &str) -> Result<Purged, StoreError> {
         self.inner.record_tag_purge(tag).await?;
-        Ok(0)
+        Ok(Purged::Recorded)
     }
 
     async fn stats(&self) -> Result<StoreStats, StoreError> {

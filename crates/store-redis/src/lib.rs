@@ -1,9 +1,12 @@
 //! larder's Redis store (spec/STORES.md §5), standalone (`redis://`) and Cluster (`redis+cluster://`), on redis-rs:
-//! the well-kept Rust client, whose `ConnectionManager` reconnects by itself after a server restart and whose
-//! cluster connection follows slot moves and splits multi-key commands (MGET, DEL) across slots. larder adds what
-//! spec/STORES.md asks on top: native expiry from the entry header (`PXAT`), tag sets, prefix purges by `SCAN` on
-//! every master, counters and locks as small scripts, a bound on every request, and errors that name the server.
+//! the well-kept Rust client, whose multiplexed connections pipeline requests and whose cluster connection follows
+//! slot moves and splits multi-key commands (MGET, DEL) across slots. larder adds what spec/STORES.md asks on top:
+//! native expiry from the entry header (`PXAT`), tag sets, prefix purges by `SCAN` on every master, counters and
+//! locks as small scripts, a bound on every request, errors that name the server, and sockets of its own that
+//! refuse replies past the spec's bounds before redis-rs buffers them (`bounded.rs`), with a failed connection
+//! replaced on the next request (`connect.rs`).
 
+mod bounded;
 mod connect;
 mod scripts;
 mod store;

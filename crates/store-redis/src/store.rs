@@ -1,16 +1,17 @@
 //! `RedisStore`: the URL's options, and the `Store` operations as Redis commands (spec/STORES.md §5).
 
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use larder_store::expiry::expires_at_ms;
-use larder_store::keys::{internal_key, stored_key};
-use larder_store::{FailurePolicy, Health, OpenError, Store, StoreError, StoreStats, StoreUrl, Value};
+use larder_store::keys::{internal_key, stored_key, stored_prefix};
+use larder_store::{FailurePolicy, Health, OpenError, Purged, Store, StoreError, StoreStats, StoreUrl, Value};
 use redis::{AsyncCommands, ConnectionAddr, ConnectionInfo, RedisConnectionInfo, RedisResult};
 
-use crate::connect::{Handle, Pool, Target};
+use crate::connect::{Handle, Pool, Target, DEFAULT_MAX_VALUE};
 use crate::scripts;
 
 /// Keys deleted per DEL while purging.
@@ -35,6 +36,8 @@ struct Inner {
     /// A standalone server's failures and ejection (a cluster's nodes fail over on their own: no ejection there).
     health: Health,
     policy: Option<FailurePolicy>,
+    /// The longest value read back, and so written (spec/STORES.md §2).
+    max_value: usize,
 }
 
 impl RedisStore {
@@ -64,6 +67,8 @@ impl RedisStore {
         let timeout = url.take_duration("timeout", Duration::from_millis(250))?;
         let connect_timeout = url.take_duration("connect_timeout", Duration::from_millis(500))?;
         let pool = url.take_number("pool", 4, 1..=64)? as usize;
+        let max_value = url.take_size("max_value", DEFAULT_MAX_VALUE as u64)?;
+        let max_value = usize::try_from(max_value).unwrap_or(usize::MAX).clamp(1024, 512 << 20);
         let policy = FailurePolicy::from_url(&mut url, 2, Duration::from_secs(1))?;
         url.finish()?;
         let redis_info = RedisConnectionInfo {
@@ -81,7 +86,7 @@ impl RedisStore {
         let server = hosts.iter().map(|h| h.address(6379)).collect::<Vec<_>>().join(",");
         Ok(RedisStore {
             inner: Arc::new(Inner {
-                pool: Pool::new(target, pool, connect_timeout, timeout),
+                pool: Pool::new(target, pool, connect_timeout, timeout, max_value),
                 backend: if cluster { "redis-cluster" } else { "redis" },
                 server,
                 prefix,
@@ -90,6 +95,7 @@ impl RedisStore {
                 redis_info,
                 health: Health::default(),
                 policy: (!cluster).then_some(policy),
+                max_value,
             }),
         })
     }
@@ -111,9 +117,11 @@ impl Inner {
                 message: "ejected after failing; not tried until retry_after has passed".into(),
             });
         }
+        let leased = AtomicUsize::new(usize::MAX);
         let work = async {
-            let handle = self.pool.get().await?;
-            f(handle).await
+            let lease = self.pool.get().await?;
+            leased.store(lease.slot, Ordering::Relaxed);
+            f(lease.handle).await
         };
         let result = tokio::time::timeout(self.timeout + self.connect_timeout, work).await;
         // Only the server's unavailability counts as a failure: an error reply (a script's, say) does not eject it.
@@ -128,6 +136,12 @@ impl Inner {
             Err(_) => true,
         };
         let ok = matches!(result, Ok(Ok(_)));
+        if failed {
+            // The connection is out of step, dripping, or gone: the next request through its slot connects anew.
+            if let Some(slot) = Some(leased.load(Ordering::Relaxed)).filter(|s| *s != usize::MAX) {
+                self.pool.discard(slot).await;
+            }
+        }
         match self.policy {
             Some(policy) if ok || failed => {
                 self.health.record(ok, policy, larder_format::now_ms());
@@ -155,8 +169,12 @@ impl Inner {
         }
     }
 
-    fn key(&self, key: &str) -> String {
-        stored_key(&self.prefix, key).into_owned()
+    fn key(&self, key: &str) -> Result<String, StoreError> {
+        Ok(stored_key(self.backend, &self.prefix, key)?.into_owned())
+    }
+
+    fn keys(&self, keys: &[&str]) -> Result<Vec<String>, StoreError> {
+        keys.iter().map(|k| self.key(k)).collect()
     }
 
     /// Writes entries (and indexes their tags) in one pipeline; `mode_nx` makes it an add (one item).
@@ -165,7 +183,15 @@ impl Inner {
         let mut commands: Vec<redis::Cmd> = Vec::with_capacity(items.len());
         let mut tagged: Vec<(String, u64, Vec<String>)> = Vec::new();
         for (key, value) in items {
-            let stored = self.key(key);
+            let stored = self.key(key)?;
+            if value.len() > self.max_value {
+                return Err(StoreError::TooLarge {
+                    backend: self.backend,
+                    key: (*key).to_owned(),
+                    size: value.len(),
+                    limit: self.max_value,
+                });
+            }
             let expiry = expires_at_ms(value, ttl, now);
             if expiry.is_some_and(|at| at <= now) {
                 if nx {
@@ -283,8 +309,8 @@ impl Inner {
                 let pattern = pattern.to_owned();
                 let keys: Vec<Vec<u8>> = self
                     .call(|_| async move {
-                        let client = redis::Client::open(info)?;
-                        let mut node = client.get_multiplexed_async_connection().await?;
+                        let mut node =
+                            crate::connect::node(&info, self.connect_timeout, self.timeout, self.max_value).await?;
                         let mut keys = Vec::new();
                         let mut iter: redis::AsyncIter<Vec<u8>> = node.scan_match(&pattern).await?;
                         while let Some(key) = iter.next_item().await {
@@ -318,9 +344,9 @@ impl Store for RedisStore {
         self.inner.backend
     }
 
-    /// Redis strings hold up to 512 MiB.
+    /// What the store reads back (`max_value`): it never writes a value it would refuse to read.
     fn max_value_bytes(&self) -> usize {
-        512 << 20
+        self.inner.max_value
     }
 
     fn server_errors(&self) -> Vec<(String, u64)> {
@@ -328,7 +354,7 @@ impl Store for RedisStore {
     }
 
     async fn get(&self, key: &str) -> Result<Option<Value>, StoreError> {
-        let stored = self.inner.key(key);
+        let stored = self.inner.key(key)?;
         let value: Option<Vec<u8>> = self.inner.call(|mut c| async move { c.get(stored).await }).await?;
         Ok(value.map(Value::from))
     }
@@ -337,7 +363,7 @@ impl Store for RedisStore {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let stored: Vec<String> = keys.iter().map(|k| self.inner.key(k)).collect();
+        let stored = self.inner.keys(keys)?;
         let values: Vec<Option<Vec<u8>>> =
             self.inner.call(|mut c| async move { redis::cmd("MGET").arg(&stored).query_async(&mut c).await }).await?;
         Ok(values.into_iter().map(|v| v.map(|v| Value::from(Bytes::from(v)))).collect())
@@ -365,7 +391,7 @@ impl Store for RedisStore {
         ttl: Option<Duration>,
         create: bool,
     ) -> Result<Option<i64>, StoreError> {
-        let stored = self.inner.key(key);
+        let stored = self.inner.key(key)?;
         let ttl_ms = ttl.map_or(0, |t| t.as_millis().max(1) as u64);
         let result = self
             .inner
@@ -388,7 +414,7 @@ impl Store for RedisStore {
     }
 
     async fn delete_if(&self, key: &str, expected: &[u8]) -> Result<bool, StoreError> {
-        let stored = self.inner.key(key);
+        let stored = self.inner.key(key)?;
         let expected = expected.to_vec();
         let deleted: i64 = self
             .inner
@@ -398,14 +424,14 @@ impl Store for RedisStore {
     }
 
     async fn delete(&self, key: &str) -> Result<bool, StoreError> {
-        Ok(self.inner.delete_stored(vec![self.inner.key(key)]).await? == 1)
+        Ok(self.inner.delete_stored(vec![self.inner.key(key)?]).await? == 1)
     }
 
     async fn delete_many(&self, keys: &[&str]) -> Result<usize, StoreError> {
         if keys.is_empty() {
             return Ok(0);
         }
-        self.inner.delete_stored(keys.iter().map(|k| self.inner.key(k)).collect()).await
+        self.inner.delete_stored(self.inner.keys(keys)?).await
     }
 
     async fn clear(&self) -> Result<(), StoreError> {
@@ -416,13 +442,13 @@ impl Store for RedisStore {
         }
     }
 
-    async fn purge_prefix(&self, prefix: &str) -> Result<usize, StoreError> {
-        let pattern = glob_prefix(&stored_key(&self.inner.prefix, prefix));
+    async fn purge_prefix(&self, prefix: &str) -> Result<Purged, StoreError> {
+        let pattern = glob_prefix(&stored_prefix(self.inner.backend, &self.inner.prefix, prefix)?);
         let keys = self.inner.scan(&pattern).await?;
-        self.inner.delete_stored(keys).await
+        self.inner.delete_stored(keys).await.map(Purged::Removed)
     }
 
-    async fn purge_tag(&self, tag: &str) -> Result<usize, StoreError> {
+    async fn purge_tag(&self, tag: &str) -> Result<Purged, StoreError> {
         let set = internal_key(&self.inner.prefix, "tag", tag);
         let members: Vec<Vec<u8>> = {
             let set = set.clone();
@@ -439,7 +465,7 @@ impl Store for RedisStore {
         };
         let deleted = self.inner.delete_stored(members).await?;
         self.inner.delete_stored(vec![set]).await?;
-        Ok(deleted)
+        Ok(Purged::Removed(deleted))
     }
 
     async fn stats(&self) -> Result<StoreStats, StoreError> {

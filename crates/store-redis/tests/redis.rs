@@ -38,14 +38,14 @@ async fn a_cluster_behaves_as_every_store_must_with_keys_on_every_master() {
         let count: u64 = node.cli(&["dbsize"]).expect("dbsize").trim().parse().expect("number");
         assert!(count > 0, "every master holds keys");
     }
-    assert_eq!(store.purge_tag("everywhere").await.expect("purge"), 60);
+    assert_eq!(store.purge_tag("everywhere").await.expect("purge"), larder_store::Purged::Removed(60));
     for key in &keys {
         assert_eq!(store.get(key).await.expect("get"), None);
     }
     for key in &keys {
         store.set(key, b"v", None).await.expect("set");
     }
-    assert_eq!(store.purge_prefix("spread/").await.expect("purge"), 60);
+    assert_eq!(store.purge_prefix("spread/").await.expect("purge"), larder_store::Purged::Removed(60));
     behaviour::clear(&store).await;
 }
 

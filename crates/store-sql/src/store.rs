@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use larder_store::expiry::expires_at_ms;
-use larder_store::keys::stored_key;
-use larder_store::{counter, FailurePolicy, Health, OpenError, Store, StoreError, StoreStats, StoreUrl, Value};
+use larder_store::keys::{stored_key, stored_prefix};
+use larder_store::{counter, FailurePolicy, Health, OpenError, Purged, Store, StoreError, StoreStats, StoreUrl, Value};
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 use sha2::{Digest, Sha256};
 use sqlx::any::{AnyPoolOptions, AnyRow};
@@ -244,8 +244,8 @@ impl Inner {
             .map(|_| ())
     }
 
-    fn key(&self, key: &str) -> String {
-        stored_key(&self.prefix, key).into_owned()
+    fn key(&self, key: &str) -> Result<String, StoreError> {
+        Ok(stored_key(self.backend(), &self.prefix, key)?.into_owned())
     }
 
     /// Rows for stored keys, live ones only, in the order asked.
@@ -410,7 +410,7 @@ impl Store for SqlStore {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let stored: Vec<String> = keys.iter().map(|k| self.inner.key(k)).collect();
+        let stored = keys.iter().map(|k| self.inner.key(k)).collect::<Result<Vec<String>, _>>()?;
         let mut values = Vec::with_capacity(keys.len());
         for chunk in stored.chunks(500) {
             values.extend(self.inner.get_stored(chunk).await?.into_iter().map(|v| v.map(Value::from)));
@@ -434,13 +434,13 @@ impl Store for SqlStore {
                     limit,
                 });
             }
-            rows.push((self.inner.key(key), *value));
+            rows.push((self.inner.key(key)?, *value));
         }
         self.inner.write(&rows, ttl, false).await.map(|_| ())
     }
 
     async fn add(&self, key: &str, value: &[u8], ttl: Option<Duration>) -> Result<bool, StoreError> {
-        self.inner.write(&[(self.inner.key(key), value)], ttl, true).await
+        self.inner.write(&[(self.inner.key(key)?, value)], ttl, true).await
     }
 
     async fn incr(
@@ -450,7 +450,7 @@ impl Store for SqlStore {
         ttl: Option<Duration>,
         create: bool,
     ) -> Result<Option<i64>, StoreError> {
-        let stored = self.inner.key(key);
+        let stored = self.inner.key(key)?;
         let hash = key_hash(&stored);
         let e = &self.inner.tables.entries;
         let select = format!("SELECT value, expires_at FROM {e} WHERE key_hash = $1 AND key = $2");
@@ -505,7 +505,7 @@ impl Store for SqlStore {
     }
 
     async fn delete_if(&self, key: &str, expected: &[u8]) -> Result<bool, StoreError> {
-        let stored = self.inner.key(key);
+        let stored = self.inner.key(key)?;
         let sql = format!("DELETE FROM {} WHERE key_hash = $1 AND key = $2 AND value = $3", self.inner.tables.entries);
         let deleted = self
             .inner
@@ -525,7 +525,7 @@ impl Store for SqlStore {
     }
 
     async fn delete_many(&self, keys: &[&str]) -> Result<usize, StoreError> {
-        let stored: Vec<String> = keys.iter().map(|k| self.inner.key(k)).collect();
+        let stored = keys.iter().map(|k| self.inner.key(k)).collect::<Result<Vec<String>, _>>()?;
         let live = self.inner.get_stored(&stored).await?;
         let hashes: Vec<i64> =
             stored.iter().zip(&live).filter(|(_, v)| v.is_some()).map(|(k, _)| key_hash(k)).collect();
@@ -548,24 +548,24 @@ impl Store for SqlStore {
         }
     }
 
-    async fn purge_prefix(&self, prefix: &str) -> Result<usize, StoreError> {
-        let stored = self.inner.key(prefix);
+    async fn purge_prefix(&self, prefix: &str) -> Result<Purged, StoreError> {
+        let stored = stored_prefix(self.backend(), &self.inner.prefix, prefix)?;
         let sql = format!(
             "SELECT key_hash FROM {} WHERE substr(key, 1, {}) = $1",
             self.inner.tables.entries,
             stored.chars().count()
         );
         let hashes = self.inner.hashes(&sql, &stored).await?;
-        self.inner.delete_hashes(&hashes).await
+        self.inner.delete_hashes(&hashes).await.map(Purged::Removed)
     }
 
-    async fn purge_tag(&self, tag: &str) -> Result<usize, StoreError> {
+    async fn purge_tag(&self, tag: &str) -> Result<Purged, StoreError> {
         let sql = format!("SELECT key_hash FROM {} WHERE tag = $1", self.inner.tables.tags);
         let hashes = self.inner.hashes(&sql, tag).await?;
         let deleted = self.inner.delete_hashes(&hashes).await?;
         let untag = format!("DELETE FROM {} WHERE tag = $1", self.inner.tables.tags);
         self.inner.run(sqlx::query(&untag).bind(tag).execute(&self.inner.pool)).await?;
-        Ok(deleted)
+        Ok(Purged::Removed(deleted))
     }
 
     async fn stats(&self) -> Result<StoreStats, StoreError> {

@@ -6,9 +6,10 @@ pub enum StoreError {
     /// The value is larger than the store accepts; nothing was stored.
     #[error("{backend}: value of {size} bytes for key {key:?} exceeds the {limit}-byte entry limit")]
     TooLarge { backend: &'static str, key: String, size: usize, limit: usize },
-    /// The key is longer than the store accepts; nothing was stored.
-    #[error("{backend}: key of {len} bytes exceeds the {limit}-byte key limit")]
-    KeyTooLong { backend: &'static str, len: usize, limit: usize },
+    /// The key (or purge prefix) is not a safe key (spec/STORES.md §2: 1 to 250 bytes, none of them 0x00–0x20 or
+    /// 0x7F); refused before anything was sent. `key` is shown escaped and cut to 80 characters.
+    #[error("{backend}: invalid key {key}: {reason}")]
+    InvalidKey { backend: &'static str, key: String, reason: &'static str },
     /// A server could not be reached or answered with an error.
     #[error("{backend} server {server}: {message}")]
     Server { backend: &'static str, server: String, message: String },
@@ -28,7 +29,7 @@ impl StoreError {
     pub fn backend(&self) -> &'static str {
         match self {
             StoreError::TooLarge { backend, .. }
-            | StoreError::KeyTooLong { backend, .. }
+            | StoreError::InvalidKey { backend, .. }
             | StoreError::Server { backend, .. }
             | StoreError::Timeout { backend, .. }
             | StoreError::NotACounter { backend, .. }

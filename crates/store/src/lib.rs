@@ -21,7 +21,7 @@ pub use error::{OpenError, StoreError};
 pub use health::{FailurePolicy, Health};
 pub use memory::{ConfigError, MemoryStore, MemoryStoreBuilder};
 pub use size::{parse_size, parse_usize};
-pub use store::{BoxFuture, DynStore, Store, StoreStats};
+pub use store::{BoxFuture, DynStore, Purged, Store, StoreStats};
 pub use tiered::TieredStore;
 pub use url::{StoreUrl, UrlError};
 pub use value::Value;

@@ -25,6 +25,44 @@ pub struct StoreStats {
     pub bytes: u64,
     /// The byte bound, if any (0 = none).
     pub capacity_bytes: u64,
+    /// Things under the store's root that it did not write and leaves alone (the file store's foreign files).
+    pub foreign: u64,
+}
+
+/// What a purge did (spec/STORES.md §4.4): removed a number of entries, or, on memcached, recorded the purge for
+/// readers to apply, which cannot count what it hides. Never a 0 that means "done".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purged {
+    Removed(usize),
+    Recorded,
+}
+
+impl Purged {
+    /// The number removed, when the store could count it.
+    pub fn count(self) -> Option<usize> {
+        match self {
+            Purged::Removed(n) => Some(n),
+            Purged::Recorded => None,
+        }
+    }
+
+    /// Two purges' results together (layers of one store, several tags): recorded if either was.
+    #[must_use]
+    pub fn and(self, other: Purged) -> Purged {
+        match (self, other) {
+            (Purged::Removed(a), Purged::Removed(b)) => Purged::Removed(a + b),
+            _ => Purged::Recorded,
+        }
+    }
+}
+
+impl std::fmt::Display for Purged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Purged::Removed(n) => write!(f, "{n}"),
+            Purged::Recorded => f.write_str("recorded (readers skip what it covers; the store cannot count it)"),
+        }
+    }
 }
 
 /// Async operations on keys and entry bytes.
@@ -105,11 +143,11 @@ pub trait Store: Send + Sync + 'static {
 
     fn clear(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-    /// Removes every entry whose key starts with `prefix`; returns how many.
-    fn purge_prefix(&self, prefix: &str) -> impl Future<Output = Result<usize, StoreError>> + Send;
+    /// Removes every entry whose key starts with `prefix` (a prefix of safe-key bytes; "" is everything).
+    fn purge_prefix(&self, prefix: &str) -> impl Future<Output = Result<Purged, StoreError>> + Send;
 
-    /// Removes every entry whose header carries `tag`; returns how many.
-    fn purge_tag(&self, tag: &str) -> impl Future<Output = Result<usize, StoreError>> + Send;
+    /// Removes every entry whose header carries `tag`.
+    fn purge_tag(&self, tag: &str) -> impl Future<Output = Result<Purged, StoreError>> + Send;
 
     fn stats(&self) -> impl Future<Output = Result<StoreStats, StoreError>> + Send;
 }
@@ -149,8 +187,8 @@ pub trait DynStore: Send + Sync + 'static {
     fn delete<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<bool, StoreError>>;
     fn delete_many<'a>(&'a self, keys: &'a [&'a str]) -> BoxFuture<'a, Result<usize, StoreError>>;
     fn clear(&self) -> BoxFuture<'_, Result<(), StoreError>>;
-    fn purge_prefix<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<usize, StoreError>>;
-    fn purge_tag<'a>(&'a self, tag: &'a str) -> BoxFuture<'a, Result<usize, StoreError>>;
+    fn purge_prefix<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Purged, StoreError>>;
+    fn purge_tag<'a>(&'a self, tag: &'a str) -> BoxFuture<'a, Result<Purged, StoreError>>;
     fn stats(&self) -> BoxFuture<'_, Result<StoreStats, StoreError>>;
 }
 
@@ -214,10 +252,10 @@ impl<S: Store> DynStore for S {
     fn clear(&self) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(Store::clear(self))
     }
-    fn purge_prefix<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<usize, StoreError>> {
+    fn purge_prefix<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Purged, StoreError>> {
         Box::pin(Store::purge_prefix(self, prefix))
     }
-    fn purge_tag<'a>(&'a self, tag: &'a str) -> BoxFuture<'a, Result<usize, StoreError>> {
+    fn purge_tag<'a>(&'a self, tag: &'a str) -> BoxFuture<'a, Result<Purged, StoreError>> {
         Box::pin(Store::purge_tag(self, tag))
     }
     fn stats(&self) -> BoxFuture<'_, Result<StoreStats, StoreError>> {
@@ -271,10 +309,10 @@ impl Store for Arc<dyn DynStore> {
     async fn clear(&self) -> Result<(), StoreError> {
         DynStore::clear(&**self).await
     }
-    async fn purge_prefix(&self, prefix: &str) -> Result<usize, StoreError> {
+    async fn purge_prefix(&self, prefix: &str) -> Result<Purged, StoreError> {
         DynStore::purge_prefix(&**self, prefix).await
     }
-    async fn purge_tag(&self, tag: &str) -> Result<usize, StoreError> {
+    async fn purge_tag(&self, tag: &str) -> Result<Purged, StoreError> {
         DynStore::purge_tag(&**self, tag).await
     }
     async fn stats(&self) -> Result<StoreStats, StoreError> {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::error::StoreError;
 use crate::memory::MemoryStore;
-use crate::store::{Store, StoreStats};
+use crate::store::{Purged, Store, StoreStats};
 use crate::value::Value;
 
 /// L1 over L2. Locks and counters (`add`, `incr`, `delete_if`) are decided by L2 alone.
@@ -138,18 +138,27 @@ impl<L2: Store> Store for TieredStore<L2> {
         self.l2.clear().await
     }
 
-    async fn purge_prefix(&self, prefix: &str) -> Result<usize, StoreError> {
+    async fn purge_prefix(&self, prefix: &str) -> Result<Purged, StoreError> {
+        crate::keys::check_prefix(self.l2.backend(), prefix)?;
         let local = self.l1.purge_prefix_now(prefix);
-        Ok(self.l2.purge_prefix(prefix).await?.max(local))
+        Ok(at_least(self.l2.purge_prefix(prefix).await?, local))
     }
 
-    async fn purge_tag(&self, tag: &str) -> Result<usize, StoreError> {
+    async fn purge_tag(&self, tag: &str) -> Result<Purged, StoreError> {
         let local = self.l1.purge_tag_now(tag);
-        Ok(self.l2.purge_tag(tag).await?.max(local))
+        Ok(at_least(self.l2.purge_tag(tag).await?, local))
     }
 
     /// L2's figures (the shared store is the one that matters); L1's are on [`TieredStore::l1`].
     async fn stats(&self) -> Result<StoreStats, StoreError> {
         self.l2.stats().await
+    }
+}
+
+/// The shared store's answer, which knows more than the local copy's, unless the local copy removed more.
+fn at_least(shared: Purged, local: usize) -> Purged {
+    match shared {
+        Purged::Removed(n) => Purged::Removed(n.max(local)),
+        Purged::Recorded => Purged::Recorded,
     }
 }

@@ -96,9 +96,10 @@ fn oversized_values_and_keys_are_refused_with_a_reason() {
     let err = store.set_now("big", &vec![0u8; limit], None).expect_err("too large");
     assert!(matches!(err, StoreError::TooLarge { size, .. } if size == limit));
     assert!(err.to_string().contains("exceeds"), "{err}");
-    let long_key = "k".repeat(70_000);
-    assert!(matches!(store.set_now(&long_key, b"v", None), Err(StoreError::KeyTooLong { .. })));
-    assert_eq!(store.stats_now().rejections, 2);
+    let long_key = "k".repeat(251);
+    assert!(matches!(store.set_now(&long_key, b"v", None), Err(StoreError::InvalidKey { .. })));
+    assert!(matches!(store.set_now("a\r\nb", b"v", None), Err(StoreError::InvalidKey { .. })));
+    assert_eq!(store.stats_now().rejections, 3);
     assert_eq!(store.get_now("big"), None);
 }
 

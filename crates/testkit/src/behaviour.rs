@@ -33,6 +33,7 @@ pub async fn check_all<S: Store>(store: &S) {
     counters(store).await;
     purges(store).await;
     too_large(store).await;
+    hostile_keys(store).await;
     store.stats().await.unwrap_or_else(|e| panic!("{}: stats: {e}", store.backend()));
 }
 
@@ -244,4 +245,60 @@ pub async fn clear<S: Store>(store: &S) {
     store.set(&format!("{p}a"), &entry("a", None, 0, &[]), None).await.expect("set");
     store.clear().await.unwrap_or_else(|e| panic!("{name}: clear: {e}"));
     assert_eq!(store.get(&format!("{p}a")).await.expect("get"), None, "{name}: cleared");
+}
+
+/// Keys that are not safe keys (spec/STORES.md §2) are refused by every operation with `invalid_key`, and the
+/// attempt affects no other key: a sentinel written before keeps its value, and the store (the same connection,
+/// for a remote one) answers correctly afterwards. The keys are the refused cases of spec/vectors/stores.json
+/// (memcached commands riding on CR LF, spaces, NUL, DEL, empty, 251 bytes) and 200 random ones with at least one
+/// forbidden byte, from a seed printed on failure.
+pub async fn hostile_keys<S: Store>(store: &S) {
+    let name = store.backend();
+    let p = run_prefix("hostile");
+    let sentinel = format!("{p}innocent");
+    store.set(&sentinel, b"kept", None).await.expect("set");
+    let seed = fastrand::u64(..);
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut keys: Vec<String> = vec![
+        format!("{p}z\r\nms {p}innocent 6 T0\r\nHIJACK\r\nmg {p}innocent v"),
+        format!("{p}a b"),
+        format!("{p}a\u{0}b"),
+        format!("{p}a\u{7f}b"),
+        format!("{p}\n"),
+        String::new(),
+        "k".repeat(251),
+    ];
+    for _ in 0..200 {
+        let length = rng.usize(1..300);
+        let mut key: String = (0..length).map(|_| char::from(rng.u8(0x00..0x80))).collect();
+        if key.len() <= 250 && key.bytes().all(|b| b > 0x20 && b != 0x7f) {
+            key.push(' ');
+        }
+        keys.push(key);
+    }
+    for key in &keys {
+        let refused = |what: &str, result: Result<(), StoreError>| match result {
+            Err(StoreError::InvalidKey { .. }) => {}
+            other => panic!("{name}: {what} of {key:?} (seed {seed}) must be invalid_key, got {other:?}"),
+        };
+        refused("get", store.get(key).await.map(|_| ()));
+        refused("get_many", store.get_many(&[&sentinel, key]).await.map(|_| ()));
+        refused("set", store.set(key, b"HIJACK", None).await);
+        refused("add", store.add(key, b"HIJACK", None).await.map(|_| ()));
+        refused("incr", store.incr(key, 1, None, true).await.map(|_| ()));
+        refused("delete", store.delete(key).await.map(|_| ()));
+        refused("delete_if", store.delete_if(key, b"x").await.map(|_| ()));
+        refused("delete_many", store.delete_many(&[&sentinel, key]).await.map(|_| ()));
+        if !key.is_empty() {
+            refused("purge_prefix", store.purge_prefix(key).await.map(|_| ()));
+        }
+    }
+    assert_eq!(
+        store.get(&sentinel).await.expect("get").as_deref(),
+        Some(&b"kept"[..]),
+        "{name}: no refused key touched another (seed {seed})"
+    );
+    let after = format!("{p}after");
+    store.set(&after, b"in step", None).await.expect("set after the attempts");
+    assert_eq!(store.get(&after).await.expect("get").as_deref(), Some(&b"in step"[..]), "{name}: still in step");
 }

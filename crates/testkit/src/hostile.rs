@@ -62,9 +62,7 @@ impl std::str::FromStr for Behaviour {
             "garbage" => Behaviour::Garbage,
             "silent" => Behaviour::Silent,
             other => {
-                return Err(format!(
-                    "unknown behaviour {other:?}: drip, huge, nested, endless-line, garbage or silent"
-                ))
+                return Err(format!("unknown behaviour {other:?}: drip, huge, nested, endless-line, garbage or silent"))
             }
         })
     }

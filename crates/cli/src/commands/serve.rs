@@ -5,7 +5,7 @@
 //! the same units as the file (`512M`, `1.5G`); addresses may be host names; booleans take true/false, yes/no,
 //! on/off or 1/0.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -42,9 +42,13 @@ pub struct ServeArgs {
     /// Do not start the admin API.
     #[arg(long, conflicts_with = "admin")]
     no_admin: bool,
-    /// Bearer token for the admin API (required when it listens beyond loopback).
+    /// Bearer token the admin API requires (it does not start without one, unless --admin-no-token).
     #[arg(long, env = "LARDER_ADMIN_TOKEN", value_name = "TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
+    /// Run a loopback admin API without a token: every local process may push and purge (browsers still cannot:
+    /// see docs/security.md). Refused when --admin is not a loopback address [default: false].
+    #[arg(long, env = "LARDER_ADMIN_NO_TOKEN", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    admin_no_token: Option<bool>,
     /// Prefix for every cache key.
     #[arg(long, env = "LARDER_NAMESPACE")]
     namespace: Option<String>,
@@ -58,9 +62,11 @@ pub struct ServeArgs {
     /// Send the RFC 9211 Cache-Status response header [default: true].
     #[arg(long, env = "LARDER_CACHE_STATUS", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
     cache_status: Option<bool>,
-    /// Client addresses allowed to send PURGE, comma-separated [default: 127.0.0.1,::1].
-    #[arg(long, env = "LARDER_PURGE_ALLOWED", value_name = "IPS", value_delimiter = ',')]
-    purge_allowed: Option<Vec<IpAddr>>,
+    /// Clients that may send PURGE on the main listener: addresses or networks, comma-separated (127.0.0.1,
+    /// 10.0.0.0/8) [default: none; purge through the admin API]. A proxy in front of larder (a TLS terminator on
+    /// this host, say) makes every client it forwards arrive from its address: do not name it.
+    #[arg(long, env = "LARDER_PURGE_FROM", value_name = "NETS", value_delimiter = ',')]
+    purge_from: Option<Vec<String>>,
     /// Proxies in front of larder whose X-Forwarded-* and Forwarded fields are believed: addresses or networks,
     /// comma-separated (10.0.0.0/8,192.0.2.7) [default: none].
     #[arg(long, env = "LARDER_TRUSTED_PROXIES", value_name = "NETS", value_delimiter = ',')]
@@ -185,11 +191,12 @@ const SETTINGS: &[(&str, &str, &str)] = &[
     ("listen", "listen", "LARDER_LISTEN"),
     ("admin", "admin", "LARDER_ADMIN"),
     ("admin_token", "admin-token", "LARDER_ADMIN_TOKEN"),
+    ("admin_no_token", "admin-no-token", "LARDER_ADMIN_NO_TOKEN"),
     ("namespace", "namespace", "LARDER_NAMESPACE"),
     ("drop_query_params", "drop-query-params", "LARDER_DROP_QUERY_PARAMS"),
     ("cache_status_header", "cache-status-header", "LARDER_CACHE_STATUS_HEADER"),
     ("cache_status", "cache-status", "LARDER_CACHE_STATUS"),
-    ("purge_allowed", "purge-allowed", "LARDER_PURGE_ALLOWED"),
+    ("purge_from", "purge-from", "LARDER_PURGE_FROM"),
     ("trusted_proxies", "trusted-proxies", "LARDER_TRUSTED_PROXIES"),
     ("access_log", "access-log", "LARDER_ACCESS_LOG"),
     ("workers", "workers", "LARDER_WORKERS"),
@@ -262,11 +269,12 @@ impl ServeArgs {
         if let Some(token) = &self.admin_token {
             c.admin_token = Some(token.clone());
         }
+        set(&mut c.admin_no_token, self.admin_no_token);
         set(&mut c.namespace, self.namespace.clone());
         set(&mut c.drop_query_params, self.drop_query_params.clone());
         set(&mut c.cache_status_header, self.cache_status_header.clone());
         set(&mut c.cache_status, self.cache_status);
-        set(&mut c.purge_allowed, self.purge_allowed.clone());
+        set(&mut c.purge_from, self.purge_from.clone());
         set(&mut c.trusted_proxies, self.trusted_proxies.clone());
         set(&mut c.access_log, self.access_log.clone());
         set(&mut c.workers, self.workers);
@@ -440,6 +448,8 @@ mod tests {
             "--surrogate-control=off",
             "--trusted-proxies=10.0.0.0/8,192.0.2.7",
             "--compress=br",
+            "--admin-no-token",
+            "--purge-from=127.0.0.1,10.0.0.0/8",
         ])
         .expect("parses");
         let config = args.serve.config().map_err(|f| f.message).expect("valid");
@@ -449,6 +459,10 @@ mod tests {
         assert_eq!(config.limits.max_request_body_bytes, 512 << 10);
         assert!(config.cache.cache_set_cookie && !config.cache.surrogate_control);
         assert_eq!(config.trusted_proxies, ["10.0.0.0/8", "192.0.2.7"]);
+        assert!(config.admin_no_token);
+        assert_eq!(config.purge_from, ["127.0.0.1", "10.0.0.0/8"]);
+        let no_token = Harness::try_parse_from(["x", "--upstream=http://a"]).expect("parses").serve.config();
+        assert!(no_token.is_err_and(|f| f.message.contains("--admin-token")), "the admin API needs a token");
         for bad in ["--capacity=-1M", "--cache-set-cookie=maybe", "--compress=lzma", "--listen=nowhere.invalid:80"] {
             assert!(Harness::try_parse_from(["x", "--upstream=http://a", bad]).is_err(), "{bad}");
         }

@@ -154,6 +154,7 @@ async fn execute(store: &Arc<dyn larder_store::DynStore>, command: StoreCommand)
                 ("evictions", Some(s.evictions)),
                 ("expirations", Some(s.expirations)),
                 ("rejections", Some(s.rejections)),
+                ("foreign_files", Some(s.foreign)),
             ];
             let text = if json {
                 let body: Vec<String> = fields

@@ -4,21 +4,21 @@
 
 pub mod size;
 
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 use http::HeaderName;
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::forwarding::TrustedProxies;
+use crate::forwarding::Networks;
 use crate::rfc9111::Rules;
 
 /// Everything `larder serve` can be told.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ProxyConfig {
-    /// The app larder fronts, e.g. `http://127.0.0.1:3000`. A path (`http://app/shop`) is a prefix put before
-    /// every request's path.
+    /// The app larder fronts, e.g. `http://127.0.0.1:3000` (required). A path (`http://app/shop`) is a prefix put
+    /// before every request's path.
     pub upstream: String,
     /// Where clients connect (a host name is resolved at start).
     #[serde(deserialize_with = "deserialize_addr")]
@@ -26,8 +26,11 @@ pub struct ProxyConfig {
     /// The admin API (push, purge, metrics, health); loopback by default.
     #[serde(deserialize_with = "deserialize_optional_addr")]
     pub admin: Option<SocketAddr>,
-    /// Bearer token for the admin API; required when `admin` is not a loopback address.
+    /// Bearer token for the admin API: required, unless `admin_no_token` opens a loopback admin API without one.
     pub admin_token: Option<String>,
+    /// Run a loopback admin API without a token, open to every process on this host (browsers are still refused:
+    /// JSON bodies, same-origin requests and the listener's own Host only). Refused for a non-loopback address.
+    pub admin_no_token: bool,
     /// Key namespace (spec/FORMAT.md §5.2).
     pub namespace: String,
     /// Query parameters left out of cache keys and of the URL sent upstream (a trailing `*` makes a prefix).
@@ -36,8 +39,10 @@ pub struct ProxyConfig {
     pub cache_status_header: String,
     /// Send the RFC 9211 `Cache-Status` response header.
     pub cache_status: bool,
-    /// Client addresses allowed to send `PURGE` on the main listener.
-    pub purge_allowed: Vec<IpAddr>,
+    /// Clients (addresses or networks) that may send `PURGE` on the main listener; empty = none (the admin API
+    /// purges with its token). Every client a proxy in front of larder forwards arrives from that proxy's address,
+    /// so naming a TLS terminator's address lets everyone behind it purge.
+    pub purge_from: Vec<String>,
     /// Addresses or networks (`10.0.0.0/8`) of proxies in front of larder whose `X-Forwarded-*` and `Forwarded`
     /// fields are believed; every other client's are dropped.
     pub trusted_proxies: Vec<String>,
@@ -139,15 +144,16 @@ pub struct LimitsSection {
 impl Default for ProxyConfig {
     fn default() -> Self {
         ProxyConfig {
-            upstream: "http://127.0.0.1:3000".into(),
+            upstream: String::new(),
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             admin: Some(SocketAddr::from(([127, 0, 0, 1], 8081))),
             admin_token: None,
+            admin_no_token: false,
             namespace: String::new(),
             drop_query_params: larder_format::key::DEFAULT_DROP_PARAMS.iter().map(|s| (*s).to_owned()).collect(),
             cache_status_header: "x-cache".into(),
             cache_status: true,
-            purge_allowed: vec![IpAddr::from([127, 0, 0, 1]), IpAddr::from([0u16, 0, 0, 0, 0, 0, 0, 1])],
+            purge_from: Vec::new(),
             trusted_proxies: Vec::new(),
             access_log: String::new(),
             workers: 0,
@@ -208,10 +214,17 @@ pub enum ConfigError {
     Read { path: String, source: std::io::Error },
     #[error("{path}: {message}")]
     Parse { path: String, message: String },
-    #[error("upstream {0:?} is not an http:// URL with a host (and no query or fragment)")]
+    #[error(
+        "upstream {0:?} is not an http:// URL with a host (and no query or fragment), such as http://127.0.0.1:3000"
+    )]
     Upstream(String),
-    #[error("the admin API listens on {0}, which is not loopback: set admin_token")]
+    #[error(
+        "the admin API ({0}) needs a token: give --admin-token TOKEN (or LARDER_ADMIN_TOKEN, or admin_token in the \
+         file); --admin-no-token leaves a loopback admin API open to every local process; --no-admin turns it off"
+    )]
     AdminWithoutToken(SocketAddr),
+    #[error("--admin-no-token is for a loopback admin API only, and {0} is not loopback: give --admin-token")]
+    AdminOpenBeyondLoopback(SocketAddr),
     #[error("{field}: {message}")]
     Invalid { field: &'static str, message: String },
 }
@@ -257,15 +270,16 @@ impl ProxyConfig {
 
     /// Checks the settings that would otherwise fail later, or silently.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.upstream.is_empty() {
+            return Err(ConfigError::Invalid {
+                field: "upstream",
+                message: "is required: the app to front, such as http://127.0.0.1:3000".into(),
+            });
+        }
         let upstream: http::Uri = self.upstream.parse().map_err(|_| ConfigError::Upstream(self.upstream.clone()))?;
         let has_query = upstream.path_and_query().is_some_and(|p| p.query().is_some()) || self.upstream.contains('#');
         if upstream.scheme_str() != Some("http") || upstream.host().is_none() || has_query {
             return Err(ConfigError::Upstream(self.upstream.clone()));
-        }
-        if let Some(admin) = self.admin {
-            if !admin.ip().is_loopback() && self.admin_token.as_deref().unwrap_or("").is_empty() {
-                return Err(ConfigError::AdminWithoutToken(admin));
-            }
         }
         for field in &self.cache.targeted_fields {
             HeaderName::try_from(field.as_str()).map_err(|_| ConfigError::Invalid {
@@ -279,8 +293,9 @@ impl ProxyConfig {
         })?;
         crate::encoding::offered_coding(&self.cache.compress)
             .map_err(|message| ConfigError::Invalid { field: "cache.compress", message })?;
-        TrustedProxies::parse(&self.trusted_proxies)
+        Networks::parse(&self.trusted_proxies)
             .map_err(|message| ConfigError::Invalid { field: "trusted_proxies", message })?;
+        Networks::parse(&self.purge_from).map_err(|message| ConfigError::Invalid { field: "purge_from", message })?;
         let at_least_one = [
             ("limits.max_connections", self.limits.max_connections as u64),
             ("limits.max_upstream_per_connection", self.limits.max_upstream_per_connection as u64),
@@ -301,6 +316,16 @@ impl ProxyConfig {
                 field: "cache.max_entry_fraction",
                 message: format!("{} is not a fraction in (0, 1]", self.cache.max_entry_fraction),
             });
+        }
+        // Last, so that a mistake in another setting is reported first.
+        if let Some(admin) = self.admin {
+            let has_token = !self.admin_token.as_deref().unwrap_or("").is_empty();
+            if self.admin_no_token && !admin.ip().is_loopback() {
+                return Err(ConfigError::AdminOpenBeyondLoopback(admin));
+            }
+            if !has_token && !self.admin_no_token {
+                return Err(ConfigError::AdminWithoutToken(admin));
+            }
         }
         Ok(())
     }
@@ -367,15 +392,40 @@ mod tests {
 
     #[test]
     fn validation_catches_what_would_fail_later() {
-        let ok = ProxyConfig::default();
+        let ok = ProxyConfig {
+            upstream: "http://127.0.0.1:3000".into(),
+            admin_token: Some("s3cret".into()),
+            ..ProxyConfig::default()
+        };
         assert!(ok.validate().is_ok());
+        assert!(
+            matches!(
+                ProxyConfig { admin_no_token: true, ..ProxyConfig::default() }.validate(),
+                Err(ConfigError::Invalid { field: "upstream", .. })
+            ),
+            "upstream is required"
+        );
+        let app = |c: ProxyConfig| ProxyConfig { upstream: ok.upstream.clone(), ..c };
+        assert!(
+            matches!(app(ProxyConfig::default()).validate(), Err(ConfigError::AdminWithoutToken(_))),
+            "the admin API needs a token by default"
+        );
+        let open = app(ProxyConfig { admin_no_token: true, ..ProxyConfig::default() });
+        assert!(open.validate().is_ok(), "unless the operator opens a loopback one");
+        let no_admin = app(ProxyConfig { admin: None, ..ProxyConfig::default() });
+        assert!(no_admin.validate().is_ok());
+        let open_wide = ProxyConfig { admin: Some("0.0.0.0:8081".parse().expect("addr")), ..open };
+        assert!(matches!(open_wide.validate(), Err(ConfigError::AdminOpenBeyondLoopback(_))));
+        let bad_purge = ProxyConfig { purge_from: vec!["everyone".into()], ..ok.clone() };
+        assert!(bad_purge.validate().is_err());
         let bad_upstream = ProxyConfig { upstream: "https://app".into(), ..ProxyConfig::default() };
         assert!(matches!(bad_upstream.validate(), Err(ConfigError::Upstream(_))));
-        let open_admin = ProxyConfig { admin: Some("0.0.0.0:8081".parse().expect("addr")), ..ProxyConfig::default() };
+        let open_admin =
+            app(ProxyConfig { admin: Some("0.0.0.0:8081".parse().expect("addr")), ..ProxyConfig::default() });
         assert!(matches!(open_admin.validate(), Err(ConfigError::AdminWithoutToken(_))));
         let tokened = ProxyConfig { admin_token: Some("s3cret".into()), ..open_admin };
         assert!(tokened.validate().is_ok());
-        let with_path = ProxyConfig { upstream: "http://app:3000/shop".into(), ..ProxyConfig::default() };
+        let with_path = ProxyConfig { upstream: "http://app:3000/shop".into(), ..ok.clone() };
         assert!(with_path.validate().is_ok(), "a path is a prefix");
         let with_query = ProxyConfig { upstream: "http://app:3000/?x=1".into(), ..ProxyConfig::default() };
         assert!(matches!(with_query.validate(), Err(ConfigError::Upstream(_))));

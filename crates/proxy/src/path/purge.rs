@@ -1,4 +1,4 @@
-//! Purging a URL: `PURGE <url>` on the main listener (from allowed addresses), `POST /purge {"url": …}` on the
+//! Purging a URL: `PURGE <url>` on the main listener (only from `--purge-from` clients), `POST /purge {"url": …}` on the
 //! admin API, and invalidation by unsafe methods all come here. A URL's base key holds its response or, when
 //! responses vary, a marker; removing it (and the response's alternates in other codings) makes every variant
 //! unreachable at once, since variant keys are made with the marker's generation (spec/FORMAT.md §5.4).
@@ -19,8 +19,14 @@ impl<S: Store> Proxy<S> {
     /// `PURGE` on the main listener.
     pub(crate) async fn purge_request(self: &Arc<Self>, ctx: &RequestContext) -> Answer {
         let verdict = Verdict::new(Outcome::Local).with_detail("purge");
-        if !self.settings.purge_allowed.contains(&ctx.client.ip()) {
-            let response = respond::error(StatusCode::FORBIDDEN, "PURGE is not allowed from this address");
+        if !self.settings.purge_from.contains(ctx.client.ip()) {
+            let message = if self.settings.purge_from.is_empty() {
+                "PURGE is off: larder serve --purge-from ADDRESSES names the clients that may send it (or purge \
+                 through the admin API)"
+            } else {
+                "PURGE is not allowed from this address (see --purge-from)"
+            };
+            let response = respond::error(StatusCode::FORBIDDEN, message);
             return (response, verdict);
         }
         let removed = self.remove_url(&ctx.key).await;

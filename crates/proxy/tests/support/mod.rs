@@ -183,6 +183,12 @@ pub struct Larder {
     pub task: Option<tokio::task::JoinHandle<()>>,
 }
 
+/// The configuration tests start from: the defaults, but a loopback admin API without a token and `PURGE` from
+/// loopback, so that tests about other things need not carry credentials (admin.rs tests the real defaults).
+pub fn test_defaults() -> ProxyConfig {
+    ProxyConfig { admin_no_token: true, purge_from: vec!["127.0.0.1".into(), "::1".into()], ..ProxyConfig::default() }
+}
+
 impl Larder {
     /// larder in front of `upstream`, on free loopback ports, with `tweak` applied to the default configuration.
     pub async fn start(upstream: &str, tweak: impl FnOnce(&mut ProxyConfig)) -> Larder {
@@ -196,7 +202,7 @@ impl Larder {
             upstream: upstream.to_owned(),
             listen: "127.0.0.1:0".parse().expect("addr"),
             admin: Some("127.0.0.1:0".parse().expect("addr")),
-            ..ProxyConfig::default()
+            ..test_defaults()
         };
         tweak(&mut config);
         let store = MemoryStore::builder()
@@ -214,7 +220,7 @@ impl Larder {
             upstream: upstream.to_owned(),
             listen: "127.0.0.1:0".parse().expect("addr"),
             admin: Some("127.0.0.1:0".parse().expect("addr")),
-            ..ProxyConfig::default()
+            ..test_defaults()
         };
         tweak(&mut config);
         Larder::start_with(config, store, ManualClock::new(larder_format::now_ms())).await

@@ -19,11 +19,12 @@ use std::time::Duration;
 
 use larder_format::{Entry, FIXED_HEADER_LEN, MAGIC};
 
-use self::entry::{EntryRef, MAX_KEY_LEN, MAX_VALUE_LEN};
+use self::entry::{EntryRef, MAX_VALUE_LEN};
 use self::shard::{Counters, Shard, WriteMode};
 use crate::clock::{Clock, LazyNow, SystemClock};
 use crate::error::StoreError;
-use crate::store::{Store, StoreStats};
+use crate::keys::{check_key, check_prefix};
+use crate::store::{Purged, Store, StoreStats};
 use crate::value::Value;
 
 pub use self::shard::{weight_for, ENTRY_OVERHEAD};
@@ -275,6 +276,7 @@ impl MemoryStore {
         ttl: Option<Duration>,
         create: bool,
     ) -> Result<Option<i64>, StoreError> {
+        check_key(BACKEND, key)?;
         let _serialised = self.update_lock(key);
         let next = match self.get_now(key) {
             Some(value) => {
@@ -392,8 +394,8 @@ impl MemoryStore {
             Counters::add(&inner.counters().rejections, 1);
             Err(error)
         };
-        if key.len() > MAX_KEY_LEN {
-            return reject(StoreError::KeyTooLong { backend: BACKEND, len: key.len(), limit: MAX_KEY_LEN });
+        if let Err(error) = check_key(BACKEND, key) {
+            return reject(error);
         }
         if shard::weight_for(key.len(), value.len()) > inner.max_entry_weight || value.len() > MAX_VALUE_LEN {
             return reject(StoreError::TooLarge {
@@ -440,11 +442,15 @@ impl Store for MemoryStore {
         self.inner.max_entry_weight.saturating_sub(shard::weight_for(longest_safe_key, 0)).min(MAX_VALUE_LEN)
     }
 
+    // The synchronous methods need no check to be safe (an unsafe key is never stored, so it is never found);
+    // the `Store` methods refuse one as every store does (spec/STORES.md §2).
     async fn get(&self, key: &str) -> Result<Option<Value>, StoreError> {
+        check_key(BACKEND, key)?;
         Ok(self.get_now(key))
     }
 
     async fn get_many(&self, keys: &[&str]) -> Result<Vec<Option<Value>>, StoreError> {
+        keys.iter().try_for_each(|k| check_key(BACKEND, k))?;
         Ok(keys.iter().map(|k| self.get_now(k)).collect())
     }
 
@@ -467,14 +473,17 @@ impl Store for MemoryStore {
     }
 
     async fn delete_if(&self, key: &str, expected: &[u8]) -> Result<bool, StoreError> {
+        check_key(BACKEND, key)?;
         Ok(self.delete_if_now(key, expected))
     }
 
     async fn delete(&self, key: &str) -> Result<bool, StoreError> {
+        check_key(BACKEND, key)?;
         Ok(self.delete_now(key))
     }
 
     async fn delete_many(&self, keys: &[&str]) -> Result<usize, StoreError> {
+        keys.iter().try_for_each(|k| check_key(BACKEND, k))?;
         Ok(keys.iter().filter(|k| self.delete_now(k)).count())
     }
 
@@ -483,12 +492,13 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    async fn purge_prefix(&self, prefix: &str) -> Result<usize, StoreError> {
-        Ok(self.purge_prefix_now(prefix))
+    async fn purge_prefix(&self, prefix: &str) -> Result<Purged, StoreError> {
+        check_prefix(BACKEND, prefix)?;
+        Ok(Purged::Removed(self.purge_prefix_now(prefix)))
     }
 
-    async fn purge_tag(&self, tag: &str) -> Result<usize, StoreError> {
-        Ok(self.purge_tag_now(tag))
+    async fn purge_tag(&self, tag: &str) -> Result<Purged, StoreError> {
+        Ok(Purged::Removed(self.purge_tag_now(tag)))
     }
 
     async fn stats(&self) -> Result<StoreStats, StoreError> {

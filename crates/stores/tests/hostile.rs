@@ -1,0 +1,85 @@
+//! Replies are hostile too (spec/STORES.md §2): the memcached and Redis stores against larder-testkit's hostile
+//! server, which answers the handshake like the real one and every data command with a dripping, oversized,
+//! deeply nested, endless-line or garbage reply. Every read and write fails with the store's own error within its
+//! `timeout` (plus the connect allowance and a margin for a loaded machine), memory stays far below what the server
+//! announced, and the store answers again once a real server is behind it (a refused reply drops its connection).
+
+use std::time::{Duration, Instant};
+
+use larder_store::{Store, StoreError};
+use larder_testkit::hostile::{Behaviour, HostileServer, Protocol, Settings};
+
+/// The store's `timeout` (250 ms) plus `connect_timeout` (500 ms), and a second for a busy machine.
+const BOUND: Duration = Duration::from_millis(1_750);
+
+/// The process's resident memory, in bytes.
+fn rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kb =
+        status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.trim().split(' ').next()?.parse().ok());
+    kb.unwrap_or(0u64) * 1024
+}
+
+async fn assert_refused<T: std::fmt::Debug>(
+    what: &str,
+    call: impl std::future::Future<Output = Result<T, StoreError>>,
+) {
+    let started = Instant::now();
+    let result = call.await;
+    let took = started.elapsed();
+    match result {
+        Err(StoreError::Server { .. } | StoreError::Timeout { .. }) => {}
+        other => panic!("{what}: the store's error expected, got {other:?}"),
+    }
+    assert!(took < BOUND, "{what}: answered after {took:?}");
+}
+
+async fn every_operation_is_bounded(protocol: Protocol, scheme: &str, behaviour: Behaviour) {
+    let server = HostileServer::start(protocol, behaviour, Settings::default()).expect("hostile server");
+    // failures=100: ejection would answer at once and hide the bound under test.
+    let url = format!("{scheme}://{}?timeout=250ms&failures=100", server.address());
+    let store = larder_stores::open(&url).await.expect("opens");
+    let before = rss();
+    let what = |op: &str| format!("{scheme} {behaviour:?} {op}");
+    assert_refused(&what("get"), store.get("k")).await;
+    assert_refused(&what("get_many"), store.get_many(&["a", "b", "c"])).await;
+    assert_refused(&what("set"), store.set("k", b"v", None)).await;
+    assert_refused(&what("add"), store.add("k", b"v", None)).await;
+    let grown = rss().saturating_sub(before);
+    assert!(grown < 64 << 20, "{}: memory grew by {} MiB", what("all"), grown >> 20);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_replies_that_drip_overflow_nest_or_never_end_are_refused_in_time() {
+    for behaviour in [
+        Behaviour::Drip,
+        Behaviour::Huge,
+        Behaviour::Nested,
+        Behaviour::EndlessLine,
+        Behaviour::Garbage,
+        Behaviour::Silent,
+    ] {
+        every_operation_is_bounded(Protocol::Redis, "redis", behaviour).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memcached_replies_that_drip_overflow_or_never_end_are_refused_in_time() {
+    for behaviour in [Behaviour::Drip, Behaviour::Huge, Behaviour::EndlessLine, Behaviour::Garbage, Behaviour::Silent] {
+        every_operation_is_bounded(Protocol::Memcached, "memcached", behaviour).await;
+    }
+}
+
+#[tokio::test]
+async fn a_redis_value_past_max_value_is_refused_before_it_is_read_and_the_store_goes_on() {
+    let server = larder_testkit::Redis::start().expect("redis");
+    let big = larder_stores::open(&format!("redis://127.0.0.1:{}/0", server.port())).await.expect("opens");
+    big.set("big", &vec![b'x'; 3 << 20], None).await.expect("a 3 MiB value");
+    let small = larder_stores::open(&format!("redis://127.0.0.1:{}/0?max_value=1M&failures=100", server.port()))
+        .await
+        .expect("opens");
+    assert_refused("get of a value past max_value", small.get("big")).await;
+    assert!(small.set("other", &vec![b'y'; 2 << 20], None).await.is_err(), "nor written");
+    small.set("fine", b"small", None).await.expect("the store goes on, on a new connection");
+    assert_eq!(small.get("fine").await.expect("get").as_deref(), Some(&b"small"[..]));
+}
