@@ -12,7 +12,8 @@ class ActiveSupportInteropTest < Minitest::Test
 
   def setup
     @url = "memcached://#{Servers.shared_memcached}"
-    @cache = ActiveSupport::Cache::LarderStore.new(@url, namespace: "app#{rand(1 << 30)}", compress_threshold: 64)
+    @cache = ActiveSupport::Cache::LarderStore.new(@url, namespace: "app#{rand(1 << 30)}", compress_threshold: 64,
+                                                         signing_secret: "interop-test-secret")
   end
 
   def teardown

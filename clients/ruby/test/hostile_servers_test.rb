@@ -45,7 +45,8 @@ class HostileServersTest < Minitest::Test
               { "error" => e.class.name, "message" => e.message }
             end
             what = "#{scheme} #{behaviour} #{operation}"
-            assert_equal({ "error" => "Larder::StoreError" }, outcome["result"].slice("error"), "#{what}: #{outcome['result']}")
+            assert_equal({ "error" => "Larder::StoreError" }, outcome["result"].slice("error"),
+                         "#{what}: #{outcome['result']}")
             assert_operator outcome["seconds"], :<, (TIMEOUT_MS / 1000.0) + MARGIN, what
             assert_operator outcome["growth"], :<, MEMORY_BOUND, what
           end

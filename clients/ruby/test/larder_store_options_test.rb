@@ -22,7 +22,7 @@ class LarderStoreOptionsTest < Minitest::Test
   end
 
   def store(**options)
-    ActiveSupport::Cache::LarderStore.new("memory://", **options)
+    ActiveSupport::Cache::LarderStore.new("memory://", signing_secret: "options-test-secret", **options)
   end
 
   def entry(cache, key)
@@ -36,13 +36,17 @@ class LarderStoreOptionsTest < Minitest::Test
     assert_equal({ "a" => [1, 2] }, entry(cache, "k").value, "plain MessagePack, as every language reads it")
   end
 
-  def test_marshal_serializers_write_a_raw_marshal_payload
-    %i[marshal_6_1 marshal_7_0 marshal_7_1].each do |name|
+  # Every value as a signed Marshal ext (spec/FORMAT.md §2), plain ones too, as 7.1's Marshal serializers dump all.
+  def test_marshal_serializers_write_signed_marshal_values
+    [:marshal_6_1, :marshal_7_0, :marshal_7_1, Marshal].each do |name|
       cache = store(serializer: name)
-      cache.write("k", Point.new(1, 2))
-      assert_equal "raw", entry(cache, "k").serializer
-      assert_equal Point.new(1, 2), Marshal.load(entry(cache, "k").value) # rubocop:disable Security/MarshalLoad
-      assert_equal Point.new(1, 2), cache.read("k")
+      [Point.new(1, 2), "plain"].each do |value|
+        cache.write("k", value)
+        ext = entry(cache, "k").value
+        assert_equal [101, Marshal.dump(value)],
+                     [ext.type, Larder::SignedExt.new("options-test-secret").verify(101, ext.payload)], name
+        assert_equal value, cache.read("k")
+      end
     end
   end
 

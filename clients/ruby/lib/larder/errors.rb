@@ -64,6 +64,10 @@ module Larder
   # A store URL that does not parse, or names an option the store does not know (spec/STORES.md §1).
   class UrlError < ArgumentError; end
 
+  # A value needs Marshal (spec/FORMAT.md §2, ext 101), and Marshal is off: no signing secret is configured, or the
+  # serializer is one that never uses Marshal. The message says how to turn it on.
+  class MarshalDisabled < ArgumentError; end
+
   # A setting the caller must give is missing (Larder.store).
   class ConfigurationError < StandardError; end
 end

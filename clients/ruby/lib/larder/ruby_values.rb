@@ -2,6 +2,7 @@
 
 require "msgpack"
 require_relative "serializers"
+require_relative "signed_ext"
 
 module Larder
   # Ruby objects in larder entries, for ActiveSupport's cache store.
@@ -9,34 +10,41 @@ module Larder
   # A value every language can read (nil, booleans, Integers in 64 bits, Floats, UTF-8 or binary Strings, Arrays,
   # Hashes with String keys) is written as plain MessagePack, byte for byte what the other languages write. Anything
   # else (Symbols, Time, ActiveRecord models, Hashes with Symbol keys…) is written as one MessagePack ext object of
-  # type RUBY_MARSHAL (101) holding `Marshal.dump(value)`: other languages read an ext value they display as
-  # `{"$ext":101,…}` and do not misread, and Ruby restores the object.
+  # type RUBY_MARSHAL (101) holding `Marshal.dump(value)`, signed with the application's secret (SignedExt,
+  # spec/FORMAT.md §2): other languages read an ext value they display as `{"$ext":101,…}` and do not misread, and
+  # Ruby restores the object, but only from bytes its application signed. Without a signer, Marshal is off.
   module RubyValues
     RUBY_MARSHAL = 101
     INT_RANGE = -(2**63)..((2**64) - 1)
 
-    FACTORY = MessagePack::Factory.new.tap do |factory|
-      factory.register_type(RUBY_MARSHAL, Object, packer: ->(_) { raise "unused" },
-                                                  unpacker: ->(data) { Marshal.load(data) }) # rubocop:disable Security/MarshalLoad
-    end
-
     module_function
 
-    # The msgpack payload of `value`.
-    def dump(value)
-      return MessagePack.pack(value) if plain?(value)
+    # The msgpack payload of `value`. `signer` (a SignedExt, or nil when Marshal is off) signs the Marshal dump of a
+    # value that is not plain; `marshal`: :when_needed (plain values as MessagePack), :always, or :never (a value
+    # that is not plain raises MarshalDisabled). `off` says, in MarshalDisabled's message, how to turn Marshal on.
+    def dump(value, signer:, marshal: :when_needed, off: nil)
+      return MessagePack.pack(value) if marshal != :always && plain?(value)
+      raise MarshalDisabled, "#{value.class} is not plain MessagePack and #{off}" if marshal == :never || signer.nil?
 
-      MessagePack.pack(MessagePack::ExtensionValue.new(RUBY_MARSHAL, Marshal.dump(value)))
+      data = signer.sign(RUBY_MARSHAL, Marshal.dump(value))
+      MessagePack.pack(MessagePack::ExtensionValue.new(RUBY_MARSHAL, data))
     end
 
-    # The value of a msgpack payload (a Ruby object for ext RUBY_MARSHAL). Raises InvalidEntry.
-    def load(payload)
+    # The value of a msgpack payload; for a top-level ext RUBY_MARSHAL, the Ruby object, when `signer` verifies it
+    # and `marshal` is true. Raises InvalidEntry for a payload that is not MessagePack, SignedExt::Refused for an
+    # ext 101 value it will not load (the caller reads a miss). Marshal.load never sees unsigned bytes.
+    def load(payload, signer:, marshal: true)
       value = Serializers.msgpack_value(payload)
       return value unless value.is_a?(MessagePack::ExtensionValue) && value.type == RUBY_MARSHAL
+      raise SignedExt::Refused, "marshal_free" unless marshal
+      raise SignedExt::Refused, "no_secret" if signer.nil?
 
-      Marshal.load(value.payload) # rubocop:disable Security/MarshalLoad
-    rescue TypeError, ArgumentError => e
-      raise InvalidEntry.new("bad_value", "Ruby Marshal ext: #{e.message}")
+      dump = signer.verify(RUBY_MARSHAL, value.payload)
+      begin
+        Marshal.load(dump) # rubocop:disable Security/MarshalLoad -- signed by this application (SignedExt)
+      rescue StandardError
+        raise SignedExt::Refused, "unreadable"
+      end
     end
 
     # Whether every language reads `value` as Ruby wrote it (iterative, bounded by the nesting limit).

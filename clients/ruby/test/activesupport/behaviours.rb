@@ -70,10 +70,15 @@ def exclude_tests(klass)
   end
 end
 
+# Marshal values are signed (spec/FORMAT.md §2): the behaviours write Symbols and objects, so the store needs a secret,
+# as a Rails app's secret_key_base.
+SIGNING_SECRET = SecureRandom.hex(64)
+
 # What every LarderStore test class shares: the store under test and the helpers the behaviours expect.
 module LarderStoreTests
   def lookup_store(options = {})
-    ActiveSupport::Cache.lookup_store(:larder_store, store_url, { namespace: @namespace }.merge(options))
+    ActiveSupport::Cache.lookup_store(:larder_store, store_url,
+                                      { namespace: @namespace, signing_secret: SIGNING_SECRET }.merge(options))
   end
 
   def setup
@@ -84,7 +89,8 @@ module LarderStoreTests
   end
 
   def emulating_unavailability
-    dead = ActiveSupport::Cache.lookup_store(:larder_store, dead_url, namespace: @namespace)
+    dead = ActiveSupport::Cache.lookup_store(:larder_store, dead_url, namespace: @namespace,
+                                                                      signing_secret: SIGNING_SECRET)
     dead.logger = ActiveSupport::Logger.new(File::NULL)
     yield dead
   end
@@ -138,7 +144,9 @@ class LarderStoreMemoryTest < ActiveSupport::TestCase
   STORE = Larder::Stores::Memory.new
 
   def lookup_store(options = {})
-    ActiveSupport::Cache.lookup_store(:larder_store, { store: STORE, namespace: @namespace }.merge(options))
+    ActiveSupport::Cache.lookup_store(:larder_store,
+                                      { store: STORE, namespace: @namespace,
+                                        signing_secret: SIGNING_SECRET }.merge(options))
   end
 
   def store_url

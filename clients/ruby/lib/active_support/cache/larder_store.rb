@@ -12,6 +12,7 @@ end
 require "larder"
 require "larder/stores"
 require "larder/ruby_values"
+require "larder/signed_ext"
 
 module ActiveSupport
   module Cache
@@ -27,14 +28,22 @@ module ActiveSupport
     #   `compress: false` means "none". ActiveSupport 7.1's `compressor: Zlib` (its default) means "gzip": the
     #   entry records its compressor so every language can decode it, so other compressor objects are refused.
     #   `compress_threshold:` bytes (default 1024, as Rails).
-    # - `serializer:` :larder (default; also :msgpack and 7.1's :message_pack): plain values as MessagePack, other
-    #   Ruby objects as a MessagePack ext of type 101 holding Marshal (Larder::RubyValues); :json or :text for
-    #   values other languages write too; 7.1's :marshal_6_1, :marshal_7_0, :marshal_7_1 (Marshal of the value),
-    #   or, as in 7.1, any object with `dump(value)`/`load(bytes)`: those two give a `raw` payload, opaque bytes to
-    #   other languages.
+    # - `serializer:` :larder (default): plain values as MessagePack, other Ruby objects as a MessagePack ext of
+    #   type 101 holding their Marshal dump, signed (Larder::RubyValues, spec/FORMAT.md §2); :message_pack and
+    #   :msgpack: MessagePack only, never Marshal, neither to write (a value that is not plain raises
+    #   Larder::MarshalDisabled) nor to read (an ext 101 value is a miss); 7.1's :marshal_6_1, :marshal_7_0,
+    #   :marshal_7_1 and Marshal itself: every value as a signed Marshal ext; :json or :text for values other
+    #   languages write too; or, as in 7.1, any other object with `dump(value)`/`load(bytes)`, whose output is a
+    #   `raw` payload (opaque bytes to other languages; its `load` gets whatever any writer put there).
+    # - `signing_secret:` the secret that signs and verifies Marshal values (default: Rails' secret_key_base when
+    #   Rails is loaded); `signing_secret_fallbacks:` older secrets still accepted on read. Without a secret Marshal
+    #   is off: writing a value that needs it raises Larder::MarshalDisabled, reading one is a miss. A value that is
+    #   unsigned, signed under another secret or tampered with is a miss too (logged once per process and reason),
+    #   and never reaches Marshal.load.
     # - `coder:` an object with dump/load (ActiveSupport's API): the whole ActiveSupport entry is then dumped with it
-    #   into a raw larder payload, which other languages read as opaque bytes. As in 7.1, it excludes `serializer:`
-    #   and `compressor:`; `coder: nil` is the default.
+    #   into a raw larder payload, which other languages read as opaque bytes, and which its `load` gets from any
+    #   writer of the store (so Marshal is refused as a coder: use serializer: :marshal_7_1, which signs). As in 7.1,
+    #   it excludes `serializer:` and `compressor:`; `coder: nil` is the default.
     #
     # Values written with `raw: true` (counters) are stored bare, as ASCII decimal, as spec/STORES.md §3 says, so
     # `increment` and `decrement` use the store's counters.
@@ -43,9 +52,11 @@ module ActiveSupport
 
       # How long past expiry an entry is kept when race_condition_ttl is set (as MemCacheStore does).
       RACE_WINDOW_MS = 300_000
-      SERIALIZERS = { larder: "msgpack", msgpack: "msgpack", message_pack: "msgpack", json: "json",
-                      text: "text" }.freeze
-      MARSHAL_SERIALIZERS = %i[marshal marshal_6_1 marshal_7_0 marshal_7_1].freeze
+      # serializer: => [larder serializer, when Marshal is used (Larder::RubyValues)].
+      SERIALIZERS = { larder: ["msgpack", :when_needed], msgpack: ["msgpack", :never],
+                      message_pack: ["msgpack", :never], marshal: ["msgpack", :always],
+                      marshal_6_1: ["msgpack", :always], marshal_7_0: ["msgpack", :always],
+                      marshal_7_1: ["msgpack", :always], json: ["json", :never], text: ["text", :never] }.freeze
 
       def self.supports_cache_versioning?
         true
@@ -64,7 +75,13 @@ module ActiveSupport
           raise ArgumentError, "give coder: or serializer:/compressor:, not both (as ActiveSupport 7.1)"
         end
 
+        if options[:coder].equal?(Marshal)
+          raise ArgumentError, "coder: Marshal would Marshal.load what any writer of the store put there; use " \
+                               "serializer: :marshal_7_1, whose Marshal values are signed"
+        end
+
         @custom_coder = options.delete(:coder)
+        @signing = [options.delete(:signing_secret), Array(options.delete(:signing_secret_fallbacks))]
         store = options.delete(:store) || url || "memory://"
         @larder = store.is_a?(String) ? Larder::Stores.open(store) : store
         choose_serializer(options.delete(:serializer) || :larder)
@@ -110,6 +127,17 @@ module ActiveSupport
       # Removes every entry carrying `tag` in its larder header (written with `tags:`), in every language.
       def purge_tag(tag)
         @larder.purge_tag(tag)
+      end
+
+      # The SignedExt that signs and verifies Marshal values, or nil when Marshal is off (no secret): the
+      # `signing_secret:` option, else Rails' secret_key_base, looked up on first use (Rails sets it up after the
+      # cache store is configured).
+      def signer
+        return @signer if defined?(@signer)
+
+        secret, fallbacks = @signing
+        secret ||= rails_secret
+        @signer = secret && Larder::SignedExt.new(secret, fallbacks: fallbacks)
       end
 
       # Key-pattern deletes are not offered (memcached cannot list keys); use purge_tag or Larder stores' purge_prefix.
@@ -188,7 +216,9 @@ module ActiveSupport
         elsif @value_serializer
           Larder.encode(@value_serializer.dump(entry.value).b, serializer: "raw", **options)
         elsif @serializer == "msgpack"
-          encode_payload(Larder::RubyValues.dump(entry.value), options)
+          payload = Larder::RubyValues.dump(entry.value, signer: @marshal == :never ? nil : signer, marshal: @marshal,
+                                                         off: marshal_off)
+          encode_payload(payload, options)
         else
           Larder.encode(entry.value, serializer: @serializer, **options)
         end
@@ -199,27 +229,72 @@ module ActiveSupport
         Larder.encode(payload, serializer: "raw", **options).tap { |data| data.setbyte(4, 1) }
       end
 
-      # The ActiveSupport entry for stored bytes: a larder entry, or a bare value (a counter).
+      # The ActiveSupport entry for stored bytes: a larder value entry, or a bare value (a counter). Anything this
+      # store cannot use is nil, a miss: a response entry (kind 1, the proxy's pages), an entry that does not
+      # decode, a Marshal value it may not load (unsigned, signed under another secret, Marshal off), or what a
+      # custom coder or serializer fails to load.
       def to_as_entry(raw)
         unless raw.start_with?(Larder::Header::MAGIC)
-          return Entry.new(raw.dup.force_encoding(Encoding::UTF_8),
-                           compress: false)
+          return Entry.new(raw.dup.force_encoding(Encoding::UTF_8), compress: false)
         end
 
         header, payload = Larder.decode_payload(raw)
-        return @custom_coder.load(payload) if @custom_coder && header.serializer == "raw"
+        return nil unless header.kind == "value"
+        return custom_entry(payload) if @custom_coder && header.serializer == "raw"
         return as_entry(@value_serializer.load(payload), header) if @value_serializer && header.serializer == "raw"
 
         value = if header.serializer == "msgpack"
-                  Larder::RubyValues.load(payload)
+                  Larder::RubyValues.load(payload, signer: @marshal == :never ? nil : signer,
+                                                   marshal: @marshal != :never)
                 else
-                  Larder::Serializers.deserialize(
-                    header.serializer, payload
-                  )
+                  Larder::Serializers.deserialize(header.serializer, payload)
                 end
         as_entry(value, header)
       rescue Larder::InvalidEntry => e
         logger&.error("LarderStore: unreadable entry: #{e.message}")
+        nil
+      rescue Larder::SignedExt::Refused => e
+        refused(e.reason)
+        nil
+      rescue StandardError => e
+        raise unless @custom_coder || @value_serializer
+
+        logger&.error("LarderStore: the custom coder or serializer could not load an entry: #{e.class}: #{e.message}")
+        nil
+      end
+
+      def custom_entry(payload)
+        entry = @custom_coder.load(payload)
+        entry.is_a?(Entry) ? entry : nil
+      end
+
+      # Logs the first refusal of a Marshal value per process and reason (spec/FORMAT.md §2).
+      def refused(reason)
+        return unless Larder::SignedExt.first_refusal?(reason)
+
+        message = "LarderStore: a Marshal value (ext 101) read as a miss: #{Larder::SignedExt::REASONS[reason]} " \
+                  "(logged once per process for this reason)"
+        logger ? logger.warn(message) : warn(message)
+      end
+
+      # Why Marshal is off, and how to turn it on, for Larder::MarshalDisabled.
+      def marshal_off
+        if @marshal == :never
+          "this store's serializer never uses Marshal (as ActiveSupport 7.1's :message_pack writes none); write " \
+            "plain values (nil, booleans, numbers, Strings, Arrays, Hashes with String keys), or use " \
+            "serializer: :larder with a signing secret"
+        else
+          "Marshal is off: no signing secret. Set Rails' secret_key_base, or pass signing_secret: to the store " \
+            "(spec/FORMAT.md §2: Marshal values are signed so that no other writer of the store can run code here)"
+        end
+      end
+
+      def rails_secret
+        return nil unless defined?(::Rails) && ::Rails.respond_to?(:application) && ::Rails.application
+
+        secret = ::Rails.application.secret_key_base
+        secret.is_a?(String) && !secret.empty? ? secret : nil
+      rescue StandardError
         nil
       end
 
@@ -232,18 +307,17 @@ module ActiveSupport
         entry
       end
 
-      # `serializer:` as a larder serializer name, or (7.1 API) a Marshal symbol or an object with dump/load.
+      # `serializer:` as a larder serializer name and Marshal's use, or (7.1 API) an object with dump/load.
       def choose_serializer(serializer)
+        serializer = :marshal if serializer.equal?(Marshal)
         if serializer.respond_to?(:dump) && serializer.respond_to?(:load)
           @value_serializer = serializer
           @serializer = "raw"
-        elsif MARSHAL_SERIALIZERS.include?(serializer.to_s.to_sym)
-          @value_serializer = Marshal
-          @serializer = "raw"
+          @marshal = :never
         else
-          @serializer = SERIALIZERS.fetch(serializer.to_s.to_sym) do
-            raise ArgumentError, "unknown serializer #{serializer.inspect} (#{(SERIALIZERS.keys + MARSHAL_SERIALIZERS)
-              .join(', ')}, or an object with dump/load)"
+          @serializer, @marshal = SERIALIZERS.fetch(serializer.to_s.to_sym) do
+            raise ArgumentError, "unknown serializer #{serializer.inspect} (#{SERIALIZERS.keys.join(', ')}, or an " \
+                                 "object with dump/load)"
           end
         end
       end
