@@ -19,6 +19,9 @@ the proxy answers `GET url` from the cache without asking the app, until the ent
     >>> larder.purge("http://127.0.0.1:8081", tag="page:about")  # doctest: +SKIP
     1
 
+The admin API wants a bearer token (`larder serve --admin-token`): pass `token=`, or set `LARDER_ADMIN_TOKEN` in the
+environment, which every function here reads when no token is passed.
+
 `push_entry` PUTs entry bytes made any other way. Only the standard library is used (urllib.request), without any
 HTTP proxy from the environment: the admin API is reached directly. Every failure to talk to it (unreachable, timed
 out, an HTTP error status) raises `AdminError` (`PushError` for pushes, `PurgeError` for purges) carrying the HTTP
@@ -31,6 +34,7 @@ from __future__ import annotations
 import http.client
 import json
 import math
+import os
 import re
 import urllib.error
 import urllib.parse
@@ -55,8 +59,11 @@ HOP_BY_HOP: Final = frozenset(
     {b"connection", b"keep-alive", b"transfer-encoding", b"te", b"trailer", b"upgrade", b"proxy-connection"}
 )
 
-#: Most bytes of an error response read for its message.
+#: The environment variable `larder serve` reads its admin token from, and the token sent when none is passed.
+TOKEN_ENV: Final = "LARDER_ADMIN_TOKEN"
+#: Most bytes of an error response read for its message, and of any answer.
 _MAX_ERROR_BODY: Final = 64 << 10
+_MAX_ANSWER: Final = 1 << 20
 _TOKEN: Final = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _BAD_VALUE_BYTES: Final = re.compile(rb"[\x00\r\n]")
 
@@ -146,7 +153,8 @@ def push_response(
       evicted). `stale`: seconds past expiry the entry is kept and may be served stale, as the response's
       Cache-Control or larder's stale settings allow. `tags`: names to purge it by.
     - `namespace`, `drop`: larder's `--namespace` and dropped query parameters, which the key depends on.
-    - `token`: the admin API's bearer token, if it has one. `timeout`: seconds to wait for each network step.
+    - `token`: the admin API's bearer token (default: the environment's `LARDER_ADMIN_TOKEN`, if set).
+      `timeout`: seconds to wait for each network step.
 
     Raises ValueError or TypeError for arguments that cannot be stored (before sending anything), and `PushError`
     when the admin API cannot be reached or refuses the entry (its `status` and `message` say why).
@@ -201,8 +209,10 @@ def purge(
     timeout: float = 5.0,
     namespace: str = "",
     drop: Sequence[str] = DEFAULT_DROP,
-) -> int:
-    """Removes entries from a running larder; give exactly one criterion. Returns how many store entries went.
+) -> int | None:
+    """Removes entries from a running larder; give exactly one criterion. Returns how many store entries went, or
+    None when the store records purges instead of counting them (memcached, spec/STORES.md §4.4: larder answers
+    `{"purged": null, "recorded": true}`), so that "nothing matched" (0) is never said when it is not known.
 
     `admin_url` is larder's admin API, or the URL of the shared store larder serves from (`larder serve --store`:
     `memcached://…`, `redis://…`, any scheme of spec/STORES.md) or an open `Store`: the purge is then made in the
@@ -249,7 +259,12 @@ def purge(
     headers = {"Content-Type": "application/json"}
     body = json.dumps(given).encode("utf-8")
     status, reply = _request("POST", target, body, headers, token, timeout, PurgeError)
-    purged = reply.get("purged") if isinstance(reply, dict) else None
+    if not isinstance(reply, dict) or "purged" not in reply:
+        raise PurgeError(f"unexpected answer {reply!r}", status=status, url=target)
+    purged = reply["purged"]
+    if purged is None and reply.get("recorded") is True:
+        _warn_if_told(reply)
+        return None
     if isinstance(purged, bool) or not isinstance(purged, int):
         raise PurgeError(f"unexpected answer {reply!r}", status=status, url=target)
     _warn_if_told(reply)
@@ -371,14 +386,19 @@ def _request(
     timeout: float,
     error: type[AdminError],
 ) -> tuple[int, object]:
-    """Sends one request; returns the status and the decoded JSON answer (None if empty), or raises `error`."""
+    """Sends one request; returns the status and the decoded JSON answer (None if empty), or raises `error`. Without
+    a `token`, the environment's `LARDER_ADMIN_TOKEN` is used when set."""
+    if token is None:
+        token = os.environ.get(TOKEN_ENV) or None
     if token is not None:
         headers = {**headers, "Authorization": f"Bearer {token}"}
     request = urllib.request.Request(url, data=data, headers=headers, method=method)
     try:
         with _OPENER.open(request, timeout=timeout) as response:
             status = int(response.status)
-            raw = response.read()
+            raw = response.read(_MAX_ANSWER + 1)
+            if len(raw) > _MAX_ANSWER:
+                raise error(f"the answer is longer than {_MAX_ANSWER} bytes", status=status, url=url)
     except urllib.error.HTTPError as e:
         raise error(_error_message(e), status=e.code, url=url) from None
     except urllib.error.URLError as e:

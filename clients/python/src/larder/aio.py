@@ -70,7 +70,7 @@ class AsyncCache:
     async def decr(self, key: str, delta: int = 1, *, ttl: float | None = None, create: bool = True) -> int | None:
         return await self.incr(key, -delta, ttl=ttl, create=create)
 
-    async def purge(self, *, tag: str | None = None, prefix: str | None = None) -> int:
+    async def purge(self, *, tag: str | None = None, prefix: str | None = None) -> int | None:
         return await asyncio.to_thread(self.sync.purge, tag=tag, prefix=prefix)
 
     async def clear(self) -> None:

@@ -379,8 +379,10 @@ class Cache:
     def decr(self, key: str, delta: int = 1, *, ttl: float | None = None, create: bool = True) -> int | None:
         return self.incr(key, -delta, ttl=ttl, create=create)
 
-    def purge(self, *, tag: str | None = None, prefix: str | None = None) -> int:
-        """Removes every entry tagged `tag`, or whose key (in this namespace) starts with `prefix`."""
+    def purge(self, *, tag: str | None = None, prefix: str | None = None) -> int | None:
+        """Removes every entry tagged `tag`, or whose key (in this namespace) starts with `prefix`; how many, or
+        None on a store that records purges instead of counting (memcached, spec/STORES.md §4.4). A prefix that
+        is not a safe key prefix (a space, a control byte, over 250 bytes) is the store's `InvalidKey`."""
         if (tag is None) == (prefix is None):
             raise ValueError("give exactly one of tag= or prefix=")
         if tag is not None:

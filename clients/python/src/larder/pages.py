@@ -284,9 +284,10 @@ class PageCache:
         tags: Sequence[str] | None = None,
         url: str | None = None,
         prefix: str | None = None,
-    ) -> int:
+    ) -> int | None:
         """Removes pages from the shared store, for every front reading it; give exactly one criterion. Returns
-        how many store entries went (memcached, which cannot count a tag's entries, says 0 for tags).
+        how many store entries went, or None for a tag or prefix purge on memcached, which records purges and
+        cannot count them (spec/STORES.md §4.4).
 
         - `tag`, or several `tags`: every entry tagged so (`Surrogate-Key`, `Cache-Tag`).
         - `url`: the page for `GET url` (as clients request it through the front): its response or `Vary` marker
@@ -313,14 +314,16 @@ def purge_store(
     url: str | None = None,
     prefix: str | None = None,
     url_key: Any = None,
-) -> int:
-    """Purges pages from `store` (see PageCache.purge); `url_key` maps a URL to its key."""
+) -> int | None:
+    """Purges pages from `store` (see PageCache.purge); `url_key` maps a URL to its key. How many entries went, or
+    None where the store records purges instead of counting them (memcached, spec/STORES.md §4.4)."""
     given = [value for value in (tag, tags, url, prefix) if value is not None]
     if len(given) != 1 or given[0] == "":
         raise ValueError("give exactly one of tag, tags, url, prefix (non-empty)")
     if tag is not None or tags is not None:
         names = [tag] if tag is not None else _tag_list(tags or ())
-        return sum(store.purge_tag(name) for name in names)
+        counts = [store.purge_tag(name) for name in names]
+        return None if None in counts else sum(c for c in counts if c is not None)
     if url is not None:
         base = url_key(url)
         return store.delete_many([base, *(alternate_key(base, coding) for coding in KNOWN_CODINGS)])

@@ -18,15 +18,17 @@ from typing import Final
 
 from ..errors import InvalidEntry
 from ..header import hard_expiry, read_header
-from ..keys import safe_key
+from ..keys import MAX_KEY_LEN, safe_key
 
 # ---------------------------------------------------------------------------------------------------------- errors
 
 
 class StoreError(Exception):
     """A store operation that failed. `backend` names the backend ("memcached", "redis", …); `server` the server
-    (`host:port`) for remote stores, else None. `str(error)` always names both."""
+    (`host:port`) for remote stores, else None. `str(error)` always names both. `kind` is the spec's name for the
+    error (spec/STORES.md §2): `server`, `timeout`, `too_large`, `not_a_counter`, `unsupported`, `invalid_key`."""
 
+    kind: str = "store"
     backend: str
     server: str | None
 
@@ -39,11 +41,16 @@ class StoreError(Exception):
 
 
 class ServerError(StoreError):
-    """A server could not be reached, refused, lost the connection, or answered with an error."""
+    """A server could not be reached, refused, lost the connection, answered with an error, or sent a reply that
+    broke a bound (too long, too deep, malformed: spec/STORES.md §2 "Replies are hostile too")."""
+
+    kind = "server"
 
 
 class StoreTimeout(ServerError):
-    """A server did not answer within the store's `timeout`."""
+    """A server did not answer within the store's `timeout`, a total deadline for the whole operation."""
+
+    kind = "timeout"
 
     def __init__(self, backend: str, server: str, timeout_ms: int) -> None:
         super().__init__(backend, f"no answer within {timeout_ms} ms", server)
@@ -53,6 +60,8 @@ class StoreTimeout(ServerError):
 class TooLarge(StoreError):
     """A value larger than the store accepts; nothing was stored (spec/STORES.md §2 `too_large`)."""
 
+    kind = "too_large"
+
     def __init__(self, backend: str, key: str, size: int, limit: int) -> None:
         super().__init__(backend, f"value of {size} bytes for key {key!r} exceeds the {limit}-byte entry limit")
         self.key, self.size, self.limit = key, size, limit
@@ -60,6 +69,8 @@ class TooLarge(StoreError):
 
 class NotACounter(StoreError):
     """`incr` found a value that is not a decimal integer; it was left as it was (`not_a_counter`)."""
+
+    kind = "not_a_counter"
 
     def __init__(self, backend: str, key: str) -> None:
         super().__init__(backend, f"the value at key {key!r} is not a counter")
@@ -69,8 +80,23 @@ class NotACounter(StoreError):
 class Unsupported(StoreError):
     """The backend cannot do this operation."""
 
+    kind = "unsupported"
+
     def __init__(self, backend: str, operation: str) -> None:
         super().__init__(backend, f"{operation} is not supported")
+
+
+class InvalidKey(StoreError):
+    """A key (or purge prefix) that is not a safe key, or an empty key: refused before anything was sent
+    (spec/STORES.md §2 `invalid_key`). `key` is the refused key as given; the message shows it escaped and cut."""
+
+    kind = "invalid_key"
+
+    def __init__(self, backend: str, key: object, reason: str) -> None:
+        shown = repr(key[:80]) + ("…" if len(key) > 80 else "") if isinstance(key, str) else repr(key)[:90]
+        super().__init__(backend, f"invalid key {shown}: {reason}")
+        self.key = key
+        self.reason = reason
 
 
 class UrlError(ValueError):
@@ -98,6 +124,8 @@ class StoreStats:
     entries: int = 0
     bytes: int = 0
     capacity_bytes: int = 0
+    #: File stores: files under the root that the store did not write (left alone, spec/STORES.md §7).
+    foreign_files: int = 0
 
 
 # ------------------------------------------------------------------------------------------------------- interface
@@ -157,12 +185,14 @@ class Store(ABC):
     def clear(self) -> None: ...
 
     @abstractmethod
-    def purge_prefix(self, prefix: str) -> int:
-        """Removes every entry whose key starts with `prefix`; how many (0 where the store cannot count)."""
+    def purge_prefix(self, prefix: str) -> int | None:
+        """Removes every entry whose key starts with `prefix` (checked as keys are, the empty prefix allowed); how
+        many, or None where the store records the purge instead of counting (memcached, spec/STORES.md §4.4)."""
 
     @abstractmethod
-    def purge_tag(self, tag: str) -> int:
-        """Removes every entry whose header carries `tag`; how many (0 where the store cannot count)."""
+    def purge_tag(self, tag: str) -> int | None:
+        """Removes every entry whose header carries `tag`; how many, or None where the store records the purge
+        instead of counting (memcached)."""
 
     @abstractmethod
     def stats(self) -> StoreStats: ...
@@ -180,9 +210,74 @@ class Store(ABC):
 # ------------------------------------------------------------------------------------------------------------ keys
 
 
+_UNSAFE: Final = re.compile("[\x00-\x20\x7f]")
+
+
+def prefix_problem(prefix: object) -> str | None:
+    """Why `prefix` may not reach a store, if it may not: at most 250 bytes of UTF-8, none of them 0x00-0x20 or
+    0x7F (spec/STORES.md §2). Characters from U+0080 up are UTF-8 bytes from 0x80 up, so only ASCII is checked."""
+    if type(prefix) is not str:
+        return f"a key is a str, not {type(prefix).__name__}"
+    if len(prefix) > MAX_KEY_LEN or not prefix.isascii():
+        try:
+            size = len(prefix.encode("utf-8"))
+        except UnicodeEncodeError:
+            return "not valid UTF-8 (it holds a lone surrogate)"
+        if size > MAX_KEY_LEN:
+            return f"longer than {MAX_KEY_LEN} bytes (apply safe_key, spec/FORMAT.md §5.1)"
+    if _UNSAFE.search(prefix):
+        return "holds a space or control byte (apply safe_key, spec/FORMAT.md §5.1)"
+    return None
+
+
+def key_problem(key: object) -> str | None:
+    """Why `key` may not reach a store, if it may not: a caller's key is a non-empty safe key, so none of its bytes
+    can become protocol (a CR LF in a memcached key would be a second command)."""
+    if key == "":
+        return "a key may not be empty"
+    return prefix_problem(key)
+
+
+def check_key(backend: str, key: str) -> str:
+    """`key`, if a store may take it; else raises `InvalidKey` naming `backend`."""
+    problem = key_problem(key)
+    if problem is not None:
+        raise InvalidKey(backend, key, problem)
+    return key
+
+
+def check_keys(backend: str, keys: Sequence[str]) -> None:
+    """Raises `InvalidKey` for the first key of `keys` a store may not take (so nothing of a batch is sent)."""
+    for key in keys:
+        check_key(backend, key)
+
+
+def check_prefix(backend: str, prefix: str) -> str:
+    """`prefix`, if a store may purge it (the empty prefix included); else raises `InvalidKey`."""
+    problem = prefix_problem(prefix)
+    if problem is not None:
+        raise InvalidKey(backend, prefix, problem)
+    return prefix
+
+
 def stored_key(prefix: str, key: str) -> str:
-    """The key as the server sees it: `safe_key(prefix + key)`, or `key` itself without a prefix."""
+    """The key as the server sees it: `safe_key(prefix + key)`, or `key` itself without a prefix. Pure: stores
+    check the caller's key first (`checked_key`)."""
     return safe_key(prefix + key) if prefix else key
+
+
+def checked_key(backend: str, prefix: str, key: str) -> str:
+    """The stored key of a caller's `key`, once it is known to be one a store may take (else `InvalidKey`)."""
+    problem = key_problem(key)
+    if problem is not None:
+        raise InvalidKey(backend, key, problem)
+    return safe_key(prefix + key) if prefix else key
+
+
+def checked_prefix(backend: str, prefix: str, purge_prefix: str) -> str:
+    """The stored form of a purge prefix (`prefix + purge_prefix`), once it is known to be one a store may purge."""
+    check_prefix(backend, purge_prefix)
+    return safe_key(prefix + purge_prefix) if prefix else purge_prefix
 
 
 def internal_key(prefix: str, purpose: str, name: str) -> str:

@@ -5,15 +5,19 @@ ms, 0 = never), the key's length (u16 LE) and the key, then the value. Writes go
 the final name, so readers see a whole file or none, in any number of processes; `add`, `incr` and `delete_if`
 hold an exclusive `flock` on the shard's `.lock` while they read and write. `capacity` bounds the bytes of all
 files: past it a writer deletes the oldest files until the total is under 90%.
+
+The store deletes only files it wrote (§7): every path below the root is walked one directory at a time with
+`O_NOFOLLOW` (dirfd.py), so a symbolic link, at any level, is never followed, read through, written through or
+deleted; scans (capacity, purges, `clear`, `stats`) count, evict or purge only regular files named `<64 hex>` in
+their `<2 hex>/<2 hex>` shard that start with `LDR1`, whose key length fits and whose key hashes to the name.
+Everything else is foreign: left alone and reported by `stats().foreign_files`.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import secrets
-import struct
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -21,23 +25,42 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
+from . import dirfd
 from .base import (
     NotACounter,
     ServerError,
     Store,
     StoreStats,
+    checked_key,
+    checked_prefix,
     entry_tags,
     expires_at_ms,
     now_ms,
     parse_counter,
     saturate,
-    stored_key,
 )
+from .dirfd import HEADER, MAGIC
 from .url import StoreUrl
 
-MAGIC: Final = b"LDR1"
-HEADER: Final = struct.Struct("<4sQH")
 RESCAN_SECONDS: Final = 60.0
+
+
+def parse(data: bytes) -> tuple[str, int, bytes] | None:
+    """(key, expires_at, value) of a file's bytes, or None when they are not a file of this store."""
+    if len(data) < HEADER.size:
+        return None
+    magic, expires, key_len = HEADER.unpack_from(data)
+    if magic != MAGIC or len(data) < HEADER.size + key_len:
+        return None
+    try:
+        key = data[HEADER.size : HEADER.size + key_len].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return key, expires, data[HEADER.size + key_len :]
+
+
+def name_of(stored: str) -> str:
+    return hashlib.sha256(stored.encode("utf-8")).hexdigest()
 
 
 class FileStore(Store):
@@ -71,101 +94,99 @@ class FileStore(Store):
 
     # ------------------------------------------------------------------------------------------ layout
 
-    def _path(self, stored: str) -> Path:
-        h = hashlib.sha256(stored.encode("utf-8")).hexdigest()
-        return self.root / h[:2] / h[2:4] / h
-
     def _error(self, message: str) -> ServerError:
         return ServerError(self.backend, message, str(self.root))
 
-    @staticmethod
-    def _parse(data: bytes) -> tuple[str, int, bytes] | None:
-        if len(data) < HEADER.size:
-            return None
-        magic, expires, key_len = HEADER.unpack_from(data)
-        if magic != MAGIC or len(data) < HEADER.size + key_len:
-            return None
+    def _key(self, key: str) -> str:
+        return checked_key(self.backend, self.prefix, key)
+
+    @contextmanager
+    def _shard(self, name: str, create: bool) -> Iterator[int | None]:
+        """The shard directory of `name`, opened without following links: None when it is missing or is not a
+        directory this store could have made, unless `create`, which makes it (or raises)."""
         try:
-            key = data[HEADER.size : HEADER.size + key_len].decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-        return key, expires, data[HEADER.size + key_len :]
+            fd: int | None = dirfd.open_dirs(self.root, (name[:2], name[2:4]), create=create)
+        except dirfd.NotOurs as e:
+            if create:
+                raise self._error(f"{self.root}/{name[:2]}/{name[2:4]}: {e}") from None
+            fd = None
+        except OSError as e:
+            raise self._error(f"{self.root}/{name[:2]}/{name[2:4]}: {e}") from None
+        try:
+            yield fd
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+    def _read_file(self, stored: str, now: int) -> tuple[int, bytes] | None:
+        """(expires_at, value) of the live file of `stored`; an expired one is deleted."""
+        name = name_of(stored)
+        with self._shard(name, create=False) as shard:
+            if shard is None:
+                return None
+            try:
+                data = dirfd.read_regular(shard, name)
+            except OSError as e:
+                raise self._error(f"{name}: {e}") from None
+            parsed = parse(data) if data is not None else None
+            if parsed is None or parsed[0] != stored:
+                return None
+            _, expires, value = parsed
+            if expires and expires <= now:
+                dirfd.unlink_quietly(shard, name)
+                return None
+            return expires, value
 
     def _read(self, stored: str, now: int) -> bytes | None:
-        path = self._path(stored)
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return None
-        except OSError as e:
-            raise self._error(f"{path}: {e}") from None
-        parsed = self._parse(data)
-        if parsed is None or parsed[0] != stored:
-            return None
-        _, expires, value = parsed
-        if expires and expires <= now:
-            path.unlink(missing_ok=True)
-            return None
-        return value
+        found = self._read_file(stored, now)
+        return None if found is None else found[1]
 
     def _write(self, stored: str, value: bytes, expiry: int | None) -> None:
-        path = self._path(stored)
+        name = name_of(stored)
         key = stored.encode("utf-8")
         data = HEADER.pack(MAGIC, expiry or 0, len(key)) + key + bytes(value)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            temp = path.parent / f".{path.name}.{secrets.token_hex(8)}.tmp"
-            with open(temp, "wb") as f:
-                f.write(data)
-            os.replace(temp, path)
-        except OSError as e:
-            raise self._error(f"{path}: {e}") from None
+        with self._shard(name, create=True) as shard:
+            assert shard is not None
+            try:
+                dirfd.replace_file(shard, name, f".{name}.{secrets.token_hex(8)}.tmp", data)
+            except OSError as e:
+                raise self._error(f"{name}: {e}") from None
         if self.capacity:
             with self._lock:
                 self._total += len(data)
             self._bound()
 
     def _remove(self, stored: str) -> bool:
-        path = self._path(stored)
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return False
-        parsed = self._parse(data)
-        if parsed is None or parsed[0] != stored:
-            return False
-        path.unlink(missing_ok=True)
-        return not (parsed[1] and parsed[1] <= now_ms())
+        """Deletes the file of `stored` if it is this store's; True if it held a live value."""
+        name = name_of(stored)
+        with self._shard(name, create=False) as shard:
+            if shard is None:
+                return False
+            owned = dirfd.own_file(shard, name, want_key=stored)
+            if owned is None:
+                return False
+            dirfd.unlink_quietly(shard, name)
+            return not (owned.expires and owned.expires <= now_ms())
 
     @contextmanager
     def _locked(self, stored: str) -> Iterator[None]:
-        shard = self._path(stored).parent
-        shard.mkdir(parents=True, exist_ok=True)
-        with open(shard / ".lock", "a+b") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
+        name = name_of(stored)
+        with self._shard(name, create=True) as shard:
+            assert shard is not None
             try:
-                yield
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+                with dirfd.exclusive_lock(shard, ".lock"):
+                    yield
+            except dirfd.NotOurs as e:
+                raise self._error(f"{name[:2]}/{name[2:4]}/.lock: {e}") from None
 
-    def _files(self) -> Iterator[Path]:
-        for first in self.root.iterdir() if self.root.is_dir() else ():
-            if first.name.startswith(".") or not first.is_dir():
-                continue
-            for second in first.iterdir():
-                if second.name.startswith(".") or not second.is_dir():
-                    continue
-                for file in second.iterdir():
-                    if not file.name.startswith("."):
-                        yield file
+    # ------------------------------------------------------------------------------------------- scans
+
+    def _scan(self) -> dirfd.Scan:
+        return dirfd.Scan(self.root)
 
     def _rescan(self) -> None:
-        total = 0
-        for file in self._files():
-            try:
-                total += file.stat().st_size
-            except FileNotFoundError:
-                continue
+        scan = self._scan()
+        total = sum(f.size for f in scan.own_files())
         with self._lock:
             self._total = total
             self._scanned_at = time.monotonic()
@@ -175,33 +196,41 @@ class FileStore(Store):
             self._rescan()
         if self._total <= self.capacity:
             return
-        files = []
-        for file in self._files():
-            try:
-                st = file.stat()
-            except FileNotFoundError:
-                continue
-            files.append((st.st_mtime_ns, st.st_size, file))
-        files.sort()
-        total = sum(size for _, size, _ in files)
-        for _, size, file in files:
+        files = sorted(self._scan().own_files(), key=lambda f: (f.mtime_ns, f.name))
+        total = sum(f.size for f in files)
+        for file in files:
             if total <= self.capacity * 9 // 10:
                 break
-            file.unlink(missing_ok=True)
-            total -= size
+            if dirfd.delete_own(self.root, file):
+                total -= file.size
         with self._lock:
             self._total = total
+
+    def _purge(self, key_prefix: str, tag: str | None) -> int:
+        """Deletes this store's files whose key starts with `key_prefix` (and, with `tag`, whose entry carries it);
+        how many held live values."""
+        now = now_ms()
+        removed = 0
+        for file in self._scan().own_files(read_value=tag is not None):
+            if not file.key.startswith(key_prefix):
+                continue
+            if tag is not None and tag not in entry_tags(file.value):
+                continue
+            if dirfd.delete_own(self.root, file):
+                removed += not (file.expires and file.expires <= now)
+        return removed
 
     # ----------------------------------------------------------------------------------------- Store
 
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        stored = [self._key(k) for k in keys]
         now = now_ms()
-        return [self._read(stored_key(self.prefix, k), now) for k in keys]
+        return [self._read(k, now) for k in stored]
 
     def set_many(self, items: Sequence[tuple[str, bytes]], ttl: float | None = None) -> None:
+        batch = [(self._key(k), v) for k, v in items]
         now = now_ms()
-        for key, value in items:
-            stored = stored_key(self.prefix, key)
+        for stored, value in batch:
             expiry = expires_at_ms(value, ttl, now)
             if expiry is not None and expiry <= now:
                 self._remove(stored)
@@ -209,7 +238,7 @@ class FileStore(Store):
                 self._write(stored, value, expiry)
 
     def add(self, key: str, value: bytes, ttl: float | None = None) -> bool:
-        stored = stored_key(self.prefix, key)
+        stored = self._key(key)
         now = now_ms()
         expiry = expires_at_ms(value, ttl, now)
         if expiry is not None and expiry <= now:
@@ -221,79 +250,48 @@ class FileStore(Store):
             return True
 
     def incr(self, key: str, delta: int, ttl: float | None = None, create: bool = True) -> int | None:
-        stored = stored_key(self.prefix, key)
+        stored = self._key(key)
         with self._locked(stored):
             now = now_ms()
-            current = self._read(stored, now)
+            current = self._read_file(stored, now)
             if current is None:
                 if not create:
                     return None
                 number = saturate(delta)
                 self._write(stored, str(number).encode(), None if ttl is None else now + max(1, round(ttl * 1000)))
                 return number
-            old = parse_counter(current)
+            expiry, value = current
+            old = parse_counter(value)
             if old is None:
                 raise NotACounter(self.backend, key)
             number = saturate(old + delta)
-            parsed = self._parse(self._path(stored).read_bytes())
-            expiry = parsed[1] if parsed else 0
             self._write(stored, str(number).encode(), expiry or None)
             return number
 
     def delete_if(self, key: str, expected: bytes) -> bool:
-        stored = stored_key(self.prefix, key)
+        stored = self._key(key)
         with self._locked(stored):
             if self._read(stored, now_ms()) != bytes(expected):
                 return False
             return self._remove(stored)
 
     def delete_many(self, keys: Sequence[str]) -> int:
-        return sum(self._remove(stored_key(self.prefix, k)) for k in keys)
-
-    def _purge(self, match: str, tag: str | None) -> int:
-        now = now_ms()
-        removed = 0
-        for file in list(self._files()):
-            try:
-                data = file.read_bytes()
-            except FileNotFoundError:
-                continue
-            parsed = self._parse(data)
-            if parsed is None:
-                continue
-            key, expires, value = parsed
-            hit = tag in entry_tags(value) if tag is not None else key.startswith(match)
-            if hit:
-                file.unlink(missing_ok=True)
-                removed += not (expires and expires <= now)
-        return removed
+        stored = [self._key(k) for k in keys]
+        return sum(self._remove(k) for k in stored)
 
     def clear(self) -> None:
-        self._purge(stored_key(self.prefix, ""), None)
+        self._purge(self.prefix, None)
 
     def purge_prefix(self, prefix: str) -> int:
-        return self._purge(stored_key(self.prefix, prefix), None)
+        return self._purge(checked_prefix(self.backend, self.prefix, prefix), None)
 
     def purge_tag(self, tag: str) -> int:
-        if self.prefix:
-            removed = 0
-            for file in list(self._files()):
-                try:
-                    parsed = self._parse(file.read_bytes())
-                except FileNotFoundError:
-                    continue
-                if parsed and parsed[0].startswith(self.prefix) and tag in entry_tags(parsed[2]):
-                    file.unlink(missing_ok=True)
-                    removed += 1
-            return removed
-        return self._purge("", tag)
+        return self._purge(self.prefix, tag)
 
     def stats(self) -> StoreStats:
+        scan = self._scan()
         entries = size = 0
-        for file in self._files():
-            try:
-                size += file.stat().st_size
-            except FileNotFoundError:
-                continue
+        for file in scan.own_files():
             entries += 1
-        return StoreStats(entries=entries, bytes=size, capacity_bytes=self.capacity)
+            size += file.size
+        return StoreStats(entries=entries, bytes=size, capacity_bytes=self.capacity, foreign_files=scan.foreign)

@@ -8,18 +8,19 @@
   and its keys move to the others (the failing request is retried once on the key's new server).
 - Purges: records checked on read (§4.4): a tag's purge time, and the prefix list read in the same round trip.
 
-Each server keeps up to `pool` idle connections; a request takes one (or opens one within `connect_timeout`), sends
-its batch and reads every reply within `timeout`. A connection that errs is closed, never reused.
+Each server has at most `pool` connections (wire.py); a request takes one (or opens one within `connect_timeout`),
+sends its batch and reads every reply, all within `timeout`: a total deadline, connecting included, not a limit per
+read. Replies are bounded as spec/STORES.md §2 says: a line of 8 KiB, a value of `max_item` (refused when its length
+is announced), no more replies than the batch can get. A reply that breaks a bound or does not parse is a failure of
+the server (it counts toward ejection) and closes the connection; a connection that errs is never reused.
 """
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from time import monotonic
 from typing import Final
 
 from .base import (
@@ -33,29 +34,29 @@ from .base import (
     StoreTimeout,
     TooLarge,
     Unsupported,
+    checked_key,
+    checked_prefix,
     expires_at_ms,
     internal_key,
     memcached_exptime,
     now_ms,
-    stored_key,
     ttl_ms,
 )
 from .ring import Ring, RingServer
 from .url import StoreUrl
+from .wire import Pool, Wire, WireFailure, connect_tcp
 
 BACKEND: Final = "memcached"
 #: memcached's per-item overhead (48-byte header + CAS) that counts against its item size.
 ITEM_OVERHEAD: Final = 56
-MAX_LINE: Final = 8 * 1024
 MAX_PREFIX_LINES: Final = 1000
-
-
-class _Failure(Exception):
-    """A request that failed at the connection level (counts against the server's health)."""
-
-    def __init__(self, message: str, timeout: bool = False) -> None:
-        super().__init__(message)
-        self.timeout = timeout
+#: The most `STAT` lines a `stats` reply may have.
+MAX_STAT_LINES: Final = 10_000
+#: The replies each command can get (spec/STORES.md §2: any other is malformed); error answers aside.
+_GET_REPLIES: Final = frozenset({"VA", "EN"})
+_SET_REPLIES: Final = frozenset({"HD", "NS", "NF", "EX"})
+_DELETE_REPLIES: Final = frozenset({"HD", "NF", "EX"})
+_INCR_REPLIES: Final = frozenset({"VA", "NF", "EN", "NS", "EX"})
 
 
 @dataclass
@@ -74,136 +75,74 @@ class Reply:
         return None
 
 
-class _Connection:
-    def __init__(self, sock: socket.socket, max_value: int) -> None:
-        self.sock = sock
-        self.buffer = bytearray()
-        self.max_value = max_value
+_STATUS: Final = frozenset({"HD", "NS", "EX", "NF", "EN", "MN", "OK", "END"})
+_ERRORS: Final = frozenset({"ERROR", "CLIENT_ERROR", "SERVER_ERROR"})
+#: The most digits a value length can have (max_item is far below 10^12).
+_MAX_LENGTH_DIGITS: Final = 12
 
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.sock.close()
 
-    def _fill(self, deadline: float) -> None:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise _Failure("timeout", timeout=True)
-        self.sock.settimeout(remaining)
-        try:
-            chunk = self.sock.recv(65536)
-        except TimeoutError:
-            raise _Failure("timeout", timeout=True) from None
-        except OSError as e:
-            raise _Failure(str(e)) from None
-        if not chunk:
-            raise _Failure("connection closed")
-        self.buffer += chunk
-
-    def read_line(self, deadline: float) -> str:
-        start = 0
-        while True:
-            at = self.buffer.find(b"\r\n", start)
-            if at != -1:
-                line = bytes(self.buffer[:at])
-                del self.buffer[: at + 2]
-                return line.decode("utf-8", "replace")
-            if len(self.buffer) > MAX_LINE:
-                raise _Failure(f"malformed reply: a reply line longer than {MAX_LINE} bytes")
-            start = max(len(self.buffer) - 1, 0)
-            self._fill(deadline)
-
-    def read_exact(self, size: int, deadline: float) -> bytes:
-        while len(self.buffer) < size + 2:
-            self._fill(deadline)
-        if self.buffer[size : size + 2] != b"\r\n":
-            raise _Failure("malformed reply: a value not followed by CRLF")
-        data = bytes(self.buffer[:size])
-        del self.buffer[: size + 2]
-        return data
-
-    def read_reply(self, deadline: float) -> Reply:
-        line = self.read_line(deadline)
-        tokens = line.split(" ")
-        code = tokens[0]
-        if code == "VA":
-            if len(tokens) < 2 or not tokens[1].isdigit():
-                raise _Failure(f"malformed reply: {line!r}")
-            size = int(tokens[1])
-            if size > self.max_value:
-                raise _Failure(f"malformed reply: a value of {size} bytes")
-            return Reply("VA", self.read_exact(size, deadline), tuple(tokens[2:]))
-        if code in ("HD", "NS", "EX", "NF", "EN", "MN", "OK", "END"):
-            return Reply(code, flags=tuple(tokens[1:]))
-        if code == "STAT":
-            return Reply("STAT", flags=tuple(tokens[1:]))
-        if code in ("ERROR", "CLIENT_ERROR", "SERVER_ERROR"):
-            return Reply("ERROR", message=line)
-        raise _Failure(f"malformed reply: {line[:100]!r}")
+def read_reply(wire: Wire, deadline: float, max_value: int) -> Reply:
+    """One reply, within the deadline; a value longer than `max_value` is refused when its length is announced."""
+    line = wire.line(deadline).decode("utf-8", "replace")
+    tokens = line.split(" ")
+    code = tokens[0]
+    if code == "VA":
+        if len(tokens) < 2 or not tokens[1].isascii() or not tokens[1].isdigit():
+            raise WireFailure(f"malformed reply: {line[:100]!r}")
+        if len(tokens[1]) > _MAX_LENGTH_DIGITS or int(tokens[1]) > max_value:
+            raise WireFailure(f"malformed reply: a value of {tokens[1][:20]} bytes (max_item is {max_value})")
+        return Reply("VA", wire.exact(int(tokens[1]), deadline), tuple(tokens[2:]))
+    if code in _STATUS or code == "STAT":
+        return Reply(code, flags=tuple(tokens[1:]))
+    if code in _ERRORS:
+        return Reply("ERROR", message=line)
+    raise WireFailure(f"malformed reply: {line[:100]!r}")
 
 
 class _Server:
-    def __init__(self, name: str, host: str, port: int, pool: int, max_value: int) -> None:
+    def __init__(self, name: str, host: str, port: int, pool: int, max_value: int, connect_timeout: float) -> None:
         self.name = name
         self.host = host
         self.port = port
-        self.pool_size = pool
         self.max_value = max_value
+        self.connect_timeout = connect_timeout
         self.health = Health()
-        self._idle: list[_Connection] = []
-        self._lock = threading.Lock()
+        self.pool = Pool(self._connect, pool)
 
-    def _take(self, connect_timeout: float) -> _Connection:
-        with self._lock:
-            if self._idle:
-                return self._idle.pop()
+    def _connect(self, deadline: float) -> Wire:
+        return Wire(connect_tcp(self.host, self.port, deadline, self.connect_timeout))
+
+    def exchange(
+        self, request: bytes, expect: int | None, timeout: float, allowed: frozenset[str], most: int = 1
+    ) -> list[Reply]:
+        """Sends `request` and reads its replies, all within `timeout` (connecting included): `expect` replies, or
+        with `expect` None until `END`/`OK`, refusing more than `most` replies before it. A reply whose code is not
+        `allowed` (nor an error answer) is malformed: a failure of the server."""
+        deadline = monotonic() + timeout
+        wire = self.pool.take(deadline)
         try:
-            sock = socket.create_connection((self.host, self.port), timeout=connect_timeout)
-        except TimeoutError:
-            raise _Failure(f"could not connect within {round(connect_timeout * 1000)} ms", timeout=True) from None
-        except OSError as e:
-            raise _Failure(f"could not connect: {e}") from None
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return _Connection(sock, self.max_value)
-
-    def _give_back(self, conn: _Connection) -> None:
-        with self._lock:
-            if len(self._idle) < self.pool_size:
-                self._idle.append(conn)
-                return
-        conn.close()
-
-    def exchange(self, request: bytes, expect: int | None, timeout: float, connect_timeout: float) -> list[Reply]:
-        """Sends `request` and reads `expect` replies (None: until `MN`, or until `END`/`OK`)."""
-        conn = self._take(connect_timeout)
-        deadline = time.monotonic() + timeout
-        try:
-            conn.sock.settimeout(timeout)
-            try:
-                conn.sock.sendall(request)
-            except TimeoutError:
-                raise _Failure("timeout", timeout=True) from None
-            except OSError as e:
-                raise _Failure(str(e)) from None
+            wire.send(request, deadline)
             replies: list[Reply] = []
             while True:
-                reply = conn.read_reply(deadline)
+                reply = read_reply(wire, deadline, self.max_value)
+                if reply.code not in allowed and reply.code != "ERROR":
+                    raise WireFailure(f"malformed reply: {reply.code} is not an answer to this request")
                 replies.append(reply)
                 if expect is not None:
                     if len(replies) == expect:
                         break
-                elif reply.code in ("MN", "END", "OK") or (reply.code == "ERROR" and not replies[:-1]):
+                elif reply.code in ("END", "OK") or (reply.code == "ERROR" and not replies[:-1]):
                     break
+                elif len(replies) > most:
+                    raise WireFailure(f"malformed reply: more than {most} lines")
         except BaseException:
-            conn.close()
+            self.pool.discard(wire)
             raise
-        self._give_back(conn)
+        self.pool.give_back(wire)
         return replies
 
     def close(self) -> None:
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
+        self.pool.close()
 
 
 def _get(key: str, flags: str) -> bytes:
@@ -258,7 +197,8 @@ class MemcachedStore(Store):
             RingServer(f"[{h}]" if ":" in h else h, p, w) for (h, p), w in zip(hosts, weights, strict=True)
         ]
         self.servers = [
-            _Server(f"[{h}]:{p}" if ":" in h else f"{h}:{p}", h, p, pool, max_item + 1024) for h, p in hosts
+            _Server(f"[{h}]:{p}" if ":" in h else f"{h}:{p}", h, p, pool, max_item, connect_timeout_ms / 1000)
+            for h, p in hosts
         ]
         self._ring = Ring(self.ring_servers)
         self._ring_lock = threading.Lock()
@@ -332,22 +272,24 @@ class MemcachedStore(Store):
 
     def server_of(self, key: str) -> str:
         """The server (`host:port`) a caller's key goes to now."""
-        return self.servers[self._route(stored_key(self.prefix, key))].name
+        return self.servers[self._route(checked_key(BACKEND, self.prefix, key))].name
 
-    def _error(self, server: _Server, failure: _Failure) -> StoreError:
+    def _error(self, server: _Server, failure: WireFailure) -> StoreError:
         if failure.timeout:
             return StoreTimeout(BACKEND, server.name, self.timeout_ms)
         return ServerError(BACKEND, str(failure), server.name)
 
-    def _exchange(self, route_key: str, request: bytes, expect: int | None) -> tuple[_Server, list[Reply]]:
+    def _exchange(
+        self, route_key: str, request: bytes, expect: int, allowed: frozenset[str]
+    ) -> tuple[_Server, list[Reply]]:
         """One batch to the key's server, recording the outcome; a failure that ejects the server is retried once on
         the key's new server."""
         attempt = 0
         while True:
             server = self.servers[self._route(route_key)]
             try:
-                replies = server.exchange(request, expect, self.timeout, self.connect_timeout)
-            except _Failure as failure:
+                replies = server.exchange(request, expect, self.timeout, allowed)
+            except WireFailure as failure:
                 ejected = server.health.record(False, self.policy, now_ms())
                 if ejected:
                     self._rebuild()
@@ -373,20 +315,14 @@ class MemcachedStore(Store):
     def _get_stored(self, keys: Sequence[str]) -> list[bytes | None]:
         values: list[bytes | None] = [None] * len(keys)
         for indexes in self._groups(keys).values():
-            request = b"".join(_get(keys[i], "v k q") for i in indexes) + b"mn\r\n"
-            server, replies = self._exchange(keys[indexes[0]], request, None)
-            found: dict[str, bytes] = {}
-            for reply in replies:
-                if reply.code == "VA":
-                    key = reply.flag("k")
-                    if key is not None:
-                        found[key] = reply.data
-                elif reply.code == "ERROR":
+            # One `mg <key> v` per key, its reply (VA or EN) paired with the key by position: a server that says
+            # nothing is a timeout, never a row of misses.
+            request = b"".join(_get(keys[i], "v") for i in indexes)
+            server, replies = self._exchange(keys[indexes[0]], request, len(indexes), _GET_REPLIES)
+            for i, reply in zip(indexes, replies, strict=True):
+                if reply.code == "ERROR":
                     raise self._reply_error(server, reply.message)
-                elif reply.code not in ("MN", "EN"):
-                    raise self._reply_error(server, f"unexpected reply {reply.code}")
-            for i in indexes:
-                values[i] = found.get(keys[i])
+                values[i] = reply.data if reply.code == "VA" else None
         return values
 
     def _set_stored(self, items: Sequence[tuple[str, bytes, int]], mode: str) -> list[bool]:
@@ -396,7 +332,7 @@ class MemcachedStore(Store):
                 _delete(items[i][0]) if items[i][2] < 0 else _set(items[i][0], items[i][1], items[i][2], mode)
                 for i in indexes
             )
-            server, replies = self._exchange(items[indexes[0]][0], request, len(indexes))
+            server, replies = self._exchange(items[indexes[0]][0], request, len(indexes), _SET_REPLIES)
             for i, reply in zip(indexes, replies, strict=True):
                 if reply.code == "ERROR":
                     raise self._reply_error(server, reply.message)
@@ -406,7 +342,7 @@ class MemcachedStore(Store):
         return results
 
     def _get_with_cas(self, stored: str) -> tuple[bytes, int] | None:
-        server, replies = self._exchange(stored, _get(stored, "v c"), 1)
+        server, replies = self._exchange(stored, _get(stored, "v c"), 1, _GET_REPLIES)
         reply = replies[0]
         if reply.code == "VA" and (cas := reply.flag("c")) is not None and cas.isdigit():
             return reply.data, int(cas)
@@ -415,7 +351,7 @@ class MemcachedStore(Store):
         raise self._reply_error(server, reply.message or f"unexpected reply {reply.code}")
 
     def _set_with(self, stored: str, value: bytes, exptime: int, mode: str) -> bool:
-        server, replies = self._exchange(stored, _set(stored, value, exptime, mode), 1)
+        server, replies = self._exchange(stored, _set(stored, value, exptime, mode), 1, _SET_REPLIES)
         reply = replies[0]
         if reply.code == "HD":
             return True
@@ -427,14 +363,14 @@ class MemcachedStore(Store):
         if len(value) + len(stored.encode()) + ITEM_OVERHEAD > self.max_item:
             raise TooLarge(BACKEND, stored, len(value), self.max_value_bytes())
 
-    def _on_every_server(self, request: bytes) -> list[list[Reply]]:
+    def _on_every_server(self, request: bytes, allowed: frozenset[str]) -> list[list[Reply]]:
         results = []
         for server in self.servers:
             if server.health.is_ejected():
                 continue
             try:
-                replies = server.exchange(request, None, self.timeout, self.connect_timeout)
-            except _Failure as failure:
+                replies = server.exchange(request, None, self.timeout, allowed, MAX_STAT_LINES)
+            except WireFailure as failure:
                 if server.health.record(False, self.policy, now_ms()):
                     self._rebuild()
                 raise self._error(server, failure) from None
@@ -486,8 +422,6 @@ class MemcachedStore(Store):
     def _record_prefix_purge(self, prefix: str) -> None:
         if not self.prefix_purge:
             raise Unsupported(BACKEND, "purge by prefix with prefix_purge=false")
-        if any(b <= 0x20 or b == 0x7F for b in prefix.encode()):
-            return  # no stored key contains these bytes: nothing can match
         key = self._prefix_list_key()
         for _ in range(50):
             now = now_ms()
@@ -513,7 +447,7 @@ class MemcachedStore(Store):
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         if not keys:
             return []
-        stored = [stored_key(self.prefix, k) for k in keys]
+        stored = [checked_key(BACKEND, self.prefix, k) for k in keys]
         asked = [*stored, self._prefix_list_key()] if self.prefix_purge else stored
         values = self._get_stored(asked)
         prefix_list = values.pop() if self.prefix_purge else None
@@ -525,13 +459,13 @@ class MemcachedStore(Store):
         now = now_ms()
         batch = []
         for key, value in items:
-            stored = stored_key(self.prefix, key)
+            stored = checked_key(BACKEND, self.prefix, key)
             self._check_size(stored, value)
             batch.append((stored, value, memcached_exptime(expires_at_ms(value, ttl, now), now)))
         self._set_stored(batch, "")
 
     def add(self, key: str, value: bytes, ttl: float | None = None) -> bool:
-        stored = stored_key(self.prefix, key)
+        stored = checked_key(BACKEND, self.prefix, key)
         self._check_size(stored, value)
         now = now_ms()
         exptime = memcached_exptime(expires_at_ms(value, ttl, now), now)
@@ -540,7 +474,7 @@ class MemcachedStore(Store):
         return self._set_with(stored, value, exptime, "ME")
 
     def incr(self, key: str, delta: int, ttl: float | None = None, create: bool = True) -> int | None:
-        stored = stored_key(self.prefix, key)
+        stored = checked_key(BACKEND, self.prefix, key)
         mode = "MD" if delta < 0 else "MI"
         request = f"ma {stored} v D{abs(delta)} {mode}"
         if create:
@@ -548,7 +482,7 @@ class MemcachedStore(Store):
             ms = ttl_ms(ttl)
             exptime = max(memcached_exptime(None if ms is None else now + ms, now), 0)
             request += f" N{exptime} J{max(delta, 0)}"
-        server, replies = self._exchange(stored, (request + "\r\n").encode(), 1)
+        server, replies = self._exchange(stored, (request + "\r\n").encode(), 1, _INCR_REPLIES)
         reply = replies[0]
         if reply.code == "VA":
             text = reply.data.decode("ascii", "replace").strip()
@@ -562,19 +496,19 @@ class MemcachedStore(Store):
         raise self._reply_error(server, reply.message or f"unexpected reply {reply.code}")
 
     def delete_if(self, key: str, expected: bytes) -> bool:
-        stored = stored_key(self.prefix, key)
+        stored = checked_key(BACKEND, self.prefix, key)
         current = self._get_with_cas(stored)
         if current is None or current[0] != bytes(expected):
             return False
-        _, replies = self._exchange(stored, _delete(stored, f"C{current[1]}"), 1)
+        _, replies = self._exchange(stored, _delete(stored, f"C{current[1]}"), 1, _DELETE_REPLIES)
         return replies[0].code == "HD"
 
     def delete_many(self, keys: Sequence[str]) -> int:
-        stored = [stored_key(self.prefix, k) for k in keys]
+        stored = [checked_key(BACKEND, self.prefix, k) for k in keys]
         deleted = 0
         for indexes in self._groups(stored).values():
             request = b"".join(_delete(stored[i]) for i in indexes)
-            _, replies = self._exchange(stored[indexes[0]], request, len(indexes))
+            _, replies = self._exchange(stored[indexes[0]], request, len(indexes), _DELETE_REPLIES)
             deleted += sum(r.code == "HD" for r in replies)
         return deleted
 
@@ -582,15 +516,15 @@ class MemcachedStore(Store):
         if self.prefix:
             self.purge_prefix("")
         else:
-            self._on_every_server(b"flush_all\r\n")
+            self._on_every_server(b"flush_all\r\n", frozenset({"OK"}))
 
-    def purge_prefix(self, prefix: str) -> int:
-        self._record_prefix_purge(prefix)
-        return 0
+    def purge_prefix(self, prefix: str) -> None:
+        """Records the purge (spec/STORES.md §4.4); records cannot count what they hide, so the answer is None."""
+        self._record_prefix_purge(checked_prefix(BACKEND, "", prefix))
 
-    def purge_tag(self, tag: str) -> int:
+    def purge_tag(self, tag: str) -> None:
+        """Records the purge of `tag`; None, as for prefixes."""
         self._set_with(self._tag_key(tag), str(now_ms()).encode(), 0, "")
-        return 0
 
     def stats(self) -> StoreStats:
         stats = StoreStats()
@@ -604,7 +538,7 @@ class MemcachedStore(Store):
             "bytes": "bytes",
             "limit_maxbytes": "capacity_bytes",
         }
-        for replies in self._on_every_server(b"stats\r\n"):
+        for replies in self._on_every_server(b"stats\r\n", frozenset({"STAT", "END"})):
             for reply in replies:
                 if reply.code == "STAT" and len(reply.flags) >= 2 and reply.flags[0] in names:
                     field = names[reply.flags[0]]

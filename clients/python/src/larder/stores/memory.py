@@ -18,6 +18,9 @@ from .base import (
     Store,
     StoreStats,
     TooLarge,
+    check_key,
+    check_keys,
+    check_prefix,
     entry_tags,
     expires_at_ms,
     now_ms,
@@ -102,6 +105,7 @@ class MemoryStore(Store):
     # -- Store --
 
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        check_keys(self.backend, keys)
         now = now_ms()
         with self._lock:
             values = [self._live(key, now) for key in keys]
@@ -113,6 +117,7 @@ class MemoryStore(Store):
     def set_many(self, items: Sequence[tuple[str, bytes]], ttl: float | None = None) -> None:
         now = now_ms()
         for key, value in items:
+            check_key(self.backend, key)
             self._check(key, value)
         with self._lock:
             for key, value in items:
@@ -123,6 +128,7 @@ class MemoryStore(Store):
                     self._put(key, bytes(value), expiry)
 
     def add(self, key: str, value: bytes, ttl: float | None = None) -> bool:
+        check_key(self.backend, key)
         self._check(key, value)
         now = now_ms()
         expiry = expires_at_ms(value, ttl, now)
@@ -133,6 +139,7 @@ class MemoryStore(Store):
             return True
 
     def incr(self, key: str, delta: int, ttl: float | None = None, create: bool = True) -> int | None:
+        check_key(self.backend, key)
         now = now_ms()
         with self._lock:
             current = self._live(key, now)
@@ -151,12 +158,14 @@ class MemoryStore(Store):
             return number
 
     def delete_if(self, key: str, expected: bytes) -> bool:
+        check_key(self.backend, key)
         with self._lock:
             if self._live(key, now_ms()) == bytes(expected):
                 return self._remove(key)
             return False
 
     def delete_many(self, keys: Sequence[str]) -> int:
+        check_keys(self.backend, keys)
         now = now_ms()
         with self._lock:
             return sum(self._live(key, now) is not None and self._remove(key) for key in keys)
@@ -167,6 +176,7 @@ class MemoryStore(Store):
             self._bytes = 0
 
     def purge_prefix(self, prefix: str) -> int:
+        check_prefix(self.backend, prefix)
         with self._lock:
             doomed = [key for key in self._items if key.startswith(prefix)]
             for key in doomed:

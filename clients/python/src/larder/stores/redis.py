@@ -1,20 +1,30 @@
-"""`redis://[user:pass@]host:6379/0` and `redis+cluster://h1:7000,h2:7001` (spec/STORES.md §5), on redis-py.
+"""`redis://[user:pass@]host:6379/0` and `redis+cluster://h1:7000,h2:7001` (spec/STORES.md §5), on larder's own
+RESP client (resp.py, redis_cluster.py, wire.py).
 
-redis-py is the ecosystem's maintained client: connection pooling with socket timeouts, a Cluster client that
-follows slot moves and failovers, and Lua scripts by SHA (EVALSHA with a fallback to EVAL). What larder adds is the
-same as `larder-redis`: PXAT expiry from the entry header, tag sets kept as long as their longest-lived member, the
-same three scripts, SCAN purges on every master, and a standalone server's ejection after `failures`.
+Why not redis-py, the ecosystem's client: spec/STORES.md §2 asks every remote store to bound what a server sends,
+and redis-py cannot be bounded from outside. Its `timeout` is a limit per socket read (a server dripping a byte
+every 100 ms held a get for 202 s), it retries and reconnects on its own, its Cluster client sleeps and reinitialises
+between attempts, and its reply parser reads any announced bulk length (a 1 GiB reply took the process to 2.1 GB),
+any line length, and recurses once per array level (a deeply nested reply ends in a RecursionError, not in the
+store's error). Bounding it would mean replacing its parser and socket buffer (private modules) and disabling its
+retries, leaving little of the library but its connection bookkeeping. The store needs a small part of Redis (GET,
+MGET, SET, DEL, EVALSHA, SCAN, SSCAN, FLUSHDB, DBSIZE, INFO, AUTH, SELECT, CLUSTER SLOTS), so the client is written
+here: a total deadline for every request (connecting and the handshake included), bulk strings refused above
+`max_value` when announced, arrays nested at most 8 deep and no longer than the command can answer, lines of 8 KiB;
+anything else is a failure of the server (toward ejection), its connection closed, raised as the store's
+`ServerError`/`StoreTimeout`. Cluster: slot map from CLUSTER SLOTS, MOVED/ASK followed, per-master pipelines.
+
+What larder adds on top is the same as `larder-redis`: PXAT expiry from the entry header, tag sets kept as long as
+their longest-lived member, the same three scripts (by SHA, EVAL when the server lacks them), SCAN purges on every
+master, and a standalone server's ejection after `failures`.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Sequence
-from typing import Any, Final, TypeVar
-
-import redis
-import redis.cluster
-import redis.exceptions
+import hashlib
+from collections.abc import Sequence
+from time import monotonic
+from typing import Any, Final
 
 from .base import (
     FailurePolicy,
@@ -26,16 +36,18 @@ from .base import (
     StoreStats,
     StoreTimeout,
     TooLarge,
+    checked_key,
+    checked_prefix,
     entry_tags,
     expires_at_ms,
     internal_key,
     now_ms,
-    stored_key,
     ttl_ms,
 )
+from .redis_cluster import Cluster, Request, Standalone
+from .resp import ErrorReply, Limits, Node, pack
 from .url import StoreUrl
-
-T = TypeVar("T")
+from .wire import WireFailure
 
 DELETE_IF: Final = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end"
 INCR: Final = """
@@ -55,7 +67,16 @@ if current == -1 and redis.call('SCARD', KEYS[1]) > 1 then return 1 end
 if current == -1 or current < at then redis.call('PEXPIREAT', KEYS[1], at) end
 return 1"""
 DELETE_BATCH: Final = 500
-MAX_VALUE: Final = 512 << 20
+SCAN_COUNT: Final = 1000
+#: The default `max_value`: the longest value read back (the format's default max_size).
+DEFAULT_MAX_VALUE: Final = 64 << 20
+#: A reply that is a status, an integer or nil.
+_SMALL: Final = Limits(max_bulk=1024, max_bytes=1024, max_elements=0)
+#: INFO's text.
+_INFO: Final = Limits(max_bulk=1 << 20, max_bytes=1 << 20, max_elements=0)
+#: A SCAN/SSCAN page: a cursor and up to about COUNT keys (more while the server rehashes; small sets come whole).
+_SCAN_ELEMENTS: Final = 2 + 100 * SCAN_COUNT
+_GET: Final = b"*2\r\n$3\r\nGET\r\n"
 
 
 def glob_prefix(prefix: str) -> str:
@@ -63,8 +84,27 @@ def glob_prefix(prefix: str) -> str:
     return "".join("\\" + c if c in "*?[]\\" else c for c in prefix) + "*"
 
 
+class _Script:
+    """A Lua script sent by SHA (EVALSHA), or whole (EVAL) to a server that does not have it yet."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.sha = hashlib.sha1(source.encode()).hexdigest()
+
+    def by_sha(self, key: bytes, *args: bytes | str | int) -> bytes:
+        return pack("EVALSHA", self.sha, 1, key, *args)
+
+    def whole(self, key: bytes, *args: bytes | str | int) -> bytes:
+        return pack("EVAL", self.source, 1, key, *args)
+
+
+_DELETE_IF: Final = _Script(DELETE_IF)
+_INCR: Final = _Script(INCR)
+_TAG: Final = _Script(TAG)
+
+
 class RedisStore(Store):
-    """One Redis server or a Redis Cluster. Thread-safe (redis-py's pools are)."""
+    """One Redis server or a Redis Cluster. Thread-safe."""
 
     def __init__(
         self,
@@ -80,35 +120,34 @@ class RedisStore(Store):
         pool: int = 4,
         failures: int = 2,
         retry_after_ms: int = 1000,
+        max_value: int = DEFAULT_MAX_VALUE,
     ) -> None:
+        if not hosts:
+            raise ValueError("redis needs a host")
         self.backend = "redis-cluster" if cluster else "redis"
         self.cluster = cluster
         self.prefix = prefix
+        self.timeout = timeout_ms / 1000
         self.timeout_ms = timeout_ms
+        self.max_value = max_value
         self.server = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in hosts)
         self.health = Health()
         self.policy = FailurePolicy(failures, retry_after_ms)
-        common: dict[str, Any] = {
-            "username": username,
-            "password": password,
-            "socket_timeout": timeout_ms / 1000,
-            "socket_connect_timeout": connect_timeout_ms / 1000,
-        }
-        self.client: Any
-        if cluster:
-            nodes = [redis.cluster.ClusterNode(h, p) for h, p in hosts]  # type: ignore[no-untyped-call]
-            self.client = redis.cluster.RedisCluster(
-                startup_nodes=nodes, max_connections=pool * 16, require_full_coverage=True, **common
+        self._value = Limits(max_bulk=max_value, max_bytes=max_value, max_elements=0)
+        self._scan = Limits(max_bulk=max_value, max_bytes=max_value, max_elements=_SCAN_ELEMENTS)
+
+        def make_node(host: str, port: int) -> Node:
+            return Node(
+                host,
+                port,
+                pool=pool,
+                connect_timeout=connect_timeout_ms / 1000,
+                username=username,
+                password=password,
+                db=0 if cluster else db,
             )
-        else:
-            host, port = hosts[0]
-            connection_pool = redis.BlockingConnectionPool(  # type: ignore[no-untyped-call]
-                host=host, port=port, db=db, max_connections=pool, timeout=connect_timeout_ms / 1000, **common
-            )
-            self.client = redis.Redis(connection_pool=connection_pool)
-        self._delete_if = self.client.register_script(DELETE_IF)
-        self._incr = self.client.register_script(INCR)
-        self._tag = self.client.register_script(TAG)
+
+        self._router: Cluster | Standalone = Cluster(hosts, make_node) if cluster else Standalone(make_node(*hosts[0]))
 
     @classmethod
     def from_url(cls, url: StoreUrl) -> RedisStore:
@@ -128,7 +167,10 @@ class RedisStore(Store):
         pool = url.take_number("pool", 4, 1, 64)
         failures = url.take_number("failures", 2, 1, 1000)
         retry_after = url.take_duration_ms("retry_after", 1000)
+        max_value = url.take_size("max_value", DEFAULT_MAX_VALUE)
         url.finish()
+        if max_value < 1024:
+            raise url.error("max_value must be at least 1K")
         return cls(
             [(h.host, h.port if h.port is not None else 6379) for h in hosts],
             cluster=cluster,
@@ -141,122 +183,196 @@ class RedisStore(Store):
             pool=pool,
             failures=failures,
             retry_after_ms=retry_after,
+            max_value=max_value,
         )
 
     # ------------------------------------------------------------------------------------------- plumbing
 
-    def _call(self, f: Callable[[], T]) -> T:
-        """Runs `f` within the store's bounds, naming the server in any error; a standalone server that fails
-        `failures` times in a row is refused at once for `retry_after` (Cluster nodes are not ejected)."""
+    def _admit(self) -> None:
+        """A standalone server that failed `failures` times in a row is refused at once for `retry_after` (Cluster
+        nodes are not ejected: the cluster fails over)."""
         if not self.cluster and not self.health.admits(now_ms()):
             self.health.count_error()
             raise ServerError(self.backend, "ejected after failures; retrying after retry_after", self.server)
-        try:
-            result = f()
-        except redis.exceptions.TimeoutError:
-            self._failed()
-            raise StoreTimeout(self.backend, self.server, self.timeout_ms) from None
-        except (redis.exceptions.ConnectionError, redis.exceptions.ClusterDownError, OSError) as e:
-            self._failed()
-            raise ServerError(self.backend, str(e) or type(e).__name__, self.server) from None
-        except redis.exceptions.RedisError as e:
-            # An error answer: the server is fine.
-            self.health.record(True, self.policy, now_ms())
-            raise ServerError(self.backend, str(e), self.server) from None
-        self.health.record(True, self.policy, now_ms())
-        return result
 
-    def _failed(self) -> None:
+    def _failed(self, failure: WireFailure) -> StoreError:
+        """Counts `failure` against the server and turns it into the store's error."""
         if self.cluster:
             self.health.count_error()
         else:
             self.health.record(False, self.policy, now_ms())
+        server = failure.server or self.server
+        if failure.timeout:
+            return StoreTimeout(self.backend, server, self.timeout_ms)
+        return ServerError(self.backend, str(failure), server)
 
-    def _key(self, key: str) -> str:
-        return stored_key(self.prefix, key)
+    def _run(self, requests: Sequence[Request], fallbacks: Sequence[bytes | None] = ()) -> list[Any]:
+        """One batch within `timeout`; scripts the server lacks (NOSCRIPT) are sent again whole (`fallbacks`)."""
+        self._admit()
+        try:
+            replies = self._router.run(requests, monotonic() + self.timeout)
+            missing = [
+                i
+                for i, reply in enumerate(replies)
+                if isinstance(reply, ErrorReply)
+                and reply.message.startswith("NOSCRIPT")
+                and i < len(fallbacks)
+                and fallbacks[i] is not None
+            ]
+            if missing:
+                again = [(requests[i][0], fallbacks[i] or b"", requests[i][2]) for i in missing]
+                for i, reply in zip(missing, self._router.run(again, monotonic() + self.timeout), strict=True):
+                    replies[i] = reply
+        except WireFailure as failure:
+            raise self._failed(failure) from None
+        self.health.record(True, self.policy, now_ms())
+        return replies
+
+    def _run_on(self, node: Node, command: bytes, limits: Limits) -> Any:
+        """One command to one server (SCAN, FLUSHDB, DBSIZE on each master)."""
+        self._admit()
+        try:
+            reply = node.call([command], [limits], monotonic() + self.timeout)[0]
+        except WireFailure as failure:
+            raise self._failed(failure) from None
+        self.health.record(True, self.policy, now_ms())
+        return self._answer(reply)
+
+    def _masters(self) -> list[Node]:
+        try:
+            return self._router.masters(monotonic() + self.timeout)
+        except WireFailure as failure:
+            raise self._failed(failure) from None
+
+    def _answer(self, reply: Any) -> Any:
+        """`reply`, unless it is an error answer (raised as the store's error; the server is fine)."""
+        if isinstance(reply, ErrorReply):
+            raise ServerError(self.backend, reply.message[:500], self.server)
+        return reply
+
+    def _malformed(self, command: str, reply: Any) -> StoreError:
+        """A reply of the wrong type for its command: a failure of the server."""
+        failure = WireFailure(f"malformed reply to {command}: {type(reply).__name__}")
+        return self._failed(failure)
+
+    def _int(self, command: str, reply: Any) -> int:
+        reply = self._answer(reply)
+        if type(reply) is not int:
+            raise self._malformed(command, reply)
+        return reply
+
+    def _key(self, key: str) -> bytes:
+        return checked_key(self.backend, self.prefix, key).encode("utf-8")
 
     def _write(self, items: Sequence[tuple[str, bytes]], ttl: float | None, nx: bool) -> bool:
         now = now_ms()
-        commands: list[tuple[Any, ...]] = []
-        tagged: list[tuple[str, int, tuple[str, ...]]] = []
+        requests: list[Request] = []
+        tagged: list[tuple[bytes, int, tuple[str, ...]]] = []
         for key, value in items:
-            if len(value) > MAX_VALUE:
-                raise TooLarge(self.backend, key, len(value), MAX_VALUE)
             stored = self._key(key)
+            if len(value) > self.max_value:
+                raise TooLarge(self.backend, key, len(value), self.max_value)
             expiry = expires_at_ms(value, ttl, now)
             if expiry is not None and expiry <= now:
                 if nx:
                     return False
-                commands.append(("DEL", stored))
+                requests.append((stored, pack("DEL", stored), _SMALL))
                 continue
-            command: tuple[Any, ...] = ("SET", stored, bytes(value))
+            command: list[bytes | str | int] = ["SET", stored, bytes(value)]
             if expiry is not None:
-                command += ("PXAT", expiry)
+                command += ["PXAT", expiry]
             if nx:
-                command += ("NX",)
-            commands.append(command)
+                command.append("NX")
+            requests.append((stored, pack(*command), _SMALL))
             tags = entry_tags(value)
             if tags:
                 tagged.append((stored, expiry or 0, tags))
-        replies = self._run_all(commands)
-        stored_any = not nx or (bool(replies) and replies[0] is not None)
-        if stored_any:
-            for member, at, tags in tagged:
-                for tag in tags:
-                    tag_key = internal_key(self.prefix, "tag", tag)
-                    self._call(functools.partial(self._tag, keys=[tag_key], args=[member, at]))
-        return stored_any
+        if not requests:
+            return True
+        tag_requests: list[Request] = []
+        fallbacks: list[bytes | None] = [None] * len(requests)
+        for member, at, tags in tagged:
+            for tag in tags:
+                tag_key = internal_key(self.prefix, "tag", tag).encode("utf-8")
+                tag_requests.append((tag_key, _TAG.by_sha(tag_key, member, at), _SMALL))
+                fallbacks.append(_TAG.whole(tag_key, member, at))
+        if nx:
+            reply = self._answer(self._run(requests)[0])
+            if reply is None:
+                return False
+            if reply != b"OK":
+                raise self._malformed("SET", reply)
+            if tag_requests:
+                for reply in self._run(tag_requests, fallbacks[len(requests) :]):
+                    self._answer(reply)
+            return True
+        for reply in self._run(requests + tag_requests, fallbacks):
+            self._answer(reply)
+        return True
 
-    def _run_all(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
-        if not commands:
-            return []
-        if self.cluster:
-            return [self._call(functools.partial(self.client.execute_command, *c)) for c in commands]
-
-        def pipeline() -> list[Any]:
-            pipe = self.client.pipeline(transaction=False)
-            for command in commands:
-                pipe.execute_command(*command)
-            result: list[Any] = pipe.execute()
-            return result
-
-        return self._call(pipeline)
-
-    def _delete_stored(self, keys: Sequence[str | bytes]) -> int:
+    def _delete_stored(self, keys: Sequence[bytes]) -> int:
         deleted = 0
+        if self.cluster:
+            for at in range(0, len(keys), DELETE_BATCH):
+                chunk = keys[at : at + DELETE_BATCH]
+                deleted += sum(self._int("DEL", r) for r in self._run([(k, pack("DEL", k), _SMALL) for k in chunk]))
+            return deleted
         for at in range(0, len(keys), DELETE_BATCH):
             chunk = keys[at : at + DELETE_BATCH]
-            deleted += int(self._call(functools.partial(self.client.delete, *chunk)))
+            deleted += self._int("DEL", self._run([(chunk[0], pack("DEL", *chunk), _SMALL)])[0])
         return deleted
 
-    def _scan(self, pattern: str) -> list[bytes]:
-        if not self.cluster:
-            return self._call(lambda: list(self.client.scan_iter(match=pattern, count=1000)))
+    def _scan_pages(self, first: bytes, run: Any) -> list[bytes]:
+        """Every key a SCAN-like command finds, page by page; `run(cursor)` sends one page's command."""
         found: list[bytes] = []
-        for node in self._call(lambda: self.client.get_primaries()):
-            node_client = self.client.get_redis_connection(node)
-            found.extend(self._call(functools.partial(_scan_all, node_client, pattern)))
-        return found
+        cursor = b"0"
+        while True:
+            reply = self._answer(run(cursor))
+            if not (
+                isinstance(reply, list)
+                and len(reply) == 2
+                and isinstance(reply[0], bytes)
+                and reply[0].isdigit()
+                and isinstance(reply[1], list)
+                and all(isinstance(k, bytes) for k in reply[1])
+            ):
+                raise self._malformed(first.decode(), reply)
+            cursor = reply[0]
+            found.extend(reply[1])
+            if cursor == b"0":
+                return found
 
     # --------------------------------------------------------------------------------------------- Store
 
     def max_value_bytes(self) -> int:
-        return MAX_VALUE
+        return self.max_value
 
     def server_errors(self) -> list[tuple[str, int]]:
         return [(self.server, self.health.errors)]
 
     def get(self, key: str) -> bytes | None:
-        value: bytes | None = self._call(lambda: self.client.get(self._key(key)))
-        return value
+        stored = self._key(key)
+        command = _GET + b"$%d\r\n%s\r\n" % (len(stored), stored)
+        reply = self._answer(self._run([(stored, command, self._value)])[0])
+        if reply is not None and type(reply) is not bytes:
+            raise self._malformed("GET", reply)
+        return reply
 
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         if not keys:
             return []
         stored = [self._key(k) for k in keys]
         if self.cluster:
-            return list(self._call(lambda: self.client.mget_nonatomic(stored)))
-        return list(self._call(lambda: self.client.mget(stored)))
+            replies = [self._answer(r) for r in self._run([(k, _GET + pack(k)[4:], self._value) for k in stored])]
+        else:
+            limits = Limits(self.max_value, self.max_value * len(stored), len(stored))
+            reply = self._answer(self._run([(stored[0], pack("MGET", *stored), limits)])[0])
+            if not isinstance(reply, list) or len(reply) != len(stored):
+                raise self._malformed("MGET", reply)
+            replies = reply
+        if not all(r is None or type(r) is bytes for r in replies):
+            raise self._malformed("GET", replies)
+        return replies
 
     def set_many(self, items: Sequence[tuple[str, bytes]], ttl: float | None = None) -> None:
         if items:
@@ -268,18 +384,20 @@ class RedisStore(Store):
     def incr(self, key: str, delta: int, ttl: float | None = None, create: bool = True) -> int | None:
         stored = self._key(key)
         ms = ttl_ms(ttl)
-        args = [delta, 1 if create else 0, 0 if ms is None else max(ms, 1)]
-        try:
-            result = self._call(lambda: self._incr(keys=[stored], args=args))
-        except StoreError as e:
-            if "not an integer" in str(e):
-                raise NotACounter(self.backend, key) from None
-            raise
-        return None if result is None else int(result)
+        args = (delta, 1 if create else 0, 0 if ms is None else max(ms, 1))
+        reply = self._run([(stored, _INCR.by_sha(stored, *args), _SMALL)], [_INCR.whole(stored, *args)])[0]
+        if isinstance(reply, ErrorReply) and "not an integer" in reply.message:
+            raise NotACounter(self.backend, key)
+        reply = self._answer(reply)
+        if reply is not None and type(reply) is not int:
+            raise self._malformed("INCR", reply)
+        return reply
 
     def delete_if(self, key: str, expected: bytes) -> bool:
         stored = self._key(key)
-        return int(self._call(lambda: self._delete_if(keys=[stored], args=[bytes(expected)]))) == 1
+        args = (stored, bytes(expected))
+        reply = self._run([(stored, _DELETE_IF.by_sha(*args), _SMALL)], [_DELETE_IF.whole(*args)])[0]
+        return self._int("EVAL", reply) == 1
 
     def delete_many(self, keys: Sequence[str]) -> int:
         return self._delete_stored([self._key(k) for k in keys]) if keys else 0
@@ -287,43 +405,56 @@ class RedisStore(Store):
     def clear(self) -> None:
         if self.prefix:
             self.purge_prefix("")
-        elif self.cluster:
-            for node in self._call(lambda: self.client.get_primaries()):
-                node_client = self.client.get_redis_connection(node)
-                self._call(node_client.flushdb)
-        else:
-            self._call(lambda: self.client.flushdb())
+            return
+        for node in self._masters():
+            self._run_on(node, pack("FLUSHDB"), _SMALL)
 
     def purge_prefix(self, prefix: str) -> int:
-        return self._delete_stored(self._scan(glob_prefix(stored_key(self.prefix, prefix))))
+        pattern = glob_prefix(checked_prefix(self.backend, self.prefix, prefix))
+        found: list[bytes] = []
+        for node in self._masters():
+            found.extend(
+                self._scan_pages(
+                    b"SCAN",
+                    lambda cursor, n=node: self._run_on(
+                        n, pack("SCAN", cursor, "MATCH", pattern, "COUNT", SCAN_COUNT), self._scan
+                    ),
+                )
+            )
+        return self._delete_stored(list(dict.fromkeys(found)))
 
     def purge_tag(self, tag: str) -> int:
-        tag_key = internal_key(self.prefix, "tag", tag)
-        members: list[bytes] = self._call(lambda: list(self.client.sscan_iter(tag_key, count=1000)))
-        deleted = self._delete_stored(members)
+        tag_key = internal_key(self.prefix, "tag", tag).encode("utf-8")
+        members = self._scan_pages(
+            b"SSCAN",
+            lambda cursor: self._run([(tag_key, pack("SSCAN", tag_key, cursor, "COUNT", SCAN_COUNT), self._scan)])[0],
+        )
+        deleted = self._delete_stored(list(dict.fromkeys(members)))
         self._delete_stored([tag_key])
         return deleted
 
     def stats(self) -> StoreStats:
         stats = StoreStats()
+        for node in self._masters():
+            stats.entries += self._int("DBSIZE", self._run_on(node, pack("DBSIZE"), _SMALL))
         if self.cluster:
-            sizes = self._call(lambda: self.client.dbsize(target_nodes=redis.cluster.RedisCluster.PRIMARIES))
-            stats.entries = sum(sizes.values()) if isinstance(sizes, dict) else int(sizes)
             return stats
-        stats.entries = int(self._call(lambda: self.client.dbsize()))
-        info: dict[str, Any] = self._call(lambda: self.client.info())
-        stats.hits = int(info.get("keyspace_hits", 0))
-        stats.misses = int(info.get("keyspace_misses", 0))
-        stats.evictions = int(info.get("evicted_keys", 0))
-        stats.expirations = int(info.get("expired_keys", 0))
-        stats.bytes = int(info.get("used_memory", 0))
-        stats.capacity_bytes = int(info.get("maxmemory", 0))
+        info = self._run_on(self._masters()[0], pack("INFO"), _INFO)
+        if not isinstance(info, bytes):
+            raise self._malformed("INFO", info)
+        fields = dict(line.split(":", 1) for line in info.decode("utf-8", "replace").splitlines() if ":" in line[:64])
+
+        def number(name: str) -> int:
+            text = fields.get(name, "0").strip()
+            return int(text) if text.isdigit() and len(text) < 20 else 0
+
+        stats.hits = number("keyspace_hits")
+        stats.misses = number("keyspace_misses")
+        stats.evictions = number("evicted_keys")
+        stats.expirations = number("expired_keys")
+        stats.bytes = number("used_memory")
+        stats.capacity_bytes = number("maxmemory")
         return stats
 
     def close(self) -> None:
-        self.client.close()
-
-
-def _scan_all(client: Any, pattern: str) -> list[bytes]:
-    """Every key of one server matching `pattern`."""
-    return list(client.scan_iter(match=pattern, count=1000))
+        self._router.close()

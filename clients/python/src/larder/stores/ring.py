@@ -52,9 +52,13 @@ class Ring:
         points.sort()
         self.points = points
         self._values = [value for value, _ in points]
+        #: With one server on the ring every point is its own: no key needs hashing.
+        self._only = members[0][0] if len(members) == 1 else None
 
     def server_for(self, key: str) -> int | None:
         """The index of the server for `key` (a stored key), or None when no server is on the ring."""
+        if self._only is not None:
+            return self._only
         if not self.points:
             return None
         at = bisect.bisect_left(self._values, key_hash(key))

@@ -29,12 +29,13 @@ from .base import (
     StoreStats,
     StoreTimeout,
     TooLarge,
+    checked_key,
+    checked_prefix,
     entry_tags,
     expires_at_ms,
     now_ms,
     parse_counter,
     saturate,
-    stored_key,
 )
 from .url import StoreUrl
 
@@ -298,7 +299,7 @@ class SqlStore(Store):
     # ------------------------------------------------------------------------------------------ internals
 
     def _key(self, key: str) -> str:
-        return stored_key(self.prefix, key)
+        return checked_key(self.backend, self.prefix, key)
 
     def _get_stored(self, stored: Sequence[str]) -> list[bytes | None]:
         now = now_ms()
@@ -394,14 +395,16 @@ class SqlStore(Store):
         return self._get_stored([self._key(k) for k in keys]) if keys else []
 
     def set_many(self, items: Sequence[tuple[str, bytes]], ttl: float | None = None) -> None:
+        batch = [(self._key(k), v) for k, v in items]
         for key, value in items:
             self._check(key, value)
-        if items:
-            self._write([(self._key(k), v) for k, v in items], ttl, False)
+        if batch:
+            self._write(batch, ttl, False)
 
     def add(self, key: str, value: bytes, ttl: float | None = None) -> bool:
+        stored = self._key(key)
         self._check(key, value)
-        return self._write([(self._key(key), value)], ttl, True)
+        return self._write([(stored, value)], ttl, True)
 
     def incr(self, key: str, delta: int, ttl: float | None = None, create: bool = True) -> int | None:
         stored = self._key(key)
@@ -453,7 +456,7 @@ class SqlStore(Store):
         self._run(work)
 
     def purge_prefix(self, prefix: str) -> int:
-        stored = self._key(prefix)
+        stored = checked_prefix(self.backend, self.prefix, prefix)
         sql = f"SELECT key_hash FROM {self.entries} WHERE substr(key, 1, {len(stored)}) = ?"
         hashes = self._run(lambda conn: [r[0] for r in self._execute(conn, sql, [stored]).fetchall()])
         return self._delete_hashes(hashes)

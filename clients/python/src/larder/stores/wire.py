@@ -1,0 +1,230 @@
+"""Bounded socket I/O for the remote stores (memcached, Redis): every byte a server sends is hostile (spec/STORES.md
+§2 "Replies are hostile too"), so nothing here waits past the operation's deadline or holds more than its caller
+allows.
+
+- `Wire` is one connection: `send` and every read take an absolute deadline (`time.monotonic()`), set as the socket's
+  timeout before each call, so a server that drips one byte at a time is cut off at the deadline like a silent one;
+  `line` refuses a line longer than `max_line` without its CRLF; `exact` reads a value whose length the caller has
+  already checked against its bound.
+- `Pool` keeps at most `size` connections to one server, opens new ones within the deadline (and within
+  `connect_timeout`), and hands a connection to one caller at a time. A connection that failed is closed by its
+  caller (`Pool.discard`), never reused: after a failure it is out of step with the server.
+
+Both stores' protocol readers (memcached.py, resp.py) are built on these two classes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from collections.abc import Callable
+from time import monotonic
+from typing import Final
+
+#: The longest reply line (status, error, header of a value) read before the reply is refused.
+MAX_LINE: Final = 8 * 1024
+#: Bytes asked of the socket per read.
+READ_SIZE: Final = 64 * 1024
+#: Values up to this much beyond what is buffered are read into the buffer; larger ones into their own.
+_SMALL_VALUE: Final = 256 * 1024
+_CRLF: Final = b"\r\n"
+
+
+class WireFailure(Exception):
+    """A failure of the connection or of the server's reply (counts against the server's health, spec/STORES.md
+    §1); `timeout` when the deadline passed; `server` (`host:port`) once the caller knows which server failed."""
+
+    def __init__(self, message: str, timeout: bool = False) -> None:
+        super().__init__(message)
+        self.timeout = timeout
+        self.server: str | None = None
+
+
+def _remaining(deadline: float) -> float:
+    remaining = deadline - monotonic()
+    if remaining <= 0:
+        raise WireFailure("deadline passed", timeout=True)
+    return remaining
+
+
+class Wire:
+    """One connection to a server, with a read buffer (`buf[pos:]` is what was received and not yet consumed)."""
+
+    __slots__ = ("buf", "pos", "sock")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buf = bytearray()
+        self.pos = 0
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+    def send(self, data: bytes, deadline: float) -> None:
+        """Sends all of `data` before `deadline` (sendall's timeout is a total since Python 3.5)."""
+        self.sock.settimeout(_remaining(deadline))
+        try:
+            self.sock.sendall(data)
+        except TimeoutError:
+            raise WireFailure("deadline passed while sending", timeout=True) from None
+        except OSError as e:
+            raise WireFailure(f"send failed: {e}") from None
+
+    def _recv(self, size: int, deadline: float) -> bytes:
+        self.sock.settimeout(_remaining(deadline))
+        try:
+            chunk = self.sock.recv(size)
+        except TimeoutError:
+            raise WireFailure("deadline passed while reading", timeout=True) from None
+        except OSError as e:
+            raise WireFailure(f"read failed: {e}") from None
+        if not chunk:
+            raise WireFailure("the server closed the connection")
+        return chunk
+
+    def _fill(self, deadline: float) -> None:
+        """Appends one read to the buffer, dropping what was consumed first."""
+        chunk = self._recv(READ_SIZE, deadline)
+        if self.pos:
+            del self.buf[: self.pos]
+            self.pos = 0
+        self.buf += chunk
+
+    def line(self, deadline: float, max_line: int = MAX_LINE) -> bytes:
+        """The next line, without its CRLF. A line of more than `max_line` bytes is a failure."""
+        buf = self.buf
+        at = buf.find(_CRLF, self.pos)
+        while at == -1:
+            pending = len(buf) - self.pos
+            if pending > max_line:
+                raise WireFailure(f"malformed reply: a line longer than {max_line} bytes")
+            self._fill(deadline)
+            buf = self.buf
+            at = buf.find(_CRLF, self.pos + max(pending - 1, 0))
+        if at - self.pos > max_line:
+            raise WireFailure(f"malformed reply: a line longer than {max_line} bytes")
+        line = bytes(buf[self.pos : at])
+        self.pos = at + 2
+        if self.pos == len(buf):
+            buf.clear()
+            self.pos = 0
+        return line
+
+    def exact(self, size: int, deadline: float) -> bytes:
+        """The next `size` bytes, which must be followed by CRLF (consumed too). The caller has checked `size`
+        against its bound: at most `size` + 2 bytes are held for it."""
+        need = size + 2
+        buf, pos = self.buf, self.pos
+        have = len(buf) - pos
+        if have >= need:
+            if buf[pos + size : pos + need] != _CRLF:
+                raise WireFailure("malformed reply: a value not followed by CRLF")
+            data = bytes(buf[pos : pos + size])
+            self.pos = pos + need
+            if self.pos == len(buf):
+                buf.clear()
+                self.pos = 0
+            return data
+        if need - have <= _SMALL_VALUE:
+            while len(buf) - pos < need:  # a value that fits a few reads: read on into the buffer, then slice
+                chunk = self._recv(max(READ_SIZE, need - (len(buf) - pos)), deadline)
+                buf += chunk
+            if buf[pos + size : pos + need] != _CRLF:
+                raise WireFailure("malformed reply: a value not followed by CRLF")
+            data = bytes(buf[pos : pos + size])
+            del buf[: pos + need]
+            self.pos = 0
+            return data
+        value = bytearray(need)  # a large value: read straight into its own buffer
+        view = memoryview(value)
+        view[:have] = buf[pos:]
+        buf.clear()
+        self.pos = 0
+        got = have
+        sock = self.sock
+        try:
+            while got < need:
+                sock.settimeout(_remaining(deadline))
+                try:
+                    n = sock.recv_into(view[got:], min(need - got, 1 << 20))
+                except TimeoutError:
+                    raise WireFailure("deadline passed while reading a value", timeout=True) from None
+                except OSError as e:
+                    raise WireFailure(f"read failed: {e}") from None
+                if n == 0:
+                    raise WireFailure("the server closed the connection")
+                got += n
+            if value[size:need] != _CRLF:
+                raise WireFailure("malformed reply: a value not followed by CRLF")
+            return view[:size].tobytes()
+        finally:
+            view.release()
+
+
+class Pool:
+    """At most `size` connections to one server, each used by one caller at a time. Thread-safe."""
+
+    def __init__(self, connect: Callable[[float], Wire], size: int) -> None:
+        self._connect = connect
+        self._size = size
+        self._idle: list[Wire] = []
+        self._open = 0
+        self._ready = threading.Condition(threading.Lock())
+
+    def take(self, deadline: float) -> Wire:
+        """An idle connection, or a new one (opened by `connect(deadline)`), waiting for one to be given back when
+        `size` are in use; a failure when none is free before `deadline`."""
+        with self._ready:
+            while True:
+                if self._idle:
+                    return self._idle.pop()
+                if self._open < self._size:
+                    self._open += 1
+                    break
+                if not self._ready.wait(_remaining(deadline)):
+                    raise WireFailure("no free connection before the deadline", timeout=True)
+        try:
+            return self._connect(deadline)
+        except BaseException:
+            self._release_slot()
+            raise
+
+    def give_back(self, wire: Wire) -> None:
+        if wire.pos != len(wire.buf):  # bytes the protocol did not expect: the connection is out of step
+            self.discard(wire)
+            return
+        with self._ready:
+            self._idle.append(wire)
+            self._ready.notify()
+
+    def discard(self, wire: Wire) -> None:
+        wire.close()
+        self._release_slot()
+
+    def _release_slot(self) -> None:
+        with self._ready:
+            self._open -= 1
+            self._ready.notify()
+
+    def close(self) -> None:
+        with self._ready:
+            idle, self._idle = self._idle, []
+            self._open -= len(idle)
+            self._ready.notify_all()
+        for wire in idle:
+            wire.close()
+
+
+def connect_tcp(host: str, port: int, deadline: float, connect_timeout: float) -> socket.socket:
+    """A TCP connection (TCP_NODELAY) opened within `connect_timeout` and before `deadline`."""
+    limit = min(connect_timeout, _remaining(deadline))
+    try:
+        sock = socket.create_connection((host, port), timeout=limit)
+    except TimeoutError:
+        raise WireFailure(f"could not connect within {round(limit * 1000)} ms", timeout=True) from None
+    except OSError as e:
+        raise WireFailure(f"could not connect: {e}") from None
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
