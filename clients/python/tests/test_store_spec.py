@@ -11,7 +11,7 @@ from urllib.parse import quote
 import pytest
 
 from larder.stores import UrlError, internal_key, open_store, stored_key
-from larder.stores.base import memcached_exptime, parse_counter
+from larder.stores.base import key_problem, memcached_exptime, parse_counter, prefix_problem
 from larder.stores.ring import Ring, RingServer, key_hash
 from larder.stores.url import StoreUrl, parse_duration_ms, parse_size
 
@@ -36,12 +36,33 @@ def test_ring_vectors(case: dict[str, Any]) -> None:
         assert ring.server_for(key["key"]) == key["server"], key
 
 
-@pytest.mark.parametrize("case", load("stores.json"), ids=lambda c: f"{c['kind']}-{c['stored_key'][:20]}")
+def case_id(case: dict[str, Any]) -> str:
+    return f"{case['kind']}-{case.get('name') or case['stored_key'][:20]}"
+
+
+@pytest.mark.parametrize("case", load("stores.json"), ids=case_id)
 def test_store_key_vectors(case: dict[str, Any]) -> None:
     if case["kind"] == "stored":
         assert stored_key(case["prefix"], case["key"]) == case["stored_key"]
-    else:
+        assert key_problem(case["key"]) is None
+    elif case["kind"] == "internal":
         assert internal_key(case["prefix"], case["purpose"], case["name"]) == case["stored_key"]
+        assert key_problem(case["stored_key"]) is None, "larder's own keys pass the rule they impose"
+    elif case["kind"] == "refused":
+        key = bytes.fromhex(case["key_hex"]).decode("utf-8")
+        assert key_problem(key) is not None
+        assert prefix_problem(key) is not None or key == "", "the empty prefix is allowed, the empty key is not"
+    else:
+        assert case["kind"] == "accepted", case
+        key = bytes.fromhex(case["key_hex"]).decode("utf-8")
+        assert key_problem(key) is None
+        assert prefix_problem(key) is None
+
+
+def test_the_vectors_hold_refused_and_accepted_keys() -> None:
+    kinds = [c["kind"] for c in load("stores.json")]
+    assert kinds.count("refused") >= 5
+    assert kinds.count("accepted") >= 2
 
 
 def test_urls_parse_every_shape_the_spec_lists() -> None:
