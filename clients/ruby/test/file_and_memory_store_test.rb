@@ -2,11 +2,13 @@
 
 require_relative "test_helper"
 require_relative "support/store_behaviour"
+require_relative "support/foreign_files"
 require "tmpdir"
 
 # The file store on a real directory (spec/STORES.md §7).
 class FileStoreTest < Minitest::Test
   include StoreBehaviour
+  include ForeignFiles
   include KeySafety
   include StoreInterop
 
@@ -34,6 +36,59 @@ class FileStoreTest < Minitest::Test
     hash = Digest::SHA256.hexdigest(key)
     bytes = File.binread(File.join(@dir, hash[0, 2], hash[2, 2], hash))
     assert_equal "LDR1".b + [Larder.decode(data).expires_at, key.bytesize].pack("Q<S<") + key.b + data, bytes
+  end
+
+  # spec/STORES.md §7, "A file store deletes only files it wrote": links (to a file and to a directory outside the
+  # root), misnamed files, files without the magic, with a key length that does not fit or a key that does not hash
+  # to their name, are foreign: clear, purges and capacity eviction leave them (and what links point to) alone, and
+  # stats counts them.
+  def test_foreign_files_and_links_are_never_deleted
+    outside = Dir.mktmpdir("larder-rb-outside-")
+    precious = File.join(outside, "precious.txt")
+    File.write(precious, "keep me")
+    elsewhere = Larder::Stores::File.new(File.join(outside, "store"))
+    elsewhere.set("linked", entry("outside the root"))
+    foreign = plant_foreign_files(precious, File.join(outside, "store", sha("linked")[0, 2]))
+    Array.new(5) { |i| store.set(unique("mine-#{i}"), entry(i, tags: ["t"])) }
+    assert_equal({ files: 5, foreign_files: foreign.size }, store.stats.slice(:files, :foreign_files))
+    delete_all_ways
+    foreign.each { |path| assert File.symlink?(path) || File.exist?(path), "#{path} was deleted" }
+    assert_equal "keep me", File.read(precious)
+    assert_equal "outside the root", Larder.decode(elsewhere.get("linked")).value
+    assert_equal({ files: 0, foreign_files: foreign.size }, store.stats.slice(:files, :foreign_files))
+  ensure
+    FileUtils.rm_rf(outside) if outside
+  end
+
+  # Reads open files with O_NOFOLLOW and refuse shard directories that are links; a write through a linked shard
+  # directory is refused rather than written outside the root. (The two keys' hashes start 61… and 54….)
+  def test_reads_and_writes_do_not_follow_links
+    outside = Dir.mktmpdir("larder-rb-outside-")
+    elsewhere = Larder::Stores::File.new(outside)
+    %w[file-link dir-link].each { |key| elsewhere.set(key, entry("outside #{key}")) }
+    File.symlink(File.join(outside, sha("file-link")[0, 2], sha("file-link")[2, 2], sha("file-link")),
+                 own_path("file-link"))
+    File.symlink(File.join(outside, sha("dir-link")[0, 2]), File.join(@dir, sha("dir-link")[0, 2]))
+    assert_nil store.get("file-link"), "a link to a file is a miss"
+    refute store.delete("file-link")
+    assert_nil store.get("dir-link"), "a file under a linked directory is a miss"
+    assert_raises(Larder::StoreError) { store.set("dir-link", entry("through the link")) }
+    %w[file-link dir-link].each { |key| assert_equal "outside #{key}", Larder.decode(elsewhere.get(key)).value }
+  ensure
+    FileUtils.rm_rf(outside) if outside
+  end
+
+  # Every operation that deletes files by scanning: purges, clear, capacity eviction.
+  def delete_all_ways
+    store.purge_tag("t")
+    store.set("again", entry("again"))
+    store.purge_prefix("")
+    store.set("again", entry("again"))
+    store.clear
+    capped = Larder::Stores::File.new(@dir, capacity: 1)
+    capped.set("again", entry("x" * 100))
+    capped.send(:sweep)
+    capped.purge_prefix("")
   end
 
   def test_two_processes_share_a_counter
