@@ -1,0 +1,154 @@
+"""The reply readers' bounds case by case (spec/STORES.md §2), over a socket pair: what the test writes is what a
+server sent. RESP (Redis): bulk strings refused when announced past the bound, arrays nested at most 8 deep and no
+longer than the reply may hold, lines of 8 KiB, integers of 19 digits; memcached: values past max_item, lines,
+replies that are not replies. Each bound at its edge: the last accepted and the first refused."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from larder.stores.memcached import read_reply as read_memcached
+from larder.stores.resp import ErrorReply, Limits, pack, read_reply
+from larder.stores.wire import MAX_LINE, Wire, WireFailure
+
+WIDE = Limits(max_bulk=1 << 20, max_bytes=1 << 20, max_elements=1000)
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[Wire, socket.socket]]:
+    ours, theirs = socket.socketpair()
+    yield Wire(ours), theirs
+    ours.close()
+    theirs.close()
+
+
+def resp(pair: tuple[Wire, socket.socket], data: bytes, limits: Limits = WIDE, timeout: float = 1.0) -> Any:
+    wire, server = pair
+    server.sendall(data)
+    return read_reply(wire, time.monotonic() + timeout, limits)
+
+
+def test_resp_values(pair: tuple[Wire, socket.socket]) -> None:
+    assert resp(pair, b"$5\r\nhello\r\n") == b"hello"
+    assert resp(pair, b"$-1\r\n") is None
+    assert resp(pair, b"+OK\r\n") == b"OK"
+    assert resp(pair, b":-42\r\n") == -42
+    assert resp(pair, b"*2\r\n$1\r\na\r\n$-1\r\n") == [b"a", None]
+    error = resp(pair, b"-MOVED 3999 127.0.0.1:7001\r\n")
+    assert isinstance(error, ErrorReply)
+    assert error.message == "MOVED 3999 127.0.0.1:7001"
+    assert pair[0].pos == len(pair[0].buf), "each reply consumed exactly"
+
+
+def test_pack() -> None:
+    assert pack("GET", b"k\r\n", 7) == b"*3\r\n$3\r\nGET\r\n$3\r\nk\r\n\r\n$1\r\n7\r\n"
+
+
+def nested(depth: int) -> bytes:
+    return b"*1\r\n" * depth + b":1\r\n"
+
+
+def test_arrays_nest_at_most_eight_deep(pair: tuple[Wire, socket.socket]) -> None:
+    value = resp(pair, nested(8))
+    for _ in range(8):
+        value = value[0]
+    assert value == 1
+    with pytest.raises(WireFailure, match="nested more than 8"):
+        resp(pair, nested(9))
+
+
+def test_a_reply_holds_no_more_elements_than_allowed(pair: tuple[Wire, socket.socket]) -> None:
+    limits = Limits(max_bulk=100, max_bytes=100, max_elements=3)
+    assert resp(pair, b"*3\r\n:1\r\n:2\r\n:3\r\n", limits) == [1, 2, 3]
+    with pytest.raises(WireFailure, match="array of 4 elements"):
+        resp(pair, b"*4\r\n", limits)
+    with pytest.raises(WireFailure, match="array of 2 elements"):
+        resp(pair, b"*2\r\n*2\r\n", limits)  # counted over the whole reply, nested arrays included
+    with pytest.raises(WireFailure, match="array of 1000000000 elements"):
+        resp(pair, b"*1000000000\r\n", limits)
+
+
+def test_bulk_strings_are_refused_when_announced(pair: tuple[Wire, socket.socket]) -> None:
+    limits = Limits(max_bulk=10, max_bytes=15, max_elements=5)
+    assert resp(pair, b"$10\r\n0123456789\r\n", limits) == b"0123456789"
+    started = time.monotonic()
+    with pytest.raises(WireFailure, match="a value of 11 bytes"):
+        resp(pair, b"$11\r\n", limits, timeout=5.0)  # nothing follows: refused without waiting for it
+    assert time.monotonic() - started < 1.0
+    with pytest.raises(WireFailure, match="a value of 6 bytes"):
+        resp(pair, b"*2\r\n$10\r\n0123456789\r\n$6\r\n", limits)  # 15 bytes in all
+
+
+def test_lines_and_numbers_are_bounded(pair: tuple[Wire, socket.socket]) -> None:
+    assert resp(pair, b"+" + b"x" * (MAX_LINE - 1) + b"\r\n") == b"x" * (MAX_LINE - 1)
+    with pytest.raises(WireFailure, match="longer than 8192"):
+        resp(pair, b"+" + b"x" * 100_000)
+    for bad in (b":" + b"9" * 4300 + b"\r\n", b":1_000\r\n", b": 12\r\n", b"$+5\r\n", b"$\r\n", b"!3\r\nabc\r\n"):
+        wire = pair[0]
+        wire.buf.clear()
+        wire.pos = 0
+        with pytest.raises(WireFailure, match="malformed"):
+            resp(pair, bad)
+
+
+def test_a_value_not_followed_by_crlf_is_malformed(pair: tuple[Wire, socket.socket]) -> None:
+    with pytest.raises(WireFailure, match="not followed by CRLF"):
+        resp(pair, b"$3\r\nabcXY")
+
+
+def test_the_deadline_is_total_not_per_read(pair: tuple[Wire, socket.socket]) -> None:
+    wire, server = pair
+    server.sendall(b"$1000\r\n")
+    stop = threading.Event()
+
+    def drip() -> None:  # a byte every 50 ms would keep any per-read timeout happy
+        while not stop.wait(0.05):
+            server.sendall(b"x")
+
+    dripping = threading.Thread(target=drip)
+    dripping.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(WireFailure) as caught:
+            read_reply(wire, started + 0.3, WIDE)
+    finally:
+        stop.set()
+        dripping.join()
+    assert caught.value.timeout
+    assert time.monotonic() - started < 1.0
+
+
+def test_a_closed_connection_is_a_failure(pair: tuple[Wire, socket.socket]) -> None:
+    wire, server = pair
+    server.sendall(b"$10\r\nabc")
+    server.close()
+    with pytest.raises(WireFailure, match="closed"):
+        read_reply(wire, time.monotonic() + 1, WIDE)
+
+
+def memcached(pair: tuple[Wire, socket.socket], data: bytes, max_value: int = 100) -> Any:
+    wire, server = pair
+    server.sendall(data)
+    return read_memcached(wire, time.monotonic() + 1.0, max_value)
+
+
+def test_memcached_replies(pair: tuple[Wire, socket.socket]) -> None:
+    reply = memcached(pair, b"VA 3 c42\r\nabc\r\n")
+    assert (reply.code, reply.data, reply.flag("c")) == ("VA", b"abc", "42")
+    assert memcached(pair, b"EN\r\n").code == "EN"
+    assert memcached(pair, b"SERVER_ERROR out of memory\r\n").code == "ERROR"
+    assert memcached(pair, b"VA 100\r\n" + b"x" * 100 + b"\r\n").data == b"x" * 100
+    with pytest.raises(WireFailure, match="a value of 101 bytes"):
+        memcached(pair, b"VA 101\r\n")
+    for bad in (b"VA\r\n", b"VA -1\r\n", b"VA 1e3\r\n", b"VA \xd9\xa3\r\n", b"BOGUS\r\n", b"VA " + b"9" * 30 + b"\r\n"):
+        wire = pair[0]
+        wire.buf.clear()
+        wire.pos = 0
+        with pytest.raises(WireFailure, match="malformed"):
+            memcached(pair, bad)
