@@ -415,6 +415,10 @@ def run_rust(binary: Path, args: list[str], stdin: bytes = b"", *, force_tty: st
     return Run(done.returncode, done.stdout, done.stderr.decode("utf-8", errors="replace"))
 
 
+#: The tests' Django SECRET_KEY: LarderCache signs its pickles with it (spec/FORMAT.md §2).
+DJANGO_SECRET_KEY = "larder-tests-only-secret"
+
+
 def configure_django(store_url: str) -> None:
     """Configures Django once per test process (settings.configure cannot be repeated): the default cache is a
     LarderCache on `store_url` (the session's memcached). Tests change other settings with override_settings."""
@@ -432,5 +436,6 @@ def configure_django(store_url: str) -> None:
                 }
             },
             ALLOWED_HOSTS=["*"],
+            SECRET_KEY=DJANGO_SECRET_KEY,
         )
         django.setup()

@@ -190,7 +190,7 @@ def test_stale_value_is_served_while_another_process_holds_the_lock(cache: Cache
 
 def test_pickled_values_round_trip_only_with_pickle_on() -> None:
     store = open_store("memory://")
-    pickling = Cache(store, pickle=True)
+    pickling = Cache(store, pickle=True, signing_secret="app-secret")
     values = [(1, 2), {1, 2}, datetime.date(2024, 1, 2), Decimal("1.5"), {"a": (1,)}, 2**70, {1: "int key"}]
     for i, value in enumerate(values):
         pickling.set(f"k{i}", value)
@@ -205,8 +205,10 @@ def test_pickled_values_round_trip_only_with_pickle_on() -> None:
     plain = Cache(store)
     assert plain.get("k0") is None, "a cache without pickle never unpickles"
     assert plain.stats().corrupt_entries == 1
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="pickle=True and signing_secret="):
         plain.set("t", object())
+    with pytest.raises(ValueError, match="signing_secret"):
+        Cache(store, pickle=True)
 
 
 def test_async_cache_coalesces_across_tasks(memcached_server: Memcached) -> None:

@@ -12,9 +12,11 @@ Mirrors the Rust crate `larder-cache` (cache.rs, fetch.rs, locks.rs):
 - Counters (`incr`/`decr`) are the stores' ASCII decimal counters, shared with every language; `get` reads them as
   ints.
 
-Values are MessagePack by default. With `pickle=True` (the Django backend's choice), a value MessagePack cannot hold
-exactly (a tuple, a set, a datetime, a model instance…) is stored as a MessagePack ext of type 80 holding its
-pickle: still a valid larder entry, which other languages decode as an opaque extension value and never misread.
+Values are MessagePack by default. With `pickle=True` and a `signing_secret` (the Django backend's choice, with
+Django's SECRET_KEY), a value MessagePack cannot hold exactly (a tuple, a set, a datetime, a model instance…) is
+stored as a MessagePack ext of type 80 holding its pickle, signed with the secret (signing.py, spec/FORMAT.md §2):
+still a valid larder entry, which other languages decode as an opaque extension value and never misread. A pickle
+is unpickled only when its signature is this application's; anything else at ext 80 is a miss.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from .entry import DEFAULT_THRESHOLD, _build, decode, now_ms
 from .errors import InvalidEntry
 from .keys import namespaced_key
 from .serializers import serialize
+from .signing import Refused, Secret, Signer, log_refusal
 from .stores import Store, StoreError, open_store
 from .stores.base import lock_key, parse_counter
 
@@ -57,6 +60,7 @@ class CacheStats:
     stale_served: int = 0
     store_errors: int = 0
     corrupt_entries: int = 0
+    refused_pickles: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def bump(self, name: str, n: int = 1) -> None:
@@ -146,8 +150,18 @@ class Cache:
         default_stale: float = 0.0,
         lock_ttl: float = DEFAULT_LOCK_TTL,
         pickle: bool = False,
+        signing_secret: Secret | None = None,
+        signing_fallbacks: Sequence[Secret] = (),
         _shared: _Shared | None = None,
+        _signer: Signer | None = None,
     ) -> None:
+        if _signer is None and signing_secret is not None:
+            _signer = Signer(signing_secret, signing_fallbacks)
+        if pickle and _signer is None:
+            raise ValueError(
+                "pickle=True needs signing_secret=<the application's secret>: pickles are signed with it and only"
+                " pickles it signed are unpickled (spec/FORMAT.md §2)"
+            )
         if _shared is None:
             _shared = _Shared(open_store(store) if isinstance(store, str) else store)
         self._shared = _shared
@@ -160,6 +174,7 @@ class Cache:
         self.default_stale = default_stale
         self.lock_ttl = lock_ttl
         self.pickle = pickle
+        self._signer = _signer
 
     # -------------------------------------------------------------------------------------------- handles
 
@@ -181,6 +196,7 @@ class Cache:
             lock_ttl=self.lock_ttl,
             pickle=self.pickle,
             _shared=self._shared,
+            _signer=self._signer,
         )
 
     def stats(self) -> CacheStats:
@@ -200,14 +216,24 @@ class Cache:
     # ------------------------------------------------------------------------------------------ encoding
 
     def _payload(self, value: Any) -> tuple[str, bytes]:
-        if self.serializer != "msgpack" or not self.pickle:
-            return self.serializer, serialize(self.serializer, value)
+        if self.serializer != "msgpack" or not self.pickle or self._signer is None:
+            try:
+                return self.serializer, serialize(self.serializer, value)
+            except TypeError as e:
+                if self.serializer != "msgpack":
+                    raise
+                raise TypeError(
+                    f"{e}: MessagePack cannot hold a {type(value).__name__}; Python objects are stored as signed"
+                    " pickles only with pickle=True and signing_secret=<the application's secret>"
+                    " (larder.Cache(..., pickle=True, signing_secret=...); Django: SECRET_KEY, or"
+                    " OPTIONS['signing_secret'])"
+                ) from None
         if _plain(value, 0):
             try:
                 return "msgpack", bytes(msgpack.packb(value, use_bin_type=True))
             except (OverflowError, ValueError, TypeError):
                 pass
-        data = pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
+        data = self._signer.sign(PICKLE_EXT, pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
         return "msgpack", bytes(msgpack.packb(msgpack.ExtType(PICKLE_EXT, data)))
 
     def encode(
@@ -266,15 +292,30 @@ class Cache:
             return MISS
         value = entry.value
         if isinstance(value, msgpack.ExtType) and value.code == PICKLE_EXT:
-            if not self.pickle:
-                self._shared.stats.bump("corrupt_entries")
-                return MISS
-            try:
-                value = pickle.loads(value.data)  # only with pickle=True: the store is trusted
-            except Exception:
-                self._shared.stats.bump("corrupt_entries")
+            value = self._unpickle(value.data)
+            if value is _MISSING:
                 return MISS
         return _Lookup("fresh" if fresh else "stale", value)
+
+    def _unpickle(self, data: bytes) -> Any:
+        """The object a signed pickle holds; `_MISSING` (a miss, counted) when this cache does not unpickle, the
+        data is not signed by this application (logged once per reason), or the pickle fails."""
+        stats = self._shared.stats
+        if not self.pickle or self._signer is None:
+            stats.bump("corrupt_entries")
+            log_refusal(Refused("no_secret", "pickling is off (pickle=True and a signing_secret turn it on)"))
+            return _MISSING
+        try:
+            payload = self._signer.verify(PICKLE_EXT, data)
+        except Refused as refused:
+            stats.bump("refused_pickles")
+            log_refusal(refused)
+            return _MISSING
+        try:
+            return pickle.loads(payload)  # signed by this application's secret: its own bytes
+        except Exception:
+            stats.bump("corrupt_entries")
+            return _MISSING
 
     # ----------------------------------------------------------------------------------- absorbed reads
 

@@ -11,12 +11,16 @@
 Values are larder entries under Django's key (`KEY_PREFIX:VERSION:key`, made memcached-safe by larder's
 `safe_key`), so `larder inspect`, the Rust proxy and the other languages read what Django writes. Plain values
 (None, bool, int, float, str, bytes, and lists and dicts of those) are MessagePack; anything else (tuples, sets,
-datetimes, model instances…) is pickled inside a MessagePack ext of type 80, which only a Python cache with
-`pickle=True` (this backend) turns back into an object; every other reader sees an opaque extension value.
+datetimes, model instances…) is pickled inside a MessagePack ext of type 80, signed with Django's `SECRET_KEY`
+(spec/FORMAT.md §2): only a pickle this application signed is unpickled (a `SECRET_KEY_FALLBACKS` secret is
+accepted when reading, so a rotation keeps the cache); an unsigned or wrongly signed one is a miss, so a writer of
+the shared store cannot make Django run code. Every other reader sees an opaque extension value.
 
 OPTIONS: `compressor`, `compress_threshold`, `default_stale` (seconds), `lock_ttl`, `max_value_size`, `pickle`
-(default True), as for `larder.Cache`. Store errors surface as `larder.stores.StoreError` from writes (naming the
-server); reads treat a failing store as a miss, as every larder cache does.
+(default True), as for `larder.Cache`; `signing_secret` and `signing_fallbacks` instead of `SECRET_KEY` and
+`SECRET_KEY_FALLBACKS`. Without any secret pickling is off, and storing a value that needs it raises TypeError.
+Store errors surface as `larder.stores.StoreError` from writes (naming the server); reads treat a failing store,
+and any entry they cannot use, as a miss, as every larder cache does.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.core.cache.backends.base import DEFAULT_TIMEOUT, BaseCache
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
-from .cache import Cache
+from .cache import Cache, _plain
 from .entry import now_ms
 from .http_rules import Rules
 from .keys import DEFAULT_DROP
@@ -39,7 +43,17 @@ from .stores.base import parse_counter
 from .wsgi import origin_form
 
 _MISSING = object()
-_OPTIONS = ("compressor", "compress_threshold", "default_stale", "lock_ttl", "max_value_size", "pickle", "serializer")
+_OPTIONS = (
+    "compressor",
+    "compress_threshold",
+    "default_stale",
+    "lock_ttl",
+    "max_value_size",
+    "pickle",
+    "serializer",
+    "signing_secret",
+    "signing_fallbacks",
+)
 #: Django's own OPTIONS, read by BaseCache; larder bounds memory with the store URL (capacity, max_entries).
 _DJANGO_OPTIONS = ("MAX_ENTRIES", "CULL_FREQUENCY")
 
@@ -60,10 +74,26 @@ class LarderCache(BaseCache):
 
     @property
     def larder(self) -> Cache:
-        """The `larder.Cache` underneath (opened on first use)."""
+        """The `larder.Cache` underneath (opened on first use, when Django's settings are read)."""
         if self._cache_obj is None:
-            self._cache_obj = Cache(self._location, **self._options)
+            options = dict(self._options)
+            if options["pickle"] and options.get("signing_secret") is None:
+                secret, fallbacks = _django_secrets()
+                options["signing_secret"] = secret
+                options.setdefault("signing_fallbacks", fallbacks)
+                options["pickle"] = secret is not None
+            self._cache_obj = Cache(self._location, **options)
         return self._cache_obj
+
+    def _storable(self, value: Any) -> Any:
+        """`value`, if this backend can store it as it is: with pickling off (no secret), a value that would need a
+        pickle is refused rather than stored as something else (a tuple read back as a list)."""
+        if not self.larder.pickle and self._options["pickle"] and not _plain(value, 0):
+            raise TypeError(
+                f"cannot cache a {type(value).__name__} without pickling, which is off because there is no signing"
+                " secret: set Django's SECRET_KEY, or OPTIONS['signing_secret'] (spec/FORMAT.md §2)"
+            )
+        return value
 
     def _ttl(self, timeout: Any) -> float | None:
         """larder's TTL for a Django timeout: 0 = never expires, None = already expired."""
@@ -83,7 +113,7 @@ class LarderCache(BaseCache):
         if ttl is None:
             # Django's rule for a timeout <= 0: "added" (and at once expired) when nothing is there.
             return not self.larder.exists(k)
-        return self.larder.add(k, value, ttl)
+        return self.larder.add(k, self._storable(value), ttl)
 
     def get(self, key: Any, default: Any = None, version: int | None = None) -> Any:
         return self.larder.get(self._key(key, version), default)
@@ -94,7 +124,7 @@ class LarderCache(BaseCache):
         if ttl is None:
             self.larder.delete(k)
         else:
-            self.larder.set(k, value, ttl)
+            self.larder.set(k, self._storable(value), ttl)
 
     def touch(self, key: Any, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None) -> bool:
         k = self._key(key, version)
@@ -123,7 +153,7 @@ class LarderCache(BaseCache):
         self, data: Mapping[Any, Any], timeout: Any = DEFAULT_TIMEOUT, version: int | None = None
     ) -> list[Any]:
         ttl = self._ttl(timeout)
-        items = {self._key(key, version): value for key, value in data.items()}
+        items = {self._key(key, version): self._storable(value) for key, value in data.items()}
         if ttl is None:
             self.larder.delete_many(list(items))
         else:
@@ -154,6 +184,19 @@ class LarderCache(BaseCache):
 
     def close(self, **kwargs: Any) -> None:
         """Connections are pooled for the process's lifetime; nothing to do per request."""
+
+
+def _django_secrets() -> tuple[str | None, list[str]]:
+    """Django's SECRET_KEY (None when unset or empty) and SECRET_KEY_FALLBACKS."""
+    from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
+
+    try:
+        secret = settings.SECRET_KEY
+    except (ImproperlyConfigured, AttributeError):
+        secret = None
+    fallbacks = [f for f in getattr(settings, "SECRET_KEY_FALLBACKS", None) or [] if f]
+    return (secret or None), fallbacks
 
 
 # --- page caching for larder's front -------------------------------------------------------------------------------
