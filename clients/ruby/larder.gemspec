@@ -10,12 +10,12 @@ Gem::Specification.new do |spec|
                      "(memory, memcached, Redis, SQLite, PostgreSQL, files), so a Rails app, the Rust proxy and " \
                      "the other languages' clients read each other's entries."
   spec.authors = ["larder contributors"]
-  spec.license = "MIT"
+  spec.licenses = ["MIT", "Apache-2.0"] # "MIT OR Apache-2.0", as Cargo.toml and pyproject.toml
   spec.homepage = "https://example.invalid/larder"
   spec.required_ruby_version = ">= 3.1"
   spec.files = Dir["lib/**/*.rb", "bin/*", "README.md"]
   spec.bindir = "bin"
-  spec.executables = ["larder"]
+  spec.executables = ["larder-rb"] # not `larder`: that is the Rust binary's name
   spec.require_paths = ["lib"]
   spec.add_dependency "msgpack", ">= 1.4"
   # Optional, loaded only by the stores and integrations that use them: redis (>= 4.6), pg, sqlite3,

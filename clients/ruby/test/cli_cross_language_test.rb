@@ -16,6 +16,17 @@ class CliCrossLanguageTest < Minitest::Test
   INVALID = TestPaths.vectors("invalid")["cases"]
   HTTP_KEYS = TestPaths.vectors("keys")["http"]
 
+  # The gem's executable is larder-rb (a `larder` would shadow the Rust binary) and runs this CLI.
+  def test_the_gems_executable_is_larder_rb
+    spec = Gem::Specification.load(File.expand_path("../larder.gemspec", __dir__))
+    assert_equal ["larder-rb"], spec.executables
+    assert_equal %w[Apache-2.0 MIT], spec.licenses.sort
+    out, status = Open3.capture2(RbConfig.ruby, File.expand_path("../bin/larder-rb", __dir__), "key",
+                                 "https://shop.example/p?b=2&a=1")
+    assert status.success?
+    assert_equal "GET:https://shop.example/p?a=1&b=2\n", out
+  end
+
   def rust(args, stdin = "", env: {})
     out, err, status = Open3.capture3(env, TestPaths.rust_bin, *args, stdin_data: stdin, binmode: true)
     Run.new(status.exitstatus, out.b, err)

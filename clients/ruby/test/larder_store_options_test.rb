@@ -94,4 +94,33 @@ class LarderStoreOptionsTest < Minitest::Test
     read = cache.send(:deserialize_entry, cache.send(:read_serialized_entry, "key"))
     assert_equal [{ "v" => 1 }, "v2"], [read.value, read.version]
   end
+
+  # compress: and compress_threshold: as Rails documents them, per store and per call: a payload below the threshold
+  # is stored uncompressed, one at or above it compressed when that makes it smaller, none with compress: false.
+  def test_compress_and_compress_threshold_per_store_and_per_call
+    small = "0" * 100
+    large = "0" * 2048
+    random = Random.new(7).bytes(2048)
+    cache = store
+    {
+      ["small", small, {}] => "none", ["large", large, {}] => "lz4", ["random", random, {}] => "none",
+      ["small-low", small, { compress_threshold: 1 }] => "lz4",
+      ["large-off", large, { compress: false }] => "none",
+      ["large-high", large, { compress_threshold: 1 << 20 }] => "none"
+    }.each do |(key, value, options), compressor|
+      cache.write(key, value, **options)
+      assert_equal compressor, entry(cache, key).compressor, "#{key} #{options}"
+      assert_equal value, cache.read(key)
+    end
+    low = store(compress_threshold: 1, compressor: :zstd)
+    low.write("k", small)
+    assert_equal "zstd", entry(low, "k").compressor, "the store's threshold"
+    low.write("k", small, compress_threshold: 4096)
+    assert_equal "none", entry(low, "k").compressor, "the call's threshold over the store's"
+    off = store(compress: false)
+    off.write("k", large)
+    assert_equal "none", entry(off, "k").compressor
+    off.write("k", large, compress: true)
+    assert_equal "lz4", entry(off, "k").compressor, "the call's compress: over the store's"
+  end
 end

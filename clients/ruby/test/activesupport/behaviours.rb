@@ -2,19 +2,23 @@
 
 # Runs ActiveSupport's own cache-store behaviour tests (activesupport/test/cache/behaviors at the tag of the
 # installed ActiveSupport) against ActiveSupport::Cache::LarderStore on real memcached and Redis servers and on the
-# memory store. The Rails tests are not part of this repository: RAILS_AS_TESTS names a copy of
-# rails/activesupport/test (default /work/.cache-ext/rails-as-<version>/activesupport/test); fetch one with
-#   git -C <rails clone> archive v<version> activesupport/test | tar -x -C /work/.cache-ext/rails-as-<version>
+# memory store. The Rails tests are not part of this repository: `make rails-tests` puts them (from Debian's source
+# package) at ${LARDER_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/larder}/rails-<version>/activesupport/test, the
+# default here; RAILS_AS_TESTS names another copy of rails' activesupport/test at the installed version.
 # Exclusions, each with its reason, are in EXCLUDED below and in clients/ruby/README.md.
 $LOAD_PATH.unshift File.expand_path("../../lib", __dir__)
 require "active_support"
 require "active_support/version"
 
-RAILS_TESTS = ENV.fetch("RAILS_AS_TESTS",
-                        "/work/.cache-ext/rails-as-#{ActiveSupport::VERSION::STRING}/activesupport/test")
+LARDER_CACHE_DIR = ENV.fetch("LARDER_CACHE_DIR") do
+  File.join(ENV.fetch("XDG_CACHE_HOME") { File.join(Dir.home, ".cache") }, "larder")
+end
+RAILS_TESTS = ENV.fetch("RAILS_AS_TESTS") do
+  File.join(LARDER_CACHE_DIR, "rails-#{ActiveSupport::VERSION::STRING}", "activesupport", "test")
+end
 unless File.exist?(File.join(RAILS_TESTS, "cache", "behaviors.rb"))
-  abort "ActiveSupport's tests are not at #{RAILS_TESTS}: set RAILS_AS_TESTS to a copy of rails' activesupport/test " \
-        "at v#{ActiveSupport::VERSION::STRING} (see the comment at the top of this file)"
+  abort "ActiveSupport's tests are not at #{RAILS_TESTS}: run `make rails-tests` from the repository root, or set " \
+        "RAILS_AS_TESTS to a copy of rails' activesupport/test at v#{ActiveSupport::VERSION::STRING}"
 end
 
 require "active_support/testing/autorun"

@@ -86,8 +86,7 @@ module ActiveSupport
         @larder = store.is_a?(String) ? Larder::Stores.open(store) : store
         choose_serializer(options.delete(:serializer) || :larder)
         compressor = larder_compressor(options.delete(:compressor))
-        @compressor = options[:compress] == false ? "none" : compressor
-        @threshold = options[:compress_threshold] || Larder::DEFAULT_THRESHOLD
+        @compressor = compressor # used unless the call's (or the store's) compress: is false
         super(options)
       end
 
@@ -182,8 +181,14 @@ module ActiveSupport
       end
 
       # The stored bytes: a larder entry, or a bare counter for raw values.
-      def serialize_entry(entry, raw: false, race_condition_ttl: nil, unless_exist: false, tags: [], **)
-        to_larder(entry, raw, race_condition_ttl && !unless_exist, tags)
+      # `compress:` and `compress_threshold:` arrive merged (the call's over the store's), as Rails documents them:
+      # a payload of at least the threshold (default 1 KiB) is compressed, and kept so only when that made it
+      # smaller (spec/FORMAT.md §3); `compress: false` stores it as it is.
+      def serialize_entry(entry, raw: false, race_condition_ttl: nil, unless_exist: false, tags: [], compress: true,
+                          compress_threshold: nil, **)
+        compression = { compressor: compress == false ? "none" : @compressor,
+                        threshold: Integer(compress_threshold || Larder::DEFAULT_THRESHOLD) }
+        to_larder(entry, raw, race_condition_ttl && !unless_exist, tags, compression)
       end
 
       def write_serialized_entry(key, data, unless_exist: false, raw: false, expires_in: nil, **)
@@ -203,14 +208,13 @@ module ActiveSupport
       end
 
       # A larder entry, or a bare counter for raw values.
-      def to_larder(entry, raw, race, tags)
+      def to_larder(entry, raw, race, tags, compression)
         return entry.value.to_s.b if raw
 
         expires_at = entry.expires_at ? (entry.expires_at * 1000).round : 0
         stale = race && expires_at.positive? ? RACE_WINDOW_MS : 0
-        options = { compressor: @compressor, threshold: @threshold, created_at: (Time.now.to_r * 1000).round,
-                    expires_at: expires_at, stale_ms: stale,
-                    version: entry.version&.to_s, tags: Array(tags).map(&:to_s) }
+        options = { **compression, created_at: (Time.now.to_r * 1000).round, expires_at: expires_at,
+                                   stale_ms: stale, version: entry.version&.to_s, tags: Array(tags).map(&:to_s) }
         if @custom_coder
           Larder.encode(@custom_coder.dump(entry).b, serializer: "raw", **options)
         elsif @value_serializer
