@@ -63,6 +63,12 @@ class Recorder:
         self.replies.append((status, json.dumps(body).encode() if isinstance(body, dict) else body))
 
 
+@pytest.fixture(autouse=True)
+def no_token_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What is sent must not depend on the caller's $LARDER_ADMIN_TOKEN."""
+    monkeypatch.delenv("LARDER_ADMIN_TOKEN", raising=False)
+
+
 @pytest.fixture
 def recorder() -> Iterator[Recorder]:
     rec = Recorder()
@@ -277,7 +283,31 @@ def test_an_unexpected_push_answer_is_an_error(recorder: Recorder, answer: bytes
     assert failed.value.status == 201
 
 
-@pytest.mark.parametrize("answer", [b"{}", b'{"purged":true}', b'{"purged":"1"}', b"nope"])
+def test_a_recorded_purge_answers_none(recorder: Recorder) -> None:
+    recorder.reply(200, {"purged": None, "recorded": True})
+    assert larder.purge(recorder.url, tag="t") is None, "memcached records purges: no count, and never a 0"
+
+
+def test_the_token_comes_from_the_environment_when_none_is_passed(
+    recorder: Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LARDER_ADMIN_TOKEN", "from-env")
+    recorder.reply(200, {"purged": 1})
+    larder.purge(recorder.url, tag="t")
+    assert recorder.requests[-1][2]["authorization"] == "Bearer from-env"
+    recorder.reply(200, {"purged": 1})
+    larder.purge(recorder.url, tag="t", token="explicit")
+    assert recorder.requests[-1][2]["authorization"] == "Bearer explicit"
+    monkeypatch.delenv("LARDER_ADMIN_TOKEN")
+    recorder.reply(200, {"purged": 1})
+    larder.purge(recorder.url, tag="t")
+    assert "authorization" not in recorder.requests[-1][2]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [b"{}", b'{"purged":true}', b'{"purged":"1"}', b"nope", b'{"purged":null}', b'{"purged":null,"recorded":1}'],
+)
 def test_an_unexpected_purge_answer_is_an_error(recorder: Recorder, answer: bytes) -> None:
     recorder.reply(200, answer)
     with pytest.raises(larder.PurgeError):

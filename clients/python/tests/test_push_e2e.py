@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from email.message import Message
 from pathlib import Path
 
+import msgpack
 import pytest
 
 import larder
@@ -89,6 +90,16 @@ def origin() -> Iterator[Origin]:
 
 # --- larder serve --------------------------------------------------------------------------------------------------
 
+#: The admin token the tests' `larder serve` runs with (it refuses to start without one, or --admin-no-token).
+ADMIN_TOKEN = "e2e-admin-token"
+
+
+@pytest.fixture(autouse=True)
+def admin_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    """larder.push_response, push_entry and purge send $LARDER_ADMIN_TOKEN when given no token: the tests rely on
+    it, as an app deployed beside `larder serve --admin-token` would."""
+    monkeypatch.setenv("LARDER_ADMIN_TOKEN", ADMIN_TOKEN)
+
 
 @dataclass
 class Larder:
@@ -98,6 +109,7 @@ class Larder:
     port: int
     admin: str
     log: Path
+    token: str | None = ADMIN_TOKEN
 
     @property
     def host(self) -> str:
@@ -120,7 +132,8 @@ class Larder:
     def stored(self, key: str) -> bytes:
         """The entry bytes under `key`, read back through the admin API."""
         url = f"{self.admin}/entries/{urllib.parse.quote(key, safe='')}"
-        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(url, timeout=5) as response:
+        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {self.token}"} if self.token else {})
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=5) as response:
             return bytes(response.read())
 
 
@@ -130,8 +143,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_larder(upstream: str, log: Path, *extra: str) -> Larder:
-    """Starts `larder serve` on free loopback ports and waits until its admin API answers /health.
+def start_larder(upstream: str, log: Path, *extra: str, token: str | None = ADMIN_TOKEN) -> Larder:
+    """Starts `larder serve` on free loopback ports and waits until its admin API answers /health. Its admin API
+    takes the bearer `token` (`--admin-token`; None: `--admin-no-token`, which larder allows on loopback only).
 
     Fails (never skips) when the binary is missing or does not come up; a port taken between choosing and binding
     it is retried with new ports.
@@ -142,9 +156,10 @@ def start_larder(upstream: str, log: Path, *extra: str) -> Larder:
         port, admin_port = free_port(), free_port()
         args = [str(binary), "serve", "--upstream", upstream, "--listen", f"127.0.0.1:{port}"]
         args += ["--admin", f"127.0.0.1:{admin_port}", *extra]
+        args += ["--admin-token", token] if token is not None else ["--admin-no-token"]
         with log.open("wb") as out:
             process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env)
-        running = Larder(process, port, f"http://127.0.0.1:{admin_port}", log)
+        running = Larder(process, port, f"http://127.0.0.1:{admin_port}", log, token)
         deadline = time.monotonic() + STARTUP_TIMEOUT
         while time.monotonic() < deadline and process.poll() is None:
             if _healthy(running.admin) and _listening(port):
@@ -348,10 +363,11 @@ def test_an_unreachable_admin_api_raises_promptly() -> None:
     assert time.monotonic() - started < 2
 
 
-def test_a_token_and_a_namespace(origin: Origin, tmp_path: Path) -> None:
-    running = start_larder(origin.url, tmp_path / "larder.log", "--admin-token", "s3cret", "--namespace", "www")
+def test_a_token_and_a_namespace(origin: Origin, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    running = start_larder(origin.url, tmp_path / "larder.log", "--namespace", "www", token="s3cret")
     try:
         url = running.url("/e2e/private")
+        monkeypatch.delenv("LARDER_ADMIN_TOKEN")
         with pytest.raises(larder.PushError, match="a bearer token is required") as refused:
             larder.push_response(running.admin, url, 200, [], "pushed", namespace="www")
         assert refused.value.status == 401
@@ -369,5 +385,30 @@ def test_a_token_and_a_namespace(origin: Origin, tmp_path: Path) -> None:
         assert purge_refused.value.status == 401
         assert larder.purge(running.admin, url=url, token="s3cret") == 1  # larder applies its namespace itself
         assert running.get("/e2e/private")[2] == b"from the origin: /e2e/private"
+
+        monkeypatch.setenv("LARDER_ADMIN_TOKEN", "s3cret")  # the token from the environment, when none is passed
+        larder.push_response(running.admin, url, 200, [], "pushed again", namespace="www")
+        assert running.get("/e2e/private")[2] == b"pushed again"
+        with pytest.raises(larder.PurgeError):
+            larder.purge(running.admin, url=url, token="guess")  # an explicit token wins over the environment
+        assert larder.purge(running.admin, url=url) == 1
     finally:
         stop_larder(running)
+
+
+def test_a_loopback_admin_api_without_a_token(origin: Origin, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LARDER_ADMIN_TOKEN")
+    running = start_larder(origin.url, tmp_path / "larder.log", token=None)
+    try:
+        larder.push_response(running.admin, running.url("/e2e/open"), 200, [], "pushed")
+        assert running.get("/e2e/open")[2] == b"pushed"
+    finally:
+        stop_larder(running)
+
+
+def test_pushed_values_that_hold_pickles_or_marshal_dumps_are_refused(proxy: Larder) -> None:
+    key = larder.proxy_key(proxy.url("/e2e/pickle"))
+    for code in (80, 101):
+        with pytest.raises(larder.PushError) as refused:
+            larder.push_entry(proxy.admin, key, larder.encode({"nested": [msgpack.ExtType(code, b"\x01" + b"0" * 40)]}))
+        assert refused.value.status == 400, refused.value
