@@ -25,9 +25,9 @@ RUBY_PACKAGES := ruby rake ruby-msgpack ruby-activesupport ruby-redis ruby-sqlit
 	ruby-railties ruby-actionpack ruby-rack ruby-webrick ruby-dalli ruby-connection-pool \
 	liblz4-1 libzstd1 libsnappy1v5 libbrotli1
 
-# ActiveSupport's own cache tests, kept outside the repository at the tag of the installed ActiveSupport.
-EXTERNAL := /work/.cache-ext
-RAILS_MIRROR := /work/.mirror/rails+rails/repo
+# Where test downloads go (framework suites from PyPI and Debian's source packages): the user's cache directory,
+# never the repository. LARDER_CACHE_DIR overrides it.
+CACHE_DIR := $(or $(LARDER_CACHE_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/larder)
 
 demo:
 	cargo build --release -p larder-cli
@@ -83,25 +83,21 @@ test-python: $(VENV_STAMP) build-debug services ruby-packages
 	cd clients/python && LARDER_BIN=$(LARDER_DEBUG) LARDER_HOSTILE=$(LARDER_HOSTILE) ../../$(VENV)/bin/pytest -q
 
 # Django's own cache backend tests on larder.django.LarderCache (the current LTS and the newest release), from sdists
-# that clients/python/django_tests/run.py downloads outside the repository.
+# that clients/python/django_tests/run.py downloads from PyPI into CACHE_DIR.
 test-django: $(VENV_STAMP) services
-	$(VENV)/bin/python clients/python/django_tests/run.py
+	LARDER_DJANGO_WORK="$(CACHE_DIR)/django-tests" $(VENV)/bin/python clients/python/django_tests/run.py
 
 # The Ruby suite also runs Python (.venv) to read what Ruby wrote.
 test-ruby: ruby-packages services build-debug $(VENV_STAMP)
 	cd clients/ruby && LARDER_HOSTILE=$(LARDER_HOSTILE) rake test && rubocop
 
-# Exports activesupport/test at the installed ActiveSupport's tag from a local rails mirror when no copy exists.
+# ActiveSupport's own tests at the installed version, from Debian's source package of rails (its orig tarball),
+# into CACHE_DIR once.
 rails-tests: ruby-packages
-	@version=$$(ruby -ractive_support/version -e 'print ActiveSupport::VERSION::STRING'); \
-	dir=$(EXTERNAL)/rails-as-$$version; \
-	if [ ! -f $$dir/activesupport/test/cache/behaviors.rb ]; then \
-		[ -d $(RAILS_MIRROR) ] || { echo "no copy of rails' activesupport/test v$$version at $$dir, and no rails mirror at $(RAILS_MIRROR) to export it from"; exit 1; }; \
-		mkdir -p $$dir && git -C $(RAILS_MIRROR) archive v$$version activesupport/test | tar -x -C $$dir; \
-	fi
+	@clients/ruby/test/activesupport/fetch_rails_tests.sh "$(CACHE_DIR)" > /dev/null
 
 test-activesupport: rails-tests services
-	cd clients/ruby && rake activesupport
+	cd clients/ruby && RAILS_AS_TESTS=$$(test/activesupport/fetch_rails_tests.sh "$(CACHE_DIR)") rake activesupport
 
 # A long coverage-guided fuzzing run of the entry decoder (nightly + cargo-fuzz; not part of `make test`).
 # Seeds are the vector entries; the corpus stays out of git.

@@ -295,3 +295,29 @@ mod tests {
         assert!(packed <= 1024 && packed > 512, "{packed}");
     }
 }
+
+/// Key indices to visit: uniform, or Zipf-distributed with exponent `s` over a random permutation of the keys (so
+/// the hot keys are scattered, not "1", "2", "3").
+pub fn key_indices(entries: usize, count: usize, seed: u64, zipf: Option<f64>) -> Vec<u32> {
+    let mut rng = Rng::new(seed);
+    let Some(s) = zipf else {
+        return (0..count).map(|_| rng.below(entries as u64) as u32).collect();
+    };
+    let mut cumulative = Vec::with_capacity(entries);
+    let mut total = 0.0;
+    for rank in 1..=entries {
+        total += 1.0 / (rank as f64).powf(s);
+        cumulative.push(total);
+    }
+    let mut permutation: Vec<u32> = (0..entries as u32).collect();
+    for i in (1..entries).rev() {
+        permutation.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    (0..count)
+        .map(|_| {
+            let target = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * total;
+            let rank = cumulative.partition_point(|&c| c < target).min(entries - 1);
+            permutation[rank]
+        })
+        .collect()
+}

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use larder_store::MemoryStore;
 use serde::{Deserialize, Serialize};
 
-use crate::data::Rng;
+use crate::data::key_indices;
 
 /// The caches compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -140,8 +140,8 @@ pub fn resident_bytes() -> u64 {
 pub fn measure(contender: Contender, entries: usize, phase: Duration) -> Result<MemoryFigures, String> {
     let keys: Vec<String> = (1..=entries).map(|i| i.to_string()).collect();
     let value = sample_value();
-    let uniform = indices(entries, 1 << 22, 0xACCE55, None);
-    let zipf = indices(entries, 1 << 22, 0x21FF, Some(0.99));
+    let uniform = key_indices(entries, 1 << 22, 0xACCE55, None);
+    let zipf = key_indices(entries, 1 << 22, 0x21FF, Some(0.99));
     let capacity = 64u64 << 30;
     let before = resident_bytes();
     let (store, inserts_per_s): (Box<dyn Contestant>, f64) = match contender {
@@ -204,32 +204,6 @@ fn fill(store: &dyn Contestant, keys: &[String], value: &[u8]) -> f64 {
         store.insert(key, value);
     }
     keys.len() as f64 / start.elapsed().as_secs_f64()
-}
-
-/// Key indices to visit: uniform, or Zipf-distributed with exponent `s` over a random permutation of the keys (so
-/// the hot keys are scattered, not "1", "2", "3").
-fn indices(entries: usize, count: usize, seed: u64, zipf: Option<f64>) -> Vec<u32> {
-    let mut rng = Rng::new(seed);
-    let Some(s) = zipf else {
-        return (0..count).map(|_| rng.below(entries as u64) as u32).collect();
-    };
-    let mut cumulative = Vec::with_capacity(entries);
-    let mut total = 0.0;
-    for rank in 1..=entries {
-        total += 1.0 / (rank as f64).powf(s);
-        cumulative.push(total);
-    }
-    let mut permutation: Vec<u32> = (0..entries as u32).collect();
-    for i in (1..entries).rev() {
-        permutation.swap(i, rng.below(i as u64 + 1) as usize);
-    }
-    (0..count)
-        .map(|_| {
-            let target = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * total;
-            let rank = cumulative.partition_point(|&c| c < target).min(entries - 1);
-            permutation[rank]
-        })
-        .collect()
 }
 
 /// Runs `work` on `threads` threads for `phase`; returns total operations per second.
@@ -301,7 +275,7 @@ mod tests {
 
     #[test]
     fn zipf_indices_favour_a_few_keys() {
-        let order = indices(10_000, 100_000, 1, Some(0.99));
+        let order = key_indices(10_000, 100_000, 1, Some(0.99));
         let mut counts = vec![0u32; 10_000];
         for i in &order {
             counts[*i as usize] += 1;

@@ -41,6 +41,15 @@ impl FromStr for TraceFormat {
     }
 }
 
+/// A synthetic trace for when no public one is at hand: `requests` requests over `keys` keys drawn from a Zipf
+/// distribution with `exponent` (0.99 is the usual web-cache skew), from a fixed seed, so every run replays the same.
+pub fn zipf(keys: usize, requests: usize, exponent: f64) -> Vec<Request> {
+    crate::data::key_indices(keys.max(1), requests, 0x2197, Some(exponent))
+        .into_iter()
+        .map(|key| Request { key: u64::from(key), size: None })
+        .collect()
+}
+
 /// Reads a whole trace. Files ending in `.zst`, `.gz` or `.xz` are decompressed first.
 pub fn load(path: &Path, format: TraceFormat) -> Result<Vec<Request>, String> {
     let file = File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;

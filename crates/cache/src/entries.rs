@@ -24,6 +24,11 @@ impl<S: Store> Cache<S> {
         self.shared.store.server_errors()
     }
 
+    /// Each store server's state and latest failure (none for the memory store).
+    pub fn server_reports(&self) -> Vec<larder_store::ServerReport> {
+        self.shared.store.server_reports()
+    }
+
     /// The largest entry the store accepts under a short key.
     pub fn max_entry_bytes(&self) -> usize {
         self.shared.store.max_value_bytes()

@@ -41,25 +41,35 @@ struct Proxy {
     child: Child,
     listen: SocketAddr,
     admin: SocketAddr,
+    /// Where its log (standard error) goes.
+    log: std::path::PathBuf,
+}
+
+impl Proxy {
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
 }
 
 impl Drop for Proxy {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.log);
     }
 }
 
 fn serve(upstream: &str, store: &str, extra: &[&str]) -> Proxy {
     let (listen, admin) = (free_addr(), free_addr());
+    let log = std::env::temp_dir().join(format!("larder-shared-stores-{}-{}.log", std::process::id(), listen.port()));
     let child = larder()
         .args(["serve", "--upstream", upstream, "--store", store, "--workers", "1"])
         .args(["--listen", &listen.to_string(), "--admin", &admin.to_string()])
         .args(["--admin-token", TOKEN, "--purge-from", "127.0.0.1"])
         .args(extra)
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", "info")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"))
         .spawn()
         .expect("larder starts");
     let started = Instant::now();
@@ -67,7 +77,7 @@ fn serve(upstream: &str, store: &str, extra: &[&str]) -> Proxy {
         assert!(started.elapsed() < Duration::from_secs(10), "larder did not listen on {listen}");
         std::thread::sleep(Duration::from_millis(20));
     }
-    Proxy { child, listen, admin }
+    Proxy { child, listen, admin, log }
 }
 
 /// One request; returns the status and the X-Cache value.
@@ -195,7 +205,7 @@ fn one_of_three_memcached_servers_dies_while_requests_flow_and_rejoins() {
 }
 
 #[test]
-fn a_stopped_redis_is_invisible_to_clients_and_used_again_when_back() {
+fn a_stopped_redis_is_invisible_to_clients_said_in_health_and_the_log_and_used_again_when_back() {
     let mut redis = Redis::start().expect("redis");
     let (app, requests) = counting_app();
     let proxy = serve(&app, &format!("{}?timeout=100ms", redis.url()), &[]);
@@ -207,6 +217,18 @@ fn a_stopped_redis_is_invisible_to_clients_and_used_again_when_back() {
         assert_eq!(get(&proxy, &format!("/down/{i}")).0, 200, "answered from the app while Redis is down");
     }
     assert!(started.elapsed() < Duration::from_secs(3), "no request waited long: {:?}", started.elapsed());
+    // The outage is not silent: /health names the server and why, and the log says it once, not per request.
+    let (_, health) = admin(&proxy, "GET", "/health", b"");
+    let health: serde_json::Value =
+        serde_json::from_str(health.split("\r\n\r\n").nth(1).unwrap_or("{}")).expect("JSON health");
+    assert_eq!(health["status"], "degraded", "{health}");
+    let server = &health["store"]["servers"][0];
+    assert!(server["state"] == "ejected" || server["state"] == "failing", "{health}");
+    assert!(server["last_error"]["error"].as_str().is_some_and(|e| !e.is_empty()), "{health}");
+    let log = proxy.log();
+    let named = format!("redis server 127.0.0.1:{}", redis.port());
+    assert!(log.contains(&format!("{named}: ")) && log.contains("ejected"), "{log}");
+    assert!(log.matches(&named).count() <= 4, "one line per change, not per request:\n{log}");
     redis.restart().expect("redis restarts");
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -218,6 +240,9 @@ fn a_stopped_redis_is_invisible_to_clients_and_used_again_when_back() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(requests.load(Ordering::SeqCst) >= 22);
+    assert!(proxy.log().contains("answering again"), "the recovery is logged: {}", proxy.log());
+    let (_, health) = admin(&proxy, "GET", "/health", b"");
+    assert!(health.contains(r#""status":"ok""#), "{health}");
 }
 
 #[test]
@@ -332,4 +357,19 @@ fn the_front_on_a_hostile_redis_answers_from_the_app_and_stays_small() {
         assert!(rss_kb < 200 << 10, "{behaviour:?}: the front peaked at {} MiB", rss_kb >> 10);
     }
     assert!(requests.load(Ordering::SeqCst) >= 20);
+}
+
+/// A refused connection and a database that does not exist are reported as what they are, not as a timeout.
+#[test]
+fn larder_store_says_why_redis_cannot_be_used() {
+    let redis = Redis::start().expect("redis");
+    let closed = free_addr();
+    let say = |url: &str| {
+        let output = larder().args(["store", "get", "k", "--store", url]).output().expect("runs");
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let refused = say(&format!("redis://{closed}/0"));
+    assert!(refused.contains("connection refused"), "{refused}");
+    let no_db = say(&format!("redis://127.0.0.1:{}/17", redis.port()));
+    assert!(no_db.contains("database") && no_db.contains("does not exist"), "{no_db}");
 }

@@ -156,6 +156,8 @@ impl<S: Store> Admin<S> {
         match (method, path.as_str()) {
             (Method::GET, "/metrics") => self.metrics().await,
             (Method::POST, "/purge") => self.purge(request).await,
+            (_, "/purge") => not_allowed("POST"),
+            (_, "/metrics") => not_allowed("GET"),
             (method, p) if p.starts_with("/entries/") => {
                 let raw = &p["/entries/".len()..];
                 let Ok(key) = percent_decode_str(raw).decode_utf8() else {
@@ -172,7 +174,7 @@ impl<S: Store> Admin<S> {
                     Method::PUT => self.put(&key, request).await,
                     Method::GET => self.get(&key).await,
                     Method::DELETE => self.delete(&key).await,
-                    _ => error(StatusCode::METHOD_NOT_ALLOWED, "use PUT, GET or DELETE"),
+                    _ => not_allowed("PUT, GET, DELETE"),
                 }
             }
             _ => error(StatusCode::NOT_FOUND, "no such endpoint"),
@@ -186,8 +188,12 @@ impl<S: Store> Admin<S> {
             Some(true) => "up",
             Some(false) => "down",
         };
+        let (store, store_ok) = self.store_report();
+        // "degraded": serving, but an upstream or store server is failing (requests then go to the app, or are
+        // answered stale; nothing fails for clients, but the operator should know).
+        let status = if report.up == Some(false) || !store_ok { "degraded" } else { "ok" };
         let body = json!({
-            "status": "ok",
+            "status": status,
             "upstream": {
                 "address": self.proxy.upstream.address(),
                 "state": state,
@@ -195,16 +201,41 @@ impl<S: Store> Admin<S> {
                 "last_answer_ms": report.last_answer_ms,
                 "last_error": report.last_failure.map(|(at, error)| json!({"at_ms": at, "error": error})),
             },
+            "store": store,
         });
         respond::json(StatusCode::OK, body.to_string())
     }
 
+    /// The store and each of its servers as the last requests found them; `true` when every server is up.
+    fn store_report(&self) -> (serde_json::Value, bool) {
+        let cache = self.proxy.cache();
+        let servers = cache.server_reports();
+        let all_up = servers.iter().all(|s| s.state == "up");
+        let servers: Vec<serde_json::Value> = servers
+            .into_iter()
+            .map(|s| {
+                json!({
+                    "server": s.server,
+                    "state": s.state,
+                    "consecutive_failures": s.consecutive_failures,
+                    "errors": s.errors,
+                    "last_error": s.last_failure.map(|(at, error)| json!({"at_ms": at, "error": error})),
+                })
+            })
+            .collect();
+        (json!({"backend": cache.backend(), "servers": servers}), all_up)
+    }
+
+    /// 503 while the upstream cannot be reached. The store is reported but does not decide: without it requests
+    /// go to the app, which is what a cache that fails must do.
     async fn ready(&self) -> Response<ProxyBody> {
+        let (store, _) = self.store_report();
         match self.proxy.upstream.reachable(READY_CONNECT).await {
-            Ok(()) => respond::json(StatusCode::OK, json!({"ready": true}).to_string()),
-            Err(reason) => {
-                respond::json(StatusCode::SERVICE_UNAVAILABLE, json!({"ready": false, "upstream": reason}).to_string())
-            }
+            Ok(()) => respond::json(StatusCode::OK, json!({"ready": true, "store": store}).to_string()),
+            Err(reason) => respond::json(
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({"ready": false, "upstream": reason, "store": store}).to_string(),
+            ),
         }
     }
 
@@ -527,6 +558,13 @@ fn store_failure(e: &larder_cache::CacheError) -> Response<ProxyBody> {
         _ => StatusCode::BAD_GATEWAY,
     };
     error(status, &e.to_string())
+}
+
+/// 405 with the methods the endpoint takes.
+fn not_allowed(methods: &'static str) -> Response<ProxyBody> {
+    let mut response = error(StatusCode::METHOD_NOT_ALLOWED, &format!("this endpoint takes {methods}"));
+    response.headers_mut().insert(http::header::ALLOW, HeaderValue::from_static(methods));
+    response
 }
 
 fn error(status: StatusCode, message: &str) -> Response<ProxyBody> {

@@ -27,7 +27,18 @@ impl Origin {
     /// Starts an origin on a free loopback port with `workers` workers, each spending `delay` per request, that
     /// answers with a `page_bytes` HTML page cacheable for `max_age` seconds.
     pub async fn start(delay: Duration, workers: usize, page_bytes: usize, max_age: u64) -> std::io::Result<Origin> {
-        let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+        Origin::start_on(SocketAddr::from(([127, 0, 0, 1], 0)), delay, workers, page_bytes, max_age).await
+    }
+
+    /// As [`Origin::start`], listening on `addr`.
+    pub async fn start_on(
+        addr: SocketAddr,
+        delay: Duration,
+        workers: usize,
+        page_bytes: usize,
+        max_age: u64,
+    ) -> std::io::Result<Origin> {
+        let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let requests = Arc::new(AtomicU64::new(0));
         let counter = requests.clone();

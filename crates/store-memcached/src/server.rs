@@ -72,11 +72,11 @@ pub struct Server {
 impl Server {
     pub fn new(name: String, address: String, pool: usize, max_value: usize) -> Server {
         Server {
+            health: Health::named("memcached", &name),
             name,
             address,
             links: (0..pool.max(1)).map(|_| Mutex::new(None)).collect(),
             next: AtomicUsize::new(0),
-            health: Health::default(),
             max_value,
         }
     }

@@ -173,11 +173,11 @@ impl Inner {
             let now = larder_format::now_ms();
             match result {
                 Ok(replies) => {
-                    server.health.record(true, self.policy, now);
+                    server.health.succeeded();
                     return Ok(replies);
                 }
                 Err(failure) => {
-                    let ejected = server.health.record(false, self.policy, now);
+                    let ejected = server.health.failed(&failure.0, self.policy, now);
                     if ejected {
                         self.rebuild();
                     }
@@ -313,7 +313,12 @@ impl Inner {
             let request = request.clone();
             async move {
                 let result = server.exchange(request, Expect::UntilEndOrOne, self.timeout, self.connect_timeout).await;
-                server.health.record(result.is_ok(), self.policy, larder_format::now_ms());
+                match &result {
+                    Ok(_) => server.health.succeeded(),
+                    Err(failure) => {
+                        server.health.failed(&failure.0, self.policy, larder_format::now_ms());
+                    }
+                }
                 result.map_err(|failure| self.error(server, failure))
             }
         });
@@ -361,6 +366,10 @@ impl Store for MemcachedStore {
 
     fn server_errors(&self) -> Vec<(String, u64)> {
         self.inner.servers.iter().map(|s| (s.name.clone(), s.health.errors())).collect()
+    }
+
+    fn server_reports(&self) -> Vec<larder_store::ServerReport> {
+        self.inner.servers.iter().map(|s| s.health.report(&s.name)).collect()
     }
 
     async fn get(&self, key: &str) -> Result<Option<Value>, StoreError> {

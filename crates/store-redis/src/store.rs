@@ -84,6 +84,7 @@ impl RedisStore {
         let target =
             if cluster { Target::Cluster(hosts.iter().map(info).collect()) } else { Target::Single(info(&hosts[0])) };
         let server = hosts.iter().map(|h| h.address(6379)).collect::<Vec<_>>().join(",");
+        let hosts_named = server.clone();
         Ok(RedisStore {
             inner: Arc::new(Inner {
                 pool: Pool::new(target, pool, connect_timeout, timeout, max_value),
@@ -93,7 +94,7 @@ impl RedisStore {
                 timeout,
                 connect_timeout,
                 redis_info,
-                health: Health::default(),
+                health: Health::named(if cluster { "redis-cluster" } else { "redis" }, &hosts_named),
                 policy: (!cluster).then_some(policy),
                 max_value,
             }),
@@ -142,9 +143,14 @@ impl Inner {
                 self.pool.discard(slot).await;
             }
         }
-        match self.policy {
-            Some(policy) if ok || failed => {
-                self.health.record(ok, policy, larder_format::now_ms());
+        match (self.policy, &result) {
+            (Some(_), Ok(Ok(_))) => self.health.succeeded(),
+            (Some(policy), Ok(Err(error))) if failed => {
+                self.health.failed(&describe(error), policy, larder_format::now_ms());
+            }
+            (Some(policy), Err(_)) => {
+                let why = format!("no answer within {} ms", (self.timeout + self.connect_timeout).as_millis());
+                self.health.failed(&why, policy, larder_format::now_ms());
             }
             _ if !ok => self.health.count_error(),
             _ => {}
@@ -155,7 +161,7 @@ impl Inner {
             Ok(Err(error)) => Err(StoreError::Server {
                 backend: self.backend,
                 server: self.server.clone(),
-                message: error.to_string(),
+                message: describe(&error),
             }),
             Err(_) => Err(self.timed_out()),
         }
@@ -326,6 +332,20 @@ impl Inner {
     }
 }
 
+/// What went wrong, in the words an operator needs: a refused connection and a database that does not exist are
+/// said as such (redis-rs reports both in its own terms).
+fn describe(error: &redis::RedisError) -> String {
+    let text = error.to_string();
+    if error.is_connection_refusal() || text.contains("Connection refused") {
+        "connection refused (is redis-server running there?)".into()
+    } else if text.contains("DB index is out of range") {
+        "the database in the URL's path does not exist on this server (it has `databases` of them, 16 by default)"
+            .into()
+    } else {
+        text
+    }
+}
+
 /// `prefix` with SCAN's glob characters escaped, then `*`.
 fn glob_prefix(prefix: &str) -> String {
     let mut pattern = String::with_capacity(prefix.len() + 1);
@@ -351,6 +371,10 @@ impl Store for RedisStore {
 
     fn server_errors(&self) -> Vec<(String, u64)> {
         vec![(self.inner.server.clone(), self.inner.health.errors())]
+    }
+
+    fn server_reports(&self) -> Vec<larder_store::ServerReport> {
+        vec![self.inner.health.report(&self.inner.server)]
     }
 
     async fn get(&self, key: &str) -> Result<Option<Value>, StoreError> {

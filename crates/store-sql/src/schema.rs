@@ -10,6 +10,16 @@ pub enum Dialect {
     Postgres,
 }
 
+impl Dialect {
+    /// The backend's name, as errors, metrics and logs give it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "sqlite",
+            Dialect::Postgres => "postgres",
+        }
+    }
+}
+
 /// Table names derived from the `table` option.
 #[derive(Debug, Clone)]
 pub struct Tables {

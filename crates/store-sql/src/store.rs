@@ -116,6 +116,7 @@ impl SqlStore {
         let pool = options.connect_lazy(&connect_url).map_err(|e| url.error(e.to_string()))?;
         let store = SqlStore {
             inner: Arc::new(Inner {
+                health: Health::named(dialect.name(), &server),
                 pool,
                 dialect,
                 tables: Tables::new(&table),
@@ -124,7 +125,6 @@ impl SqlStore {
                 timeout,
                 schema_ready: OnceCell::new(),
                 writes: AtomicU64::new(0),
-                health: Health::default(),
                 policy,
             }),
         };
@@ -137,10 +137,7 @@ impl SqlStore {
 
 impl Inner {
     fn backend(&self) -> &'static str {
-        match self.dialect {
-            Dialect::Sqlite => "sqlite",
-            Dialect::Postgres => "postgres",
-        }
+        self.dialect.name()
     }
 
     fn timed_out(&self) -> StoreError {
@@ -151,15 +148,16 @@ impl Inner {
         }
     }
 
-    /// Records an outcome: the server's unavailability is a failure that may eject it; an error answer (a
-    /// constraint, say) is only counted.
-    fn record(&self, ok: bool, unavailable: bool) {
-        match self.policy {
-            Some(policy) if ok || unavailable => {
-                self.health.record(ok, policy, larder_format::now_ms());
+    /// Records an outcome (`Err` with why it failed): the server's unavailability is a failure that may eject it;
+    /// an error answer (a constraint, say) is only counted.
+    fn record(&self, outcome: Result<(), &str>, unavailable: bool) {
+        match (self.policy, outcome) {
+            (Some(_), Ok(())) => self.health.succeeded(),
+            (Some(policy), Err(why)) if unavailable => {
+                self.health.failed(why, policy, larder_format::now_ms());
             }
-            _ if !ok => self.health.count_error(),
-            _ => {}
+            (_, Err(_)) => self.health.count_error(),
+            (None, Ok(())) => {}
         }
     }
 
@@ -168,7 +166,7 @@ impl Inner {
             error,
             sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Tls(_)
         );
-        self.record(false, unavailable);
+        self.record(Err(&error.to_string()), unavailable);
         match error {
             sqlx::Error::PoolTimedOut => self.timed_out(),
             other => {
@@ -190,12 +188,12 @@ impl Inner {
         self.ready().await?;
         match tokio::time::timeout(self.timeout, work).await {
             Ok(Ok(value)) => {
-                self.record(true, false);
+                self.record(Ok(()), false);
                 Ok(value)
             }
             Ok(Err(error)) => Err(self.fail(error)),
             Err(_) => {
-                self.record(false, true);
+                self.record(Err(&format!("no answer within {} ms", self.timeout.as_millis())), true);
                 Err(self.timed_out())
             }
         }
@@ -224,7 +222,7 @@ impl Inner {
                 let version = match tokio::time::timeout(self.timeout.max(Duration::from_secs(2)), create).await {
                     Ok(result) => result.map_err(|e| self.fail(e))?,
                     Err(_) => {
-                        self.record(false, true);
+                        self.record(Err("no answer while creating the tables"), true);
                         return Err(self.timed_out());
                     }
                 };
@@ -398,6 +396,13 @@ impl Store for SqlStore {
     fn server_errors(&self) -> Vec<(String, u64)> {
         match self.inner.dialect {
             Dialect::Postgres => vec![(self.inner.server.clone(), self.inner.health.errors())],
+            Dialect::Sqlite => Vec::new(),
+        }
+    }
+
+    fn server_reports(&self) -> Vec<larder_store::ServerReport> {
+        match self.inner.dialect {
+            Dialect::Postgres => vec![self.inner.health.report(&self.inner.server)],
             Dialect::Sqlite => Vec::new(),
         }
     }

@@ -6,6 +6,8 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
+use parking_lot::Mutex;
+
 /// How many consecutive failures eject a server, and for how long.
 #[derive(Debug, Clone, Copy)]
 pub struct FailurePolicy {
@@ -29,31 +31,102 @@ impl FailurePolicy {
 
 #[derive(Debug, Default)]
 pub struct Health {
+    /// `backend server`, as log lines name it (empty for a health made with `default`, which logs nothing).
+    name: String,
     consecutive_failures: AtomicU32,
     /// When ejected: the time (ms) it may be tried again; 0 = in use.
     ejected_until: AtomicU64,
     /// Put back after an ejection and not yet answered: one failure ejects it again.
     on_probation: AtomicBool,
+    /// Failed since its last good answer: what the log lines and the health report follow.
+    failing: AtomicBool,
     errors: AtomicU64,
+    /// The latest failure: when (ms) and why.
+    last_failure: Mutex<Option<(u64, String)>>,
+}
+
+/// One server as `/health` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerReport {
+    /// `host:port` (or a database's redacted URL).
+    pub server: String,
+    /// `up`, `failing` (failed since its last good answer) or `ejected` (not tried until `retry_after` has passed).
+    pub state: &'static str,
+    pub consecutive_failures: u32,
+    /// Errors since start.
+    pub errors: u64,
+    /// The latest failure: when (ms) and why.
+    pub last_failure: Option<(u64, String)>,
 }
 
 impl Health {
+    /// A server's health that logs its changes (a failure after good answers, an ejection, a recovery) once each,
+    /// so an outage shows in the log as a few lines, not one per request.
+    pub fn named(backend: &str, server: &str) -> Health {
+        Health { name: format!("{backend} server {server}"), ..Health::default() }
+    }
+
     /// Records the outcome of one request; `true` when this failure ejects the server.
     pub fn record(&self, ok: bool, policy: FailurePolicy, now_ms: u64) -> bool {
         if ok {
-            self.consecutive_failures.store(0, Ordering::Relaxed);
-            self.on_probation.store(false, Ordering::Relaxed);
-            return false;
+            self.succeeded();
+            false
+        } else {
+            self.failed("failed", policy, now_ms)
         }
+    }
+
+    /// A good answer: ends a failure streak (and probation).
+    pub fn succeeded(&self) {
+        self.consecutive_failures.store(0, Ordering::Relaxed);
+        self.on_probation.store(false, Ordering::Relaxed);
+        if self.failing.swap(false, Ordering::Relaxed) && !self.name.is_empty() {
+            tracing::info!("{}: answering again", self.name);
+        }
+    }
+
+    /// A failure (`why` for the log and the report); `true` when it ejects the server.
+    pub fn failed(&self, why: &str, policy: FailurePolicy, now_ms: u64) -> bool {
         self.errors.fetch_add(1, Ordering::Relaxed);
+        *self.last_failure.lock() = Some((now_ms, why.to_owned()));
+        let first = !self.failing.swap(true, Ordering::Relaxed);
+        if first && !self.name.is_empty() {
+            tracing::warn!("{}: {why}", self.name);
+        }
         let failures = self.consecutive_failures.fetch_add(1, Ordering::Relaxed) + 1;
         if failures >= policy.failures || self.on_probation.load(Ordering::Relaxed) {
+            let again = self.on_probation.load(Ordering::Relaxed);
             self.ejected_until.store(now_ms + policy.retry_after.as_millis() as u64, Ordering::Relaxed);
             self.consecutive_failures.store(0, Ordering::Relaxed);
             self.on_probation.store(false, Ordering::Relaxed);
+            if !again && !self.name.is_empty() {
+                tracing::warn!(
+                    "{}: ejected after {failures} failures in a row; tried again every {} ms until it answers",
+                    self.name,
+                    policy.retry_after.as_millis()
+                );
+            }
             return true;
         }
         false
+    }
+
+    /// This server as `/health` shows it.
+    pub fn report(&self, server: &str) -> ServerReport {
+        let state = if self.is_ejected() {
+            "ejected"
+        } else if self.failing.load(Ordering::Relaxed) {
+            "failing"
+        } else {
+            "up"
+        };
+        ServerReport {
+            server: server.to_owned(),
+            state,
+            consecutive_failures: self.consecutive_failures.load(Ordering::Relaxed),
+            errors: self.errors(),
+            last_failure: self.last_failure.lock().clone(),
+        }
     }
 
     /// Puts the server back (on probation) if its ejection is over; `true` if it changed.

@@ -18,7 +18,7 @@ mod value;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{OpenError, StoreError};
-pub use health::{FailurePolicy, Health};
+pub use health::{FailurePolicy, Health, ServerReport};
 pub use memory::{ConfigError, MemoryStore, MemoryStoreBuilder};
 pub use size::{parse_size, parse_usize};
 pub use store::{BoxFuture, DynStore, Purged, Store, StoreStats};

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::StoreError;
+use crate::health::ServerReport;
 use crate::value::Value;
 
 /// Counters a store keeps. Remote backends report what their servers report, or zeros where they cannot know.
@@ -82,6 +83,12 @@ pub trait Store: Send + Sync + 'static {
     /// Failures counted per server since the store was opened (`host:port`, count), for `/metrics`. Stores
     /// without servers report none.
     fn server_errors(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
+
+    /// Each server's state (up, failing, ejected) and latest failure, for `/health`. Stores without servers
+    /// report none.
+    fn server_reports(&self) -> Vec<ServerReport> {
         Vec::new()
     }
 
@@ -161,6 +168,7 @@ pub trait DynStore: Send + Sync + 'static {
     fn backend(&self) -> &'static str;
     fn max_value_bytes(&self) -> usize;
     fn server_errors(&self) -> Vec<(String, u64)>;
+    fn server_reports(&self) -> Vec<ServerReport>;
     fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Value>, StoreError>>;
     fn get_many<'a>(&'a self, keys: &'a [&'a str]) -> BoxFuture<'a, Result<Vec<Option<Value>>, StoreError>>;
     fn set<'a>(&'a self, key: &'a str, value: &'a [u8], ttl: Option<Duration>)
@@ -201,6 +209,9 @@ impl<S: Store> DynStore for S {
     }
     fn server_errors(&self) -> Vec<(String, u64)> {
         Store::server_errors(self)
+    }
+    fn server_reports(&self) -> Vec<ServerReport> {
+        Store::server_reports(self)
     }
     fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Value>, StoreError>> {
         Box::pin(Store::get(self, key))
@@ -272,6 +283,9 @@ impl Store for Arc<dyn DynStore> {
     }
     fn server_errors(&self) -> Vec<(String, u64)> {
         DynStore::server_errors(&**self)
+    }
+    fn server_reports(&self) -> Vec<ServerReport> {
+        DynStore::server_reports(&**self)
     }
     async fn get(&self, key: &str) -> Result<Option<Value>, StoreError> {
         DynStore::get(&**self, key).await

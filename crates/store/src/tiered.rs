@@ -57,6 +57,10 @@ impl<L2: Store> Store for TieredStore<L2> {
         self.l2.server_errors()
     }
 
+    fn server_reports(&self) -> Vec<crate::ServerReport> {
+        self.l2.server_reports()
+    }
+
     async fn get(&self, key: &str) -> Result<Option<Value>, StoreError> {
         if let Some(value) = self.l1.get_now(key) {
             return Ok(Some(value));

@@ -129,7 +129,7 @@ impl StoreUrl {
     /// (spec/STORES.md §1; every language accepts exactly these, so one URL means the same everywhere).
     pub fn take_duration(&mut self, name: &'static str, default: Duration) -> Result<Duration, UrlError> {
         let Some(text) = self.take(name) else { return Ok(default) };
-        parse_duration(&text).ok_or_else(|| {
+        parse_duration(&text, 1).ok_or_else(|| {
             self.error(format!("option {name}={text:?} is not a duration (a number with ms, s, m or h)"))
         })
     }
@@ -256,7 +256,9 @@ pub fn redact(url: &str) -> String {
 }
 
 /// `250`, `250ms`, `2s`, `1m`, `1h`: digits, then at most one unit; nothing else.
-fn parse_duration(text: &str) -> Option<Duration> {
+/// A duration as spec/STORES.md §1 writes them: 1 to 12 digits, then nothing or exactly one of `ms`, `s`, `m`, `h`.
+/// A bare number counts `bare_ms` milliseconds per unit (1 in store URLs, 1,000 for the front's `_secs` settings).
+pub fn parse_duration(text: &str, bare_ms: u64) -> Option<Duration> {
     let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
     let (digits, unit) = text.split_at(split);
     if digits.is_empty() || digits.len() > 12 {
@@ -264,7 +266,8 @@ fn parse_duration(text: &str) -> Option<Duration> {
     }
     let number: u64 = digits.parse().ok()?;
     let ms_per_unit = match unit {
-        "" | "ms" => 1,
+        "" => bare_ms,
+        "ms" => 1,
         "s" => 1_000,
         "m" => 60_000,
         "h" => 3_600_000,

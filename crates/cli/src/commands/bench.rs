@@ -52,16 +52,28 @@ struct MemoryArgs {
 
 /// Replay a cache trace through the memory store and an exact LRU; print both hit ratios.
 ///
-/// Unsized traces (arc, lirs, cache2k) bound the store by entry count; traces that carry object sizes
-/// (oracle-general) bound it by bytes. Files ending in .zst, .gz or .xz are decompressed.
+/// Give a public trace with --trace and --format (ARC's OLTP and P3, LIRS's, cache2k's, libCacheSim's oracleGeneral
+/// files; see docs/benchmarks.md for where each comes from), or --zipf for a synthetic one made here: --requests
+/// requests over --keys keys, Zipf-distributed with that exponent, from a fixed seed. Unsized traces (arc, lirs,
+/// cache2k, zipf) bound the store by entry count; traces that carry object sizes (oracle-general) bound it by
+/// bytes. Files ending in .zst, .gz or .xz are decompressed.
 #[derive(Args)]
 struct HitRatioArgs {
     /// The trace file.
-    #[arg(long, value_name = "FILE")]
-    trace: PathBuf,
+    #[arg(long, value_name = "FILE", requires = "format", required_unless_present = "zipf")]
+    trace: Option<PathBuf>,
     /// The trace's format.
     #[arg(long, value_parser = ["arc", "lirs", "cache2k", "oracle-general"])]
-    format: String,
+    format: Option<String>,
+    /// A synthetic Zipf trace with this exponent instead of a file (0.99 is a typical web skew).
+    #[arg(long, value_name = "EXPONENT", conflicts_with = "trace")]
+    zipf: Option<f64>,
+    /// With --zipf: distinct keys.
+    #[arg(long, default_value_t = 100_000, requires = "zipf")]
+    keys: usize,
+    /// With --zipf: requests.
+    #[arg(long, default_value_t = 1_000_000, requires = "zipf")]
+    requests: usize,
     /// Capacities to try, comma-separated (entries, or bytes for sized traces).
     #[arg(long, value_delimiter = ',', required = true, value_name = "N[,N...]")]
     capacity: Vec<usize>,
@@ -122,9 +134,20 @@ fn codecs(args: CodecsArgs) -> Result<(), Failure> {
 }
 
 fn hit_ratio(args: HitRatioArgs) -> Result<(), Failure> {
-    let format: TraceFormat = args.format.parse().map_err(Failure::input)?;
-    let requests = trace::load(&args.trace, format).map_err(Failure::input)?;
-    let name = args.trace.file_name().map_or_else(|| args.trace.display().to_string(), |n| n.to_string_lossy().into());
+    let (name, requests) = match (&args.trace, args.zipf) {
+        (Some(path), _) => {
+            let format: TraceFormat = args.format.as_deref().unwrap_or_default().parse().map_err(Failure::input)?;
+            let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into());
+            (name, trace::load(path, format).map_err(Failure::input)?)
+        }
+        (None, Some(exponent)) if exponent > 0.0 && exponent.is_finite() && args.keys > 0 => {
+            (format!("zipf {exponent} over {} keys", args.keys), trace::zipf(args.keys, args.requests, exponent))
+        }
+        (None, Some(exponent)) => {
+            return Err(Failure::input(format!("--zipf {exponent}: give a positive exponent and --keys of 1 or more")))
+        }
+        (None, None) => return Err(Failure::input("give --trace FILE --format F, or --zipf EXPONENT")),
+    };
     let bar = progress::bar(args.capacity.len() as u64, !args.json);
     let mut text = format!("{name}: {} requests\n", requests.len());
     let _ = writeln!(text, "{:>12} {:>8} {:>10} {:>10} {:>8}", "capacity", "shards", "larder", "LRU", "delta");

@@ -41,6 +41,10 @@ pub struct DemoArgs {
     /// Size of the page in bytes.
     #[arg(long, default_value_t = 10_000)]
     page_bytes: usize,
+    /// Only run the built-in slow app on ADDR (e.g. 127.0.0.1:3000), until stopped, to put `larder serve` in front
+    /// of it by hand. Its pages say `Cache-Control: max-age=3600`.
+    #[arg(long, value_name = "ADDR", value_parser = larder_proxy::config::resolve_addr)]
+    app_only: Option<SocketAddr>,
 }
 
 pub fn run(args: DemoArgs) -> Result<(), Failure> {
@@ -50,6 +54,19 @@ pub fn run(args: DemoArgs) -> Result<(), Failure> {
 
 async fn demo(args: DemoArgs) -> Result<(), Failure> {
     let delay = Duration::from_millis(args.delay_ms);
+    if let Some(addr) = args.app_only {
+        let origin = Origin::start_on(addr, delay, args.workers, args.page_bytes, 3600)
+            .await
+            .map_err(|e| Failure::input(format!("cannot start the demo app on {addr}: {e}")))?;
+        eprintln!(
+            "the demo app answers on {} ({} ms a page, {} workers); Ctrl-C stops it",
+            origin.url(),
+            args.delay_ms,
+            args.workers
+        );
+        let _ = tokio::signal::ctrl_c().await;
+        return Ok(());
+    }
     let origin = Origin::start(delay, args.workers, args.page_bytes, 3600)
         .await
         .map_err(|e| Failure::input(format!("cannot start the demo app: {e}")))?;

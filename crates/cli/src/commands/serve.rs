@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Args;
+use larder_proxy::config::duration::{parse_ms, parse_secs};
 use larder_proxy::config::resolve_addr;
 use larder_proxy::config::size::{parse_size, parse_usize};
 use larder_proxy::{ProxyConfig, Server};
@@ -23,8 +24,10 @@ use crate::Failure;
 /// these flags or their environment variables. Responses are cached as the app's Cache-Control,
 /// CDN-Cache-Control, Surrogate-Control and Expires headers say (RFC 9111); nothing without explicit freshness is
 /// cached unless --heuristic-max is set. SIGTERM, SIGHUP or Ctrl-C stops accepting and lets in-flight requests
-/// finish. Sizes accept K, M, G, T and decimals (1.5G); booleans accept true/false, yes/no, on/off, 1/0.
-/// docs/security.md lists what larder does with hostile requests.
+/// finish. Sizes accept K, M, G, T and decimals (1.5G); durations accept ms, s, m, h (5m), a bare number being the
+/// setting's own unit (seconds, or milliseconds where it says so); booleans accept true/false, yes/no, on/off, 1/0.
+/// The admin API needs --admin-token (or --admin-no-token on loopback). docs/security.md lists what larder does with
+/// hostile requests.
 #[derive(Args)]
 pub struct ServeArgs {
     /// TOML settings file.
@@ -88,7 +91,7 @@ pub struct ServeArgs {
     l1: Option<usize>,
     /// With --l1: milliseconds an L1 copy is used before the shared store is asked again; bounds how long another
     /// proxy's purge takes to reach this one [default: 1000].
-    #[arg(long, env = "LARDER_L1_TTL", value_name = "MS")]
+    #[arg(long, env = "LARDER_L1_TTL", value_name = "DURATION", value_parser = parse_ms)]
     l1_ttl: Option<u64>,
     /// Memory for cached responses [default: 256M].
     #[arg(long, env = "LARDER_CAPACITY", value_name = "BYTES", value_parser = parse_usize)]
@@ -105,28 +108,28 @@ pub struct ServeArgs {
     #[arg(long, env = "LARDER_FILL_BUFFER", value_name = "BYTES", value_parser = parse_usize)]
     fill_buffer: Option<usize>,
     /// Heuristic freshness for responses without explicit freshness, up to this many seconds [default: 0, off].
-    #[arg(long, env = "LARDER_HEURISTIC_MAX", value_name = "SECS")]
+    #[arg(long, env = "LARDER_HEURISTIC_MAX", value_name = "DURATION", value_parser = parse_secs)]
     heuristic_max: Option<u64>,
     /// Cache responses that set cookies [default: false: one user's cookie must not reach others].
     #[arg(long, env = "LARDER_CACHE_SET_COOKIE", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
     cache_set_cookie: Option<bool>,
     /// Serve stale responses this many seconds past expiry while refreshing them, when the app does not say
     /// [default: 0].
-    #[arg(long, env = "LARDER_STALE_WHILE_REVALIDATE", value_name = "SECS")]
+    #[arg(long, env = "LARDER_STALE_WHILE_REVALIDATE", value_name = "DURATION", value_parser = parse_secs)]
     stale_while_revalidate: Option<u64>,
     /// Serve stale responses this many seconds past expiry when the app fails, when the app does not say
     /// [default: 300].
-    #[arg(long, env = "LARDER_STALE_IF_ERROR", value_name = "SECS")]
+    #[arg(long, env = "LARDER_STALE_IF_ERROR", value_name = "DURATION", value_parser = parse_secs)]
     stale_if_error: Option<u64>,
     /// Milliseconds a request waits for a refresh under way before the stale response answers it [default: 1000].
-    #[arg(long, env = "LARDER_STALE_WAIT", value_name = "MS")]
+    #[arg(long, env = "LARDER_STALE_WAIT", value_name = "DURATION", value_parser = parse_ms)]
     stale_wait: Option<u64>,
     /// Seconds stale responses with validators are kept to be revalidated [default: 3600].
-    #[arg(long, env = "LARDER_REVALIDATION_WINDOW", value_name = "SECS")]
+    #[arg(long, env = "LARDER_REVALIDATION_WINDOW", value_name = "DURATION", value_parser = parse_secs)]
     revalidation_window: Option<u64>,
     /// Seconds to remember that a URL's response could not be stored, sending its requests upstream in parallel
     /// [default: 60; 0 = off].
-    #[arg(long, env = "LARDER_HIT_FOR_MISS", value_name = "SECS")]
+    #[arg(long, env = "LARDER_HIT_FOR_MISS", value_name = "DURATION", value_parser = parse_secs)]
     hit_for_miss: Option<u64>,
     /// Honour clients' Cache-Control and Pragma request directives [default: false: clients cannot force the app
     /// to work].
@@ -160,26 +163,26 @@ pub struct ServeArgs {
     #[arg(long, env = "LARDER_MAX_CONCURRENT_STREAMS", value_name = "N")]
     max_concurrent_streams: Option<u32>,
     /// Seconds a client may take to send a request head, from accept and from its first byte [default: 10].
-    #[arg(long, env = "LARDER_HEADER_READ_TIMEOUT", value_name = "SECS")]
+    #[arg(long, env = "LARDER_HEADER_READ_TIMEOUT", value_name = "DURATION", value_parser = parse_secs)]
     header_read_timeout: Option<u64>,
     /// Seconds a connection may stay open with no request under way [default: 60].
-    #[arg(long, env = "LARDER_IDLE_TIMEOUT", value_name = "SECS")]
+    #[arg(long, env = "LARDER_IDLE_TIMEOUT", value_name = "DURATION", value_parser = parse_secs)]
     idle_timeout: Option<u64>,
     /// Seconds a client may take to send a whole request body [default: 60].
-    #[arg(long, env = "LARDER_REQUEST_BODY_TIMEOUT", value_name = "SECS")]
+    #[arg(long, env = "LARDER_REQUEST_BODY_TIMEOUT", value_name = "DURATION", value_parser = parse_secs)]
     request_body_timeout: Option<u64>,
     /// Seconds to connect to the app before answering 502 [default: 5].
-    #[arg(long, env = "LARDER_UPSTREAM_CONNECT_TIMEOUT", value_name = "SECS")]
+    #[arg(long, env = "LARDER_UPSTREAM_CONNECT_TIMEOUT", value_name = "DURATION", value_parser = parse_secs)]
     upstream_connect_timeout: Option<u64>,
     /// Seconds to wait for the app's response head (and, for a response being stored, all of it) before
     /// answering 504 [default: 30].
-    #[arg(long, env = "LARDER_UPSTREAM_TIMEOUT", value_name = "SECS")]
+    #[arg(long, env = "LARDER_UPSTREAM_TIMEOUT", value_name = "DURATION", value_parser = parse_secs)]
     upstream_timeout: Option<u64>,
     /// Seconds the app may go quiet in the middle of a response body [default: 30].
-    #[arg(long, env = "LARDER_UPSTREAM_IDLE_TIMEOUT", value_name = "SECS")]
+    #[arg(long, env = "LARDER_UPSTREAM_IDLE_TIMEOUT", value_name = "DURATION", value_parser = parse_secs)]
     upstream_idle_timeout: Option<u64>,
     /// Seconds to let in-flight requests finish after SIGTERM, SIGHUP or Ctrl-C [default: 30].
-    #[arg(long, env = "LARDER_SHUTDOWN_GRACE", value_name = "SECS")]
+    #[arg(long, env = "LARDER_SHUTDOWN_GRACE", value_name = "DURATION", value_parser = parse_secs)]
     shutdown_grace: Option<u64>,
 }
 
@@ -357,9 +360,10 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
 fn serve<S: Store>(config: ProxyConfig, store: S) -> Result<(), Failure> {
     let server =
         Server::bind(config.clone(), store, Arc::new(SystemClock)).map_err(|e| Failure::input(e.to_string()))?;
+    let shown = |addr: Option<std::net::SocketAddr>| addr.map_or_else(|| "off".to_owned(), |a| a.to_string());
     tracing::info!(
-        listen = ?server.local_addr(),
-        admin = ?server.admin_addr(),
+        listen = %shown(server.local_addr()),
+        admin = %shown(server.admin_addr()),
         upstream = %config.upstream,
         capacity_bytes = config.cache.capacity_bytes,
         "larder is serving"

@@ -31,6 +31,8 @@ pub struct StoreArgs {
 enum StoreCommand {
     /// Print the entry stored under KEY (the raw bytes, for `larder inspect`; or --inspect to decode it here).
     Get {
+        /// The key, as `larder key URL` prints it for a page, or an app's key (made safe as spec/FORMAT.md §5.1
+        /// says).
         key: String,
         /// Print it as `larder inspect` does instead of the raw bytes.
         #[arg(long)]
@@ -39,8 +41,10 @@ enum StoreCommand {
         #[arg(long, requires = "inspect")]
         json: bool,
     },
-    /// Store an entry (as `larder encode` prints it) under KEY, read from FILE or stdin.
+    /// Store an entry (as `larder encode` prints it) under KEY, read from FILE or stdin. An entry already past
+    /// its hard expiry (expires_at + stale window) is refused: a store would keep nothing.
     Set {
+        /// The key to store it under (made safe as spec/FORMAT.md §5.1 says).
         key: String,
         /// The entry file; - or nothing for stdin.
         file: Option<PathBuf>,
@@ -53,14 +57,17 @@ enum StoreCommand {
     },
     /// Delete KEYs; prints how many were present.
     Delete {
+        /// The keys (each made safe as spec/FORMAT.md §5.1 says).
         #[arg(required = true)]
         keys: Vec<String>,
     },
-    /// Remove every entry with a tag, or whose key starts with a prefix; prints how many (where the store can
-    /// count; memcached's purges are records and print 0).
+    /// Remove every entry with a tag, or whose key starts with a prefix; prints how many, or on memcached, whose
+    /// purges are records readers apply and cannot count, "recorded".
     Purge {
+        /// Entries whose header carries this tag (Surrogate-Key values, an app's tags).
         #[arg(long, value_name = "TAG", conflicts_with = "prefix", required_unless_present = "prefix")]
         tag: Option<String>,
+        /// Entries whose key starts with this (store keys, as `larder key` prints them: `GET:http://host/path`).
         #[arg(long, value_name = "PREFIX")]
         prefix: Option<String>,
     },
@@ -121,6 +128,15 @@ async fn execute(store: &Arc<dyn larder_store::DynStore>, command: StoreCommand)
                         e.detail()
                     ))
                 })?;
+            }
+            if let Some(at) = larder_store::expiry::entry_hard_expiry(&bytes) {
+                if at <= larder_format::now_ms() {
+                    let when = humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + Duration::from_millis(at));
+                    return Err(Failure::input(format!(
+                        "the entry can no longer be served (its hard expiry, expires_at + stale window, was {when}): \
+                         a store keeps nothing past it; encode it again with a later --ttl"
+                    )));
+                }
             }
             let key = safe_key(&key);
             store.set(&key, &bytes, ttl.map(Duration::from_secs)).await.map_err(failed)?;

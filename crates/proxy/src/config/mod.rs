@@ -2,6 +2,7 @@
 //! environment variables override the file (see `larder serve --help` and docs/ARCHITECTURE.md). Sizes take the
 //! same units everywhere (`size.rs`); addresses may be host names, resolved once at start.
 
+pub mod duration;
 pub mod size;
 
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -66,6 +67,7 @@ pub struct CacheSection {
     pub l1_bytes: usize,
     /// With an L1: the longest an L1 copy is used before the store is asked again, in milliseconds. This bounds how
     /// long another proxy's purge takes to reach this one.
+    #[serde(deserialize_with = "duration::deserialize_ms")]
     pub l1_ttl_ms: u64,
     /// Memory store bound in bytes (keys, values and bookkeeping).
     #[serde(deserialize_with = "size::deserialize_usize")]
@@ -82,20 +84,26 @@ pub struct CacheSection {
     pub fill_buffer_bytes: usize,
     /// Give responses without explicit freshness 10% of their age since Last-Modified, up to this many seconds
     /// (0 = off, the default: the app says what may be cached).
+    #[serde(deserialize_with = "duration::deserialize_secs")]
     pub heuristic_max_secs: u64,
     /// Cache responses that set cookies.
     pub cache_set_cookie: bool,
     /// stale-while-revalidate for responses that do not give one, in seconds.
+    #[serde(deserialize_with = "duration::deserialize_secs")]
     pub stale_while_revalidate_secs: u64,
     /// stale-if-error for responses that do not give one, in seconds.
+    #[serde(deserialize_with = "duration::deserialize_secs")]
     pub stale_if_error_secs: u64,
     /// How long a request waits for a refresh under way before it is answered with the stale response (within
     /// stale-if-error), in milliseconds.
+    #[serde(deserialize_with = "duration::deserialize_ms")]
     pub stale_wait_ms: u64,
     /// How long stale responses with validators are kept for conditional revalidation, in seconds.
+    #[serde(deserialize_with = "duration::deserialize_secs")]
     pub revalidation_window_secs: u64,
     /// How long to remember that a URL's response could not be stored, sending its requests straight upstream in
     /// parallel instead of one at a time (Varnish's hit-for-miss), in seconds (0 = off).
+    #[serde(deserialize_with = "duration::deserialize_secs")]
     pub hit_for_miss_secs: u64,
     /// Honour client `Cache-Control` / `Pragma` request directives (off: clients cannot force the app to work).
     pub honor_request_cache_control: bool,
@@ -125,19 +133,26 @@ pub struct LimitsSection {
     /// Concurrent HTTP/2 streams per connection.
     pub max_concurrent_streams: u32,
     /// Seconds a client may take to send a request head, from accepting the connection and from its first byte.
+    #[serde(deserialize_with = "duration::deserialize_secs")]
     pub header_read_timeout_secs: u64,
     /// Seconds a connection may stay open with no request under way (keep-alive idle, HTTP/2 included).
+    #[serde(deserialize_with = "duration::deserialize_secs")]
     pub idle_timeout_secs: u64,
     /// Seconds a client may take to send a whole request body.
+    #[serde(deserialize_with = "duration::deserialize_secs")]
     pub request_body_timeout_secs: u64,
     /// Seconds to connect to the upstream (then 502).
+    #[serde(deserialize_with = "duration::deserialize_secs")]
     pub upstream_connect_timeout_secs: u64,
     /// Seconds to wait for the upstream's response head (then 504); a response being stored must also arrive
     /// whole within this.
+    #[serde(deserialize_with = "duration::deserialize_secs")]
     pub upstream_timeout_secs: u64,
     /// Seconds the upstream may go quiet in the middle of a response body before larder gives up on it.
+    #[serde(deserialize_with = "duration::deserialize_secs")]
     pub upstream_idle_timeout_secs: u64,
     /// Seconds to let in-flight requests finish after SIGTERM or SIGHUP.
+    #[serde(deserialize_with = "duration::deserialize_secs")]
     pub shutdown_grace_secs: u64,
 }
 
@@ -315,6 +330,14 @@ impl ProxyConfig {
             return Err(ConfigError::Invalid {
                 field: "cache.max_entry_fraction",
                 message: format!("{} is not a fraction in (0, 1]", self.cache.max_entry_fraction),
+            });
+        }
+        if self.cache.store.is_empty() && self.cache.l1_bytes > 0 {
+            return Err(ConfigError::Invalid {
+                field: "cache.l1_bytes",
+                message: "an L1 is a memory copy in front of a shared store: give --store too (without one, \
+                          --capacity sizes the memory store)"
+                    .into(),
             });
         }
         // Last, so that a mistake in another setting is reported first.

@@ -30,8 +30,18 @@ impl<S: Store> Proxy<S> {
             return (response, verdict);
         }
         let removed = self.remove_url(&ctx.key).await;
-        let status = if removed > 0 { StatusCode::OK } else { StatusCode::NOT_FOUND };
-        (respond::json(status, format!("{{\"purged\":{}}}", usize::from(removed > 0))), verdict)
+        if removed > 0 {
+            return (respond::json(StatusCode::OK, r#"{"purged":1}"#.to_owned()), verdict);
+        }
+        // Nothing under this key: say which key, since the likeliest reason is another Host for the same page.
+        let answer = serde_json::json!({
+            "purged": 0,
+            "key": ctx.key,
+            "note": "nothing is stored under this key. The Host is part of a page's key (a page fetched as \
+                     http://localhost/… is not the one fetched as http://127.0.0.1/…): send PURGE with the Host \
+                     clients use, or purge by url_prefix or tag through the admin API",
+        });
+        (respond::json(StatusCode::NOT_FOUND, answer.to_string()), verdict)
     }
 
     /// Removes a URL's stored responses (every variant and coding); returns how many store entries went.
