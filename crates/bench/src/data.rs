@@ -271,31 +271,6 @@ pub fn users_of_size(all: &[User], bytes: usize) -> Vec<User> {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn samples_are_deterministic_and_near_their_target_sizes() {
-        let html = product_listing_html(1_000_000);
-        assert_eq!(html, product_listing_html(1_000_000));
-        assert!((1_000_000..1_010_000).contains(&html.len()), "{}", html.len());
-        let records = users(4000);
-        assert_eq!(records, users(4000));
-        assert_eq!(records.len(), 4000);
-        let packed = rmp_serde::to_vec_named(&records).expect("serializes").len();
-        assert!((500_000..2_000_000).contains(&packed), "{packed}");
-    }
-
-    #[test]
-    fn users_of_size_stays_within_the_requested_size() {
-        let all = users(200);
-        let some = users_of_size(&all, 1024);
-        let packed = rmp_serde::to_vec_named(&some).expect("serializes").len();
-        assert!(packed <= 1024 && packed > 512, "{packed}");
-    }
-}
-
 /// Key indices to visit: uniform, or Zipf-distributed with exponent `s` over a random permutation of the keys (so
 /// the hot keys are scattered, not "1", "2", "3").
 pub fn key_indices(entries: usize, count: usize, seed: u64, zipf: Option<f64>) -> Vec<u32> {
@@ -320,4 +295,29 @@ pub fn key_indices(entries: usize, count: usize, seed: u64, zipf: Option<f64>) -
             permutation[rank]
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_are_deterministic_and_near_their_target_sizes() {
+        let html = product_listing_html(1_000_000);
+        assert_eq!(html, product_listing_html(1_000_000));
+        assert!((1_000_000..1_010_000).contains(&html.len()), "{}", html.len());
+        let records = users(4000);
+        assert_eq!(records, users(4000));
+        assert_eq!(records.len(), 4000);
+        let packed = rmp_serde::to_vec_named(&records).expect("serializes").len();
+        assert!((500_000..2_000_000).contains(&packed), "{packed}");
+    }
+
+    #[test]
+    fn users_of_size_stays_within_the_requested_size() {
+        let all = users(200);
+        let some = users_of_size(&all, 1024);
+        let packed = rmp_serde::to_vec_named(&some).expect("serializes").len();
+        assert!(packed <= 1024 && packed > 512, "{packed}");
+    }
 }
