@@ -99,4 +99,30 @@ class HostileServersTest < Minitest::Test
       large&.close
     end
   end
+
+  # A connection whose reply was bad is out of step: it is closed, and the next request opens another; a connection
+  # whose reply was good is kept. (A few lines of fake memcached: the real one never answers badly.)
+  def test_the_connection_of_a_bad_reply_is_closed_and_a_good_one_kept
+    server = TCPServer.new("127.0.0.1", 0)
+    replies = Queue.new
+    ["EN\r\n", "EN\r\n", "XX not a reply\r\n", "EN\r\n"].each { |reply| replies << reply }
+    accepted = Queue.new
+    acceptor = Thread.new do
+      loop do
+        client = server.accept
+        accepted << client
+        Thread.new(client) { |c| c.write(replies.pop) while c.gets }
+      end
+    end
+    store = Larder::Stores.open("memcached://127.0.0.1:#{server.addr[1]}?prefix_purge=false&failures=100&timeout=2s")
+    2.times { assert_nil store.get("k") }
+    assert_equal 1, accepted.size, "a good reply keeps its connection"
+    assert_raises(Larder::StoreError) { store.get("k") }
+    assert_nil store.get("k")
+    assert_equal 2, accepted.size, "the bad reply's connection was closed"
+  ensure
+    store&.close
+    acceptor&.kill
+    server&.close
+  end
 end

@@ -32,6 +32,16 @@ class RedisStoreTest < Minitest::Test
     raw&.close
   end
 
+  def test_the_database_in_the_url_is_selected
+    one = Larder::Stores.open("redis://#{Servers.redis}/1")
+    key = unique("db1")
+    one.set(key, entry("in db 1"))
+    assert_nil store.get(key)
+    assert_equal "in db 1", Larder.decode(one.get(key)).value
+  ensure
+    one&.close
+  end
+
   def test_a_dead_server_fails_fast_after_its_failures
     dead = Larder::Stores.open("redis://127.0.0.1:#{Servers.free_port}/0?failures=2&retry_after=60s")
     2.times { assert_raises(Larder::StoreError) { dead.get("x") } }
