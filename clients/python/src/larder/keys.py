@@ -9,6 +9,7 @@ changes are ASCII-only, exactly as the spec says: no Unicode case folding, no pe
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Sequence
 from typing import Final
 
@@ -19,14 +20,19 @@ HASHED_PREFIX_LEN: Final = 180
 #: Query parameters dropped from HTTP keys unless told otherwise.
 DEFAULT_DROP: Final = ("utm_*", "gclid", "fbclid", "msclkid")
 
+#: The bytes memcached refuses in a key: controls, space and DEL.
+_UNSAFE: Final = re.compile("[\x00-\x20\x7f]")
+_UNSAFE_BYTES: Final = re.compile(b"[\x00-\x20\x7f]")
 _ASCII_UPPER: Final = {c: c - 32 for c in range(ord("a"), ord("z") + 1)}
 _ASCII_LOWER: Final = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
 
 
 def safe_key(key: str) -> str:
     """`key` unchanged if memcached accepts it, else its readable prefix, `#`, and the SHA-256 of the whole key."""
+    if len(key) <= MAX_KEY_LEN and key.isascii() and not _UNSAFE.search(key):
+        return key  # the common case, without encoding: an ASCII str is its own UTF-8
     raw = key.encode("utf-8")
-    if len(raw) <= MAX_KEY_LEN and not any(b <= 0x20 or b == 0x7F for b in raw):
+    if len(raw) <= MAX_KEY_LEN and not _UNSAFE_BYTES.search(raw):
         return key
     prefix_len = 0
     for b in raw[:HASHED_PREFIX_LEN]:

@@ -185,6 +185,8 @@ class MemcachedStore(Store):
         if max_item <= ITEM_OVERHEAD + 250:
             raise ValueError("max_item is too small")
         self.prefix = prefix
+        #: The prefix list's key, read with every get (computed once: it is a SHA-256).
+        self._prefixes_key = internal_key(prefix, "prefixes", "")
         self.timeout = timeout_ms / 1000
         self.timeout_ms = timeout_ms
         self.connect_timeout = connect_timeout_ms / 1000
@@ -381,7 +383,7 @@ class MemcachedStore(Store):
     # ------------------------------------------------------------------------------------- purge records
 
     def _prefix_list_key(self) -> str:
-        return internal_key(self.prefix, "prefixes", "")
+        return self._prefixes_key
 
     def _tag_key(self, tag: str) -> str:
         return internal_key(self.prefix, "tag", tag)
