@@ -12,7 +12,7 @@ LARDER_DEBUG := $(CURDIR)/target/debug/larder
 # The hostile memcached/Redis server every language's store suite runs against (crates/testkit).
 LARDER_HOSTILE := $(CURDIR)/target/debug/larder-hostile
 
-.PHONY: demo test test-rust test-python test-django test-ruby test-activesupport lint-rust build-debug venv services \
+.PHONY: demo test test-rust test-python test-django test-ruby test-activesupport test-tour lint-rust build-debug venv services \
 	ruby-packages rails-tests fuzz clean
 
 # Servers the store tests start on loopback (never as system services): binary -> Debian package.
@@ -33,7 +33,7 @@ demo:
 	cargo build --release -p larder-cli
 	./target/release/larder demo
 
-test: services lint-rust test-rust test-python test-django test-ruby test-activesupport
+test: services lint-rust test-rust test-python test-django test-ruby test-activesupport test-tour
 
 # Installs (apt-get, only what is missing) the servers the tests start themselves through larder-testkit.
 services:
@@ -98,6 +98,10 @@ rails-tests: ruby-packages
 
 test-activesupport: rails-tests services
 	cd clients/ruby && RAILS_AS_TESTS=$$(test/activesupport/fetch_rails_tests.sh "$(CACHE_DIR)") rake activesupport
+
+# The README's quick tour, run as written in a fresh shell (docs/tour_test.py): it builds the release binary itself.
+test-tour:
+	$(PYTHON) docs/tour_test.py
 
 # A long coverage-guided fuzzing run of the entry decoder (nightly + cargo-fuzz; not part of `make test`).
 # Seeds are the vector entries; the corpus stays out of git.
