@@ -57,7 +57,12 @@ fn usage_error(error: clap::Error) -> ExitCode {
     let rendered = error.render().to_string();
     let first = rendered.lines().next().unwrap_or("invalid arguments");
     let message = first.strip_prefix("error: ").unwrap_or(first);
-    eprintln!("larder: {message} (see --help)");
+    // clap lists the values a setting takes on a line of its own; they belong in the one line.
+    let values = rendered.lines().find_map(|l| l.trim().strip_prefix("[possible values: ")?.strip_suffix(']'));
+    match values {
+        Some(values) => eprintln!("larder: {message}: use one of {values} (see --help)"),
+        None => eprintln!("larder: {message} (see --help)"),
+    }
     ExitCode::from(2)
 }
 

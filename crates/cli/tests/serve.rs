@@ -125,6 +125,10 @@ fn bad_settings_get_one_clear_line() {
         (vec!["--upstream=http://a".into(), "--capacity=12X".into()], vec![], "suffix"),
         (vec!["--upstream=http://a/?q=1".into()], vec![], "upstream"),
         (vec!["--upstream=http://a".into(), "--trusted-proxies=10.0.0.0/40".into()], vec![], "trusted_proxies"),
+        (vec!["--upstream=http://a".into(), "--compress=lzma".into()], vec![], "use one of off, gzip, br, zstd"),
+        (vec!["--upstream=http://a".into(), "--stale-if-error=5x".into()], vec![], "ms, s, m, h"),
+        (vec!["--upstream=http://a".into(), "--no-admin".into(), "--l1=64M".into()], vec![], "give --store too"),
+        (vec!["--upstream=http://a".into()], vec![], "--admin-token"),
     ];
     for (args, env, says) in cases {
         let output = larder().arg("serve").args(&args).envs(env.clone()).output().expect("runs");

@@ -101,6 +101,12 @@ async fn purge_method_works_from_purge_from_addresses_only() {
     let purged = send("PURGE", &larder.url("/p"), &[], Bytes::new()).await;
     assert_eq!(purged.status, StatusCode::OK);
     assert_eq!(get(&larder.url("/p"), &[]).await.cache(), "MISS");
+    // Nothing under the key: the answer names the key and the likely reason (another Host), not a bare 0.
+    let other_host = send("PURGE", &larder.url("/p"), &[("host", "localhost")], Bytes::new()).await;
+    assert_eq!(other_host.status, StatusCode::NOT_FOUND);
+    let answer: serde_json::Value = serde_json::from_slice(&other_host.body).expect("JSON");
+    assert_eq!(answer["key"], "GET:http://localhost/p", "{answer}");
+    assert!(answer["note"].as_str().is_some_and(|n| n.contains("Host")), "{answer}");
 
     // The default: nobody, loopback included (a TLS terminator on this host would make every client loopback).
     let closed = Larder::start(&origin.url(), |c| c.purge_from = larder_proxy::ProxyConfig::default().purge_from).await;
@@ -120,6 +126,11 @@ async fn metrics_and_health() {
     let larder = Larder::start(&origin.url(), |_| {}).await;
     get(&larder.url("/m"), &[]).await;
     get(&larder.url("/m"), &[]).await;
+    assert_eq!(get(&larder.admin_url("/purge"), &[]).await.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(
+        send("POST", &larder.admin_url("/metrics"), &[("content-type", "application/json")], "{}").await.status,
+        StatusCode::METHOD_NOT_ALLOWED
+    );
     let health = get(&larder.admin_url("/health"), &[]).await;
     assert_eq!(health.status, StatusCode::OK);
     let report: serde_json::Value = serde_json::from_slice(&health.body).expect("JSON");

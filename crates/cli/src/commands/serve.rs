@@ -454,6 +454,8 @@ mod tests {
             "--compress=br",
             "--admin-no-token",
             "--purge-from=127.0.0.1,10.0.0.0/8",
+            "--stale-if-error=5m",
+            "--stale-wait=2s",
         ])
         .expect("parses");
         let config = args.serve.config().map_err(|f| f.message).expect("valid");
@@ -465,6 +467,7 @@ mod tests {
         assert_eq!(config.trusted_proxies, ["10.0.0.0/8", "192.0.2.7"]);
         assert!(config.admin_no_token);
         assert_eq!(config.purge_from, ["127.0.0.1", "10.0.0.0/8"]);
+        assert_eq!((config.cache.stale_if_error_secs, config.cache.stale_wait_ms), (300, 2000), "durations take units");
         let no_token = Harness::try_parse_from(["x", "--upstream=http://a"]).expect("parses").serve.config();
         assert!(no_token.is_err_and(|f| f.message.contains("--admin-token")), "the admin API needs a token");
         for bad in ["--capacity=-1M", "--cache-set-cookie=maybe", "--compress=lzma", "--listen=nowhere.invalid:80"] {
