@@ -12,8 +12,8 @@ require "active_support/cache/larder_store"
 # SystemStackError out of Cache and LarderStore, and memcached blocked over 40 s on an endless line.)
 class HostileServersTest < Minitest::Test
   TIMEOUT_MS = 300
-  # What a failed call may take beyond its timeout on this shared 2-core machine (process and thread scheduling).
-  MARGIN = 0.7
+  # What a failed call may take beyond its timeout on a shared 2-core machine (a child process, scheduling).
+  MARGIN = 1.0
   # Far below every announced size (1 GiB, or a line of 1 GiB), above what a process's allocator may take anyway.
   MEMORY_BOUND = 32 << 20
 
@@ -77,11 +77,9 @@ class HostileServersTest < Minitest::Test
     Hostile.serve("memcached", "garbage") do |address|
       store = Larder::Stores.open("memcached://#{address}?timeout=#{TIMEOUT_MS}ms&failures=2&retry_after=60s")
       2.times { assert_raises(Larder::StoreError) { store.get("k") } }
-      started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+      assert_equal 2, store.server_errors[address]
       error = assert_raises(Larder::StoreError) { store.get("k") }
-      assert_includes error.message, "ejected"
-      assert_operator Process.clock_gettime(Process::CLOCK_MONOTONIC) - started, :<, 0.05, "fails at once"
-      assert_operator store.server_errors[address], :>=, 2
+      assert_includes error.message, "every server is ejected", "refused without asking the server"
     ensure
       store&.close
     end
