@@ -1,9 +1,11 @@
 //! `fetch`: read a value, or compute it once and store it.
 //!
 //! - A miss is computed by exactly one caller in this process; concurrent callers for the same key wait for its
-//!   result (or its error) instead of running the loader again.
-//! - Within an entry's stale window, one caller recomputes (guarded across processes by a short lock entry in the
-//!   store) while everyone else is served the stale value at once: Rails' `race_condition_ttl`.
+//!   result (or its error) instead of running the loader again. Across processes, the one leader per process takes
+//!   the key's store lock first (spec/STORES.md §3, one lock policy): a leader that finds it held polls the store
+//!   for the other process's value instead of loading it too.
+//! - Within an entry's stale window, one caller recomputes (under the same store lock) while everyone else, in
+//!   every process, is served the stale value at once: Rails' `race_condition_ttl`.
 //! - A loader that fails or panics caches nothing; its error reaches every waiter, and the cache stays usable.
 
 use std::collections::HashMap;
@@ -71,17 +73,35 @@ impl<S: Store> Cache<S> {
                             CacheCounters::bump(&self.shared.counters.stale_served);
                             return Ok(stale);
                         }
-                        LockState::Acquired(lock) => Some(lock),
+                        LockState::Acquired(lock) => Some(self.hold(lock)),
                         LockState::Unavailable => None,
                     };
                     let result = self.load_and_store(&store_key, options, take(&mut loader), lead).await;
                     if let Some(lock) = lock {
-                        self.unlock(lock).await;
+                        lock.release().await;
                     }
                     return result;
                 }
                 Lookup::Miss => match self.shared.inflight.join_or_lead(&store_key) {
-                    Role::Lead(lead) => return self.load_and_store(&store_key, options, take(&mut loader), lead).await,
+                    Role::Lead(lead) => {
+                        let lock = match self.try_lock(&store_key, self.shared.lock_ttl).await {
+                            LockState::Held => match self.await_other_process::<T>(&store_key, version).await {
+                                Some(value) => {
+                                    CacheCounters::bump(&self.shared.counters.coalesced_across_processes);
+                                    lead.finish(Ok(Arc::new(value.clone())));
+                                    return Ok(value);
+                                }
+                                None => None,
+                            },
+                            LockState::Acquired(lock) => Some(self.hold(lock)),
+                            LockState::Unavailable => None,
+                        };
+                        let result = self.load_and_store(&store_key, options, take(&mut loader), lead).await;
+                        if let Some(lock) = lock {
+                            lock.release().await;
+                        }
+                        return result;
+                    }
                     Role::Wait(waiter) => {
                         CacheCounters::bump(&self.shared.counters.coalesced_waits);
                         match waiter.wait().await {
@@ -133,6 +153,23 @@ impl<S: Store> Cache<S> {
             self.store_quietly(&self.store_key(key), value, options).await?;
         }
         Ok(keys.iter().zip(found).filter_map(|(key, value)| value.or_else(|| loaded.remove(*key))).collect())
+    }
+
+    /// Polls the store for the fresh value another process is computing under the lock (5 ms, doubling up to
+    /// 50 ms); `None` when the lock goes away without one or `lock_ttl` passes (spec/STORES.md §3).
+    async fn await_other_process<T: Cacheable>(&self, store_key: &str, version: Option<&str>) -> Option<T> {
+        let deadline = tokio::time::Instant::now() + self.shared.lock_ttl;
+        let mut pause = std::time::Duration::from_millis(5);
+        loop {
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(std::time::Duration::from_millis(50));
+            if let Lookup::Fresh(value) = self.lookup::<T>(store_key, version).await {
+                return Some(value);
+            }
+            if tokio::time::Instant::now() >= deadline || !self.is_locked(store_key).await {
+                return None;
+            }
+        }
     }
 
     /// Runs the loader as the leader, stores a success, and hands the outcome to every waiter.

@@ -27,5 +27,5 @@ mod stats;
 pub use cache::{Cache, CacheBuilder, WriteOptions};
 pub use error::CacheError;
 pub use fetch::Cacheable;
-pub use locks::{Lock, LockState};
+pub use locks::{HeldLock, Lock, LockState};
 pub use stats::CacheStats;

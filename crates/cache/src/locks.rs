@@ -54,4 +54,34 @@ impl<S: Store> Cache<S> {
         let released = self.shared.store.delete_if(&lock.key, lock.token.as_bytes()).await;
         self.absorbed(released);
     }
+
+    /// Holds `lock` until [`HeldLock::release`], or until dropped: a holder cancelled mid-way (its caller went
+    /// away) still gives the lock back, from a task of its own, instead of leaving other processes to wait out its
+    /// TTL.
+    pub fn hold(&self, lock: Lock) -> HeldLock<S> {
+        HeldLock { cache: self.clone(), lock: Some(lock) }
+    }
+}
+
+/// A lock that is released when dropped (see [`Cache::hold`]).
+pub struct HeldLock<S: Store> {
+    cache: Cache<S>,
+    lock: Option<Lock>,
+}
+
+impl<S: Store> HeldLock<S> {
+    pub async fn release(mut self) {
+        if let Some(lock) = self.lock.take() {
+            self.cache.unlock(lock).await;
+        }
+    }
+}
+
+impl<S: Store> Drop for HeldLock<S> {
+    fn drop(&mut self) {
+        if let (Some(lock), Ok(runtime)) = (self.lock.take(), tokio::runtime::Handle::try_current()) {
+            let cache = self.cache.clone();
+            runtime.spawn(async move { cache.unlock(lock).await });
+        }
+    }
 }

@@ -10,6 +10,7 @@ pub struct CacheCounters {
     pub(crate) stale_served: AtomicU64,
     pub(crate) loads: AtomicU64,
     pub(crate) coalesced_waits: AtomicU64,
+    pub(crate) coalesced_across_processes: AtomicU64,
     pub(crate) corrupt_entries: AtomicU64,
     pub(crate) store_errors: AtomicU64,
 }
@@ -25,6 +26,8 @@ pub struct CacheStats {
     pub loads: u64,
     /// Callers that waited for another's loader instead of running their own.
     pub coalesced_waits: u64,
+    /// Cold misses answered by the value another process computed under the store lock (spec/STORES.md §3).
+    pub coalesced_across_processes: u64,
     /// Entries that failed to decode and were treated as misses.
     pub corrupt_entries: u64,
     /// Store failures absorbed (reads treated as misses, writes skipped).
@@ -44,6 +47,7 @@ impl CacheCounters {
             stale_served: load(&self.stale_served),
             loads: load(&self.loads),
             coalesced_waits: load(&self.coalesced_waits),
+            coalesced_across_processes: load(&self.coalesced_across_processes),
             corrupt_entries: load(&self.corrupt_entries),
             store_errors: load(&self.store_errors),
         }

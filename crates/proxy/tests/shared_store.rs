@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use larder_proxy::{ProxyConfig, Server};
-use larder_store::{MemoryStore, Store, StoreError, StoreStats, SystemClock, Value};
+use larder_store::{ManualClock, MemoryStore, Store, StoreError, StoreStats, SystemClock, Value};
 use support::{cacheable, get, Larder, Origin};
 
 /// Proxies listen on different ports; clients name the site, which is what keys are made of.
@@ -206,4 +206,47 @@ async fn on_a_remote_store_a_vary_hit_takes_one_round_trip_and_never_a_stale_mar
     );
     task.abort();
     other_task.abort();
+}
+
+/// Twenty clients over two proxies for one page, at once; what each got.
+async fn burst(a: &Larder, b: &Larder, path: &str) -> Vec<support::Got> {
+    let mut requests = Vec::new();
+    for i in 0..20 {
+        let url = if i % 2 == 0 { a.url(path) } else { b.url(path) };
+        requests.push(tokio::spawn(async move { get(&url, HOST).await }));
+    }
+    let mut answers = Vec::new();
+    for request in requests {
+        answers.push(request.await.expect("task"));
+    }
+    answers
+}
+
+/// The one lock policy (spec/STORES.md §3): a refresh takes the store lock like a cold miss, so a page gone stale
+/// is fetched once across proxies, whether the refresh makes clients wait (past stale-while-revalidate) or runs
+/// in the background while they get the stale copy.
+#[tokio::test]
+async fn a_stale_page_is_refreshed_once_across_proxies() {
+    // One clock for the origin's Date and both proxies (in production they are all on real time).
+    let clock = ManualClock::new(larder_format::now_ms());
+    let origin = Origin::stamped(clock.clone(), cacheable(vec![("cache-control", "max-age=1".into())])).await;
+    origin.set_delay(Duration::from_millis(300));
+    let store = shared();
+    let a = Larder::start_on_at(&origin.url(), store.clone(), clock.clone(), |_| {}).await;
+    let b = Larder::start_on_at(&origin.url(), store.clone(), clock.clone(), |_| {}).await;
+    assert_eq!(get(&a.url("/page"), HOST).await.text(), "/page #1");
+    clock.advance_ms(5_000);
+    let answers = burst(&a, &b, "/page").await;
+    assert!(answers.iter().all(|g| g.status == 200), "every client answered");
+    assert_eq!(origin.count("/page"), 2, "twenty clients of a stale page over two proxies: one refresh upstream");
+    assert!(answers.iter().all(|g| g.text() == "/page #2"), "all got the refreshed page (it came within stale_wait)");
+
+    let swr = |cfg: &mut ProxyConfig| cfg.cache.stale_while_revalidate_secs = 60;
+    let c = Larder::start_on_at(&origin.url(), store.clone(), clock.clone(), swr).await;
+    let d = Larder::start_on_at(&origin.url(), store, clock.clone(), swr).await;
+    clock.advance_ms(10_000);
+    let answers = burst(&c, &d, "/page").await;
+    assert!(answers.iter().all(|g| g.text() == "/page #2"), "stale-while-revalidate: the stale copy at once");
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(origin.count("/page"), 3, "one background refresh across proxies");
 }

@@ -52,12 +52,23 @@ pub(crate) struct FillPlan {
     pub outcome: Outcome,
     /// Why it was passed.
     pub detail: Option<&'static str>,
+    /// A refresh nobody waits for (stale-while-revalidate): if another process holds the store lock, it is
+    /// refreshing this response already, and this one does nothing.
+    pub background: bool,
 }
 
 impl FillPlan {
     /// A request sent upstream on its own; its response is still stored if it may be.
     pub fn pass(ctx: &RequestContext, fwd: Fwd, why: &'static str, marker: Option<FoundMarker>) -> FillPlan {
-        FillPlan { fill_key: ctx.key.clone(), marker, stale: None, fwd, outcome: Outcome::Pass, detail: Some(why) }
+        FillPlan {
+            fill_key: ctx.key.clone(),
+            marker,
+            stale: None,
+            fwd,
+            outcome: Outcome::Pass,
+            detail: Some(why),
+            background: false,
+        }
     }
 
     /// The refresh of a stale response.
@@ -69,7 +80,13 @@ impl FillPlan {
             fwd: Fwd::Stale,
             outcome: Outcome::Miss,
             detail: None,
+            background: false,
         }
+    }
+
+    /// The refresh of a stale response served meanwhile (stale-while-revalidate), which nobody waits for.
+    pub fn refresh_in_background(stale: Stored, marker: Option<FoundMarker>) -> FillPlan {
+        FillPlan { background: true, ..FillPlan::refresh(stale, marker) }
     }
 }
 
@@ -152,7 +169,9 @@ impl<S: Store> Proxy<S> {
         let (tx, rx) = oneshot::channel();
         let proxy = Arc::clone(self);
         tokio::spawn(async move {
-            let (answer, outcome) = if lead.is_some() && plan.stale.is_none() {
+            // The one lock policy (spec/STORES.md §3): a leader takes the store lock for a cold miss and for a
+            // refresh alike.
+            let (answer, outcome) = if lead.is_some() {
                 proxy.fetch_once_across_processes(&ctx, &plan).await
             } else {
                 proxy.fetch_and_store(&ctx, &plan).await
@@ -247,9 +266,10 @@ impl<S: Store> Proxy<S> {
         }
     }
 
-    /// The fill of a key no response is stored for, coalesced with other processes on the same store through a
-    /// store lock (spec/STORES.md §3): the process that takes it goes upstream; the others watch the store for its
-    /// response and go upstream themselves only if the lock goes away without one, or after `wait_limit`.
+    /// A fill (of a key no response is stored for, or a refresh of a stale one), coalesced with other processes on
+    /// the same store through a store lock (spec/STORES.md §3): the process that takes it goes upstream; the others
+    /// watch the store for its response and go upstream themselves only if the lock goes away without one, or after
+    /// `wait_limit`; a background refresh (stale-while-revalidate) leaves the work to the holder.
     async fn fetch_once_across_processes(
         self: &Arc<Self>,
         ctx: &RequestContext,
@@ -257,11 +277,20 @@ impl<S: Store> Proxy<S> {
     ) -> (Answer, FillOutcome) {
         match self.cache.try_lock(&plan.fill_key, self.settings.wait_limit).await {
             LockState::Acquired(lock) => {
+                let held = self.cache.hold(lock);
                 let result = self.fetch_and_store(ctx, plan).await;
-                self.cache.unlock(lock).await;
+                held.release().await;
                 result
             }
             LockState::Unavailable => self.fetch_and_store(ctx, plan).await,
+            LockState::Held if plan.background => {
+                Metrics::bump(&self.metrics.coalesced_across_processes);
+                let answer = match &plan.stale {
+                    Some(stale) => self.serve_stale_copy(ctx, stale, "stale-while-revalidate", None).await,
+                    None => self.fetch_and_store(ctx, plan).await.0,
+                };
+                (answer, FillOutcome::Stored)
+            }
             LockState::Held => match self.await_other_process(ctx, plan).await {
                 Some(answer) => (answer, FillOutcome::Stored),
                 None => self.fetch_and_store(ctx, plan).await,

@@ -47,7 +47,15 @@ impl<S: Store> Proxy<S> {
                 if self.hit_for_miss.contains(&ctx.key, now) {
                     return self.fill_alone(ctx, FillPlan::pass(ctx, Fwd::Bypass, "uncacheable", marker)).await;
                 }
-                let plan = FillPlan { fill_key, marker, stale: None, fwd, outcome: Outcome::Miss, detail: None };
+                let plan = FillPlan {
+                    fill_key,
+                    marker,
+                    stale: None,
+                    fwd,
+                    outcome: Outcome::Miss,
+                    detail: None,
+                    background: false,
+                };
                 self.fill_coalesced(ctx, plan).await
             }
         }

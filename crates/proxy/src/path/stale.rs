@@ -32,7 +32,7 @@ impl<S: Store> Proxy<S> {
         }
         if let Some(lead) = self.fills.try_lead(&stored.key) {
             // Nobody waits for this answer: the refresh stores what it gets.
-            drop(self.spawn_fill(ctx.clone(), FillPlan::refresh(stored.clone(), marker), Some(lead)));
+            drop(self.spawn_fill(ctx.clone(), FillPlan::refresh_in_background(stored.clone(), marker), Some(lead)));
         }
         let verdict =
             Verdict::new(Outcome::Stale).with_ttl(ttl_seconds(&stored, now)).with_detail("stale-while-revalidate");

@@ -214,6 +214,24 @@ impl Larder {
         Larder::start_with(config, store, clock).await
     }
 
+    /// larder on `store` and `clock` (proxies sharing a store, and an origin made by `Origin::stamped`, on one
+    /// hand-moved clock).
+    pub async fn start_on_at(
+        upstream: &str,
+        store: MemoryStore,
+        clock: Arc<ManualClock>,
+        tweak: impl FnOnce(&mut ProxyConfig),
+    ) -> Larder {
+        let mut config = ProxyConfig {
+            upstream: upstream.to_owned(),
+            listen: "127.0.0.1:0".parse().expect("addr"),
+            admin: Some("127.0.0.1:0".parse().expect("addr")),
+            ..test_defaults()
+        };
+        tweak(&mut config);
+        Larder::start_with(config, store, clock).await
+    }
+
     /// larder on `store` (a clone of a memory store shares it, as proxies share a memcached or Redis store).
     pub async fn start_on(upstream: &str, store: MemoryStore, tweak: impl FnOnce(&mut ProxyConfig)) -> Larder {
         let mut config = ProxyConfig {
