@@ -80,3 +80,43 @@ def test_django_values_are_larder_entries_rust_reads(django_cache: object, memca
     entry = larder.decode(raw)
     assert isinstance(entry.value, msgpack.ExtType), "a Python-only value is an opaque ext to other readers"
     assert entry.value.code == 80
+
+
+@pytest.mark.parametrize(
+    ("options", "left"), [({"MAX_ENTRIES": 30}, 29), ({"MAX_ENTRIES": 30, "CULL_FREQUENCY": 0}, 19)]
+)
+def test_memory_culls_as_locmemcache_does(django_cache: object, options: dict[str, int], left: int) -> None:
+    """Django's own test_cull and test_zero_cull, on memory://: the same counts LocMemCache gives."""
+    from django.core.cache.backends.locmem import LocMemCache
+
+    from larder.django import LarderCache
+
+    # Caches of one LOCATION share their data (LocMemCache's dict per name, larder's store per memory:// URL).
+    locmem = LocMemCache(f"cull-{left}", {"OPTIONS": options})
+    for backend in (LarderCache(f"memory://?capacity={100 + left}M", {"OPTIONS": options}), locmem):
+        for i in range(1, 50):
+            backend.set(f"cull{i}", "value", 1000)
+        assert sum(backend.has_key(f"cull{i}") for i in range(1, 50)) == left, type(backend).__name__
+    emptied = LarderCache("memory://?capacity=99M", {"OPTIONS": {"MAX_ENTRIES": 30}})
+    emptied._max_entries = -1  # Django's test_cull_delete_when_store_empty: a cull before the first write
+    emptied.set("force_cull_delete", "value", 1000)
+    assert emptied.has_key("force_cull_delete") is True
+
+
+def test_shared_stores_are_not_culled(django_cache: object, memcached_server: Memcached) -> None:
+    from larder.django import LarderCache
+
+    backend = LarderCache(f"memcached://{memcached_server.address}", {"OPTIONS": {"MAX_ENTRIES": 3}})
+    backend.set_many({f"k{i}": i for i in range(10)}, 60)
+    assert len(backend.get_many([f"k{i}" for i in range(10)])) == 10
+
+
+def test_caches_of_one_memory_location_share_it(django_cache: object) -> None:
+    from larder.django import LarderCache
+
+    one = LarderCache("memory://?capacity=98M", {"KEY_PREFIX": "p"})
+    two = LarderCache("memory://?capacity=98M", {"KEY_PREFIX": "p"})
+    other = LarderCache("memory://?capacity=97M", {"KEY_PREFIX": "p"})
+    one.set("k", 1)
+    assert two.get("k") == 1
+    assert other.get("k") is None

@@ -17,7 +17,8 @@ accepted when reading, so a rotation keeps the cache); an unsigned or wrongly si
 the shared store cannot make Django run code. Every other reader sees an opaque extension value.
 
 OPTIONS: `compressor`, `compress_threshold`, `default_stale` (seconds), `lock_ttl`, `max_value_size`, `pickle`
-(default True), as for `larder.Cache`; `signing_secret` and `signing_fallbacks` instead of `SECRET_KEY` and
+(default True), as for `larder.Cache`; Django's `MAX_ENTRIES` and `CULL_FREQUENCY` cull a `memory://` store as
+LocMemCache does (shared stores bound their memory themselves); `signing_secret` and `signing_fallbacks` instead of `SECRET_KEY` and
 `SECRET_KEY_FALLBACKS`. Without any secret pickling is off, and storing a value that needs it raises TypeError.
 Store errors surface as `larder.stores.StoreError` from writes (naming the server); reads treat a failing store,
 and any entry they cannot use, as a miss, as every larder cache does.
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -40,6 +42,8 @@ from .http_rules import Rules
 from .keys import DEFAULT_DROP
 from .pages import DEFAULT_MAX_BODY, PageCache, PageRequest, front_headers
 from .stores.base import parse_counter
+from .stores import open_store
+from .stores.memory import MemoryStore
 from .wsgi import origin_form
 
 _MISSING = object()
@@ -54,7 +58,8 @@ _OPTIONS = (
     "signing_secret",
     "signing_fallbacks",
 )
-#: Django's own OPTIONS, read by BaseCache; larder bounds memory with the store URL (capacity, max_entries).
+#: Django's own OPTIONS, read by BaseCache: on `memory://` they cull as LocMemCache does; shared stores bound their
+#: memory themselves (the URL's capacity, memcached's and Redis's eviction).
 _DJANGO_OPTIONS = ("MAX_ENTRIES", "CULL_FREQUENCY")
 
 
@@ -82,8 +87,16 @@ class LarderCache(BaseCache):
                 options["signing_secret"] = secret
                 options.setdefault("signing_fallbacks", fallbacks)
                 options["pickle"] = secret is not None
-            self._cache_obj = Cache(self._location, **options)
+            shared = _memory_store(self._location)  # (a MemoryStore has a length: an empty one is falsy)
+            self._cache_obj = Cache(self._location if shared is None else shared, **options)
         return self._cache_obj
+
+    def _cull_if_full(self) -> None:
+        """On `memory://`, Django's culling before a write, as LocMemCache does it: when MAX_ENTRIES (default 300)
+        entries are held, CULL_FREQUENCY (default 3) says which share goes (0: everything)."""
+        store = self.larder.store
+        if isinstance(store, MemoryStore) and len(store) >= self._max_entries:
+            store.cull(self._cull_frequency)
 
     def _storable(self, value: Any) -> Any:
         """`value`, if this backend can store it as it is: with pickling off (no secret), a value that would need a
@@ -113,7 +126,10 @@ class LarderCache(BaseCache):
         if ttl is None:
             # Django's rule for a timeout <= 0: "added" (and at once expired) when nothing is there.
             return not self.larder.exists(k)
-        return self.larder.add(k, self._storable(value), ttl)
+        value = self._storable(value)
+        if isinstance(self.larder.store, MemoryStore) and not self.larder.exists(k):
+            self._cull_if_full()
+        return self.larder.add(k, value, ttl)
 
     def get(self, key: Any, default: Any = None, version: int | None = None) -> Any:
         return self.larder.get(self._key(key, version), default)
@@ -124,7 +140,9 @@ class LarderCache(BaseCache):
         if ttl is None:
             self.larder.delete(k)
         else:
-            self.larder.set(k, self._storable(value), ttl)
+            value = self._storable(value)
+            self._cull_if_full()
+            self.larder.set(k, value, ttl)
 
     def touch(self, key: Any, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None) -> bool:
         k = self._key(key, version)
@@ -156,6 +174,10 @@ class LarderCache(BaseCache):
         items = {self._key(key, version): self._storable(value) for key, value in data.items()}
         if ttl is None:
             self.larder.delete_many(list(items))
+        elif isinstance(self.larder.store, MemoryStore):
+            for key, value in items.items():  # culled before each write, as LocMemCache's set_many does
+                self._cull_if_full()
+                self.larder.set(key, value, ttl)
         else:
             self.larder.set_many(items, ttl)
         return []
@@ -184,6 +206,24 @@ class LarderCache(BaseCache):
 
     def close(self, **kwargs: Any) -> None:
         """Connections are pooled for the process's lifetime; nothing to do per request."""
+
+
+_MEMORY_STORES: dict[str, MemoryStore] = {}
+_MEMORY_LOCK = threading.Lock()
+
+
+def _memory_store(location: str) -> MemoryStore | None:
+    """For a `memory://` LOCATION, the process's one store of that URL, so that every cache alias naming it shares it
+    (as LocMemCache's caches of one LOCATION share theirs); None for other stores."""
+    if not location.lower().startswith("memory:"):
+        return None
+    with _MEMORY_LOCK:
+        store = _MEMORY_STORES.get(location)
+        if store is None:
+            opened = open_store(location)
+            assert isinstance(opened, MemoryStore)
+            store = _MEMORY_STORES[location] = opened
+        return store
 
 
 def _django_secrets() -> tuple[str | None, list[str]]:

@@ -190,6 +190,20 @@ class MemoryStore(Store):
                 self._remove(key)
             return len(doomed)
 
+    def __len__(self) -> int:
+        """Entries held, expired ones not yet noticed included (as Django's LocMemCache counts them)."""
+        return len(self._items)
+
+    def cull(self, frequency: int) -> int:
+        """Django's LocMemCache culling, for the Django backend's MAX_ENTRIES/CULL_FREQUENCY: everything when
+        `frequency` is 0, else the least recently used `len // frequency` entries. How many went."""
+        with self._lock:
+            count = len(self._items) if frequency == 0 else len(self._items) // frequency
+            for _ in range(count):
+                self._remove(next(iter(self._items)))
+                self._stats.evictions += 1
+            return count
+
     def stats(self) -> StoreStats:
         with self._lock:
             stats = StoreStats(**vars(self._stats))
