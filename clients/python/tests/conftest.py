@@ -1,9 +1,11 @@
-"""Test configuration: a hypothesis profile that keeps the whole suite fast and leaves no files behind."""
+"""Test configuration: a hypothesis profile that keeps the whole suite fast and leaves no files behind, the random
+order's seed printed even under -q, and the real servers the store tests share."""
 
 from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -16,13 +18,18 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "larder"))
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
+    """The seed of this run's random order (pytest-random-order prints it in the header, which -q hides)."""
+    seed = str(config.getoption("random_order_seed", default="")).removeprefix("default:")
+    if seed:
+        terminalreporter.write_line(f"random order: run it again with --random-order-seed={seed}")
+
+
 # --------------------------------------------------------------------------------------------------- real servers
 # Started once per test session on free loopback ports and stopped at the end (tests/servers.py). A missing binary
 # fails the tests that need it, with a message saying to run `make services`.
 
 from collections.abc import Iterator  # noqa: E402
-
-import pytest  # noqa: E402
 
 from servers import Memcached, Postgres, Redis, RedisCluster  # noqa: E402
 
