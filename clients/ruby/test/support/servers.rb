@@ -108,6 +108,8 @@ module Servers
       nil
     end
 
+    # A node-timeout of 30 s: the test cluster never needs a failover, and on a loaded machine a node that did not
+    # answer a ping for 2 s (the old setting) was marked failed and the whole cluster answered CLUSTERDOWN.
     def start_cluster
       server = binary(REDIS, "redis-server")
       cli = binary(REDIS_CLI, "redis-tools")
@@ -117,7 +119,7 @@ module Servers
       ports.each do |port|
         spawn("redis-server", server, "--bind", "127.0.0.1", "--port", port.to_s, "--save", "", "--appendonly", "no",
               "--protected-mode", "no", "--cluster-enabled", "yes", "--cluster-config-file",
-              File.join(dir, "nodes-#{port}.conf"), "--cluster-node-timeout", "2000", port: port)
+              File.join(dir, "nodes-#{port}.conf"), "--cluster-node-timeout", "30000", port: port)
       end
       out, status = Open3.capture2e(cli, "--cluster", "create", *ports.map { |p| "127.0.0.1:#{p}" },
                                     "--cluster-replicas", "0", "--cluster-yes")
