@@ -47,6 +47,8 @@ module Hostile
       elapsed = Process.clock_gettime(Process::CLOCK_MONOTONIC) - started
       writer.write(JSON.generate({ "result" => result, "seconds" => elapsed,
                                    "growth" => (status_kb("VmHWM") - before) * 1024 }))
+    ensure
+      # Never the parent's at_exit handlers (minitest's run, stopping the servers) in the child.
       writer.close
       exit!(0)
     end
