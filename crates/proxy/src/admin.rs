@@ -208,7 +208,7 @@ impl<S: Store> Admin<S> {
 
     /// The store and each of its servers as the last requests found them; `true` when every server is up.
     fn store_report(&self) -> (serde_json::Value, bool) {
-        let cache = self.proxy.cache();
+        let cache = self.proxy.storage();
         let servers = cache.server_reports();
         let all_up = servers.iter().all(|s| s.state == "up");
         let servers: Vec<serde_json::Value> = servers
@@ -240,11 +240,14 @@ impl<S: Store> Admin<S> {
     }
 
     async fn metrics(&self) -> Response<ProxyBody> {
-        let stats = self.proxy.cache().store_stats().await.unwrap_or_default();
+        let stats = self.proxy.storage().store_stats().await.unwrap_or_default();
         let proxy = &self.proxy;
         let dropped = proxy.access_log().map(|log| log.dropped());
-        let mut text = proxy.metrics().render(&stats, &proxy.cache().stats(), proxy.health.report().up, dropped);
-        text.push_str(&crate::metrics::render_server_errors(proxy.cache().backend(), &proxy.cache().server_errors()));
+        let mut text = proxy.metrics().render(&stats, &proxy.storage().stats(), proxy.health.report().up, dropped);
+        text.push_str(&crate::metrics::render_server_errors(
+            proxy.storage().backend(),
+            &proxy.storage().server_errors(),
+        ));
         let mut response = Response::new(ProxyBody::full(Bytes::from(text)));
         response
             .headers_mut()
@@ -267,7 +270,7 @@ impl<S: Store> Admin<S> {
             Ok(Err(message)) => return error(StatusCode::BAD_REQUEST, &format!("invalid entry: {message}")),
             Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
         };
-        if let Err(e) = self.proxy.cache().write_entry(key, &body, None).await {
+        if let Err(e) = self.proxy.storage().write_entry(key, &body).await {
             return error(StatusCode::INSUFFICIENT_STORAGE, &e.to_string());
         }
         Metrics::bump(&self.proxy.metrics().stored);
@@ -323,9 +326,9 @@ impl<S: Store> Admin<S> {
     }
 
     async fn get(&self, key: &str) -> Response<ProxyBody> {
-        match self.proxy.cache().read_entry(key).await {
+        match self.proxy.storage().read_entry(key).await {
             Ok(Some(value)) => {
-                let mut response = Response::new(ProxyBody::full(value.to_bytes()));
+                let mut response = Response::new(ProxyBody::full(value));
                 response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
                 response
             }
@@ -335,7 +338,7 @@ impl<S: Store> Admin<S> {
     }
 
     async fn delete(&self, key: &str) -> Response<ProxyBody> {
-        match self.proxy.cache().delete_entry(key).await {
+        match self.proxy.storage().delete_entry(key).await {
             Ok(true) => {
                 let mut response = Response::new(ProxyBody::empty());
                 *response.status_mut() = StatusCode::NO_CONTENT;
@@ -355,7 +358,7 @@ impl<S: Store> Admin<S> {
             Ok(p) => p,
             Err(e) => return error(StatusCode::BAD_REQUEST, &format!("bad purge request: {e}")),
         };
-        let cache = self.proxy.cache();
+        let cache = self.proxy.storage();
         let mut warning = None;
         let result = match purge {
             PurgeRequest { url: Some(url), url_prefix: None, prefix: None, tag: None, tags: None } => {

@@ -22,12 +22,12 @@ use crate::config::{ConfigError, ProxyConfig};
 use crate::forwarding::Networks;
 use crate::health::UpstreamHealth;
 use crate::hit_for_miss::HitForMiss;
-use crate::marker_hints::MarkerHints;
 use crate::metrics::Metrics;
 use crate::path::fill::FillOutcome;
 use crate::request::{RequestContext, RequestRules, Route};
 use crate::respond;
 use crate::rfc9111::Rules;
+use crate::storage::ResponseStore;
 use crate::upstream::Upstream;
 
 /// How many URLs hit-for-miss remembers at most.
@@ -60,7 +60,8 @@ pub(crate) struct Settings {
 
 /// The caching proxy: shared by every connection.
 pub struct Proxy<S> {
-    pub(crate) cache: Cache<S>,
+    /// Stored responses: the only way to the cache (`storage.rs`).
+    pub(crate) storage: ResponseStore<S>,
     pub(crate) rules: Rules,
     pub(crate) metrics: Metrics,
     pub(crate) upstream: Upstream,
@@ -76,8 +77,6 @@ pub struct Proxy<S> {
     pub(crate) fill_budget: FillBudget,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) access_log: Option<AccessLog>,
-    /// On a shared store: the `Vary` marker last seen per URL, to read marker and variant in one round trip.
-    pub(crate) marker_hints: Option<MarkerHints>,
 }
 
 /// A response and how the cache handled the request.
@@ -140,16 +139,20 @@ impl<S: Store> Proxy<S> {
             transform_slots: Arc::new(Semaphore::new(TRANSFORM_SLOTS)),
             hit_for_miss: HitForMiss::new(HIT_FOR_MISS_CAPACITY),
             fill_budget: FillBudget::new(config.fill_buffer_bytes()),
-            // The memory store answers a second get as fast as a batch: hints pay off only over a network.
-            marker_hints: (cache.backend() != "memory").then(MarkerHints::default),
-            cache,
+            storage: ResponseStore::new(cache),
             clock,
             access_log,
         })
     }
 
-    pub fn cache(&self) -> &Cache<S> {
-        &self.cache
+    /// Stored responses, and the store under them.
+    pub fn storage(&self) -> &ResponseStore<S> {
+        &self.storage
+    }
+
+    /// Upstream fills under way (one per key, however many requests wait for each).
+    pub fn fills_under_way(&self) -> usize {
+        self.fills.len()
     }
 
     pub fn metrics(&self) -> &Metrics {

@@ -60,12 +60,9 @@ impl HitForMiss {
     }
 
     /// URLs remembered now (expired ones included until they are dropped).
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.shards.iter().map(|s| s.lock().len()).sum()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

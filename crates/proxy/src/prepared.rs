@@ -85,11 +85,11 @@ mod tests {
     fn a_decoded_response_is_reused_only_for_the_same_stored_value() {
         let first = entry(b"one");
         let decoded = stored("k", first.clone()).expect("decodes");
-        assert_eq!(decoded.response.body, Bytes::from_static(b"one"));
-        assert_eq!(stored("k", first.clone()).map(|s| s.response.body), Some(Bytes::from_static(b"one")));
+        assert_eq!(decoded.body, Bytes::from_static(b"one"));
+        assert_eq!(stored("k", first.clone()).map(|s| s.body), Some(Bytes::from_static(b"one")));
         // Equal bytes stored again are another value; a replaced entry is decoded afresh.
         let replaced = entry(b"two");
-        assert_eq!(stored("k", replaced).map(|s| s.response.body), Some(Bytes::from_static(b"two")));
+        assert_eq!(stored("k", replaced).map(|s| s.body), Some(Bytes::from_static(b"two")));
         assert!(stored("bad", Value::from(b"not an entry".to_vec())).is_none());
     }
 

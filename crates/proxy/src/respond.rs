@@ -32,9 +32,9 @@ pub struct Representation {
 pub fn stored_coding(stored: &Stored) -> Option<ContentEncoding> {
     let header = stored.headers.get(CONTENT_ENCODING).and_then(|v| v.to_str().ok()).map(str::trim);
     match header.map(str::parse::<ContentEncoding>) {
-        None => Some(stored.response.content_encoding),
-        Some(Ok(coding)) if stored.response.content_encoding == ContentEncoding::Identity => Some(coding),
-        Some(Ok(_)) => Some(stored.response.content_encoding),
+        None => Some(stored.content_encoding),
+        Some(Ok(coding)) if stored.content_encoding == ContentEncoding::Identity => Some(coding),
+        Some(Ok(_)) => Some(stored.content_encoding),
         Some(Err(_)) => None,
     }
 }
@@ -51,7 +51,7 @@ pub fn from_stored(
     let age = HeaderValue::from(stored.age_seconds(now_ms));
     let coding = stored_coding(&stored);
     let status = stored.status();
-    let Stored { headers: mut fields, response: stored_response, .. } = stored;
+    let Stored { headers: mut fields, body, .. } = stored;
     if representation.transformed {
         weaken_etag(&mut fields);
     }
@@ -84,7 +84,6 @@ pub fn from_stored(
         add_vary_accept_encoding(&mut fields);
     }
     fields.insert(AGE, age);
-    let body = stored_response.body;
     let len = body.len() as u64;
     let range = byte_range(request, &fields, status, len);
     let mut response = Response::new(ProxyBody::empty());

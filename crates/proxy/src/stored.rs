@@ -1,19 +1,15 @@
-//! Stored responses: turning an upstream response into an entry (spec/FORMAT.md §4), finding the entry for a
-//! request (through a `Vary` marker to the right variant, spec/FORMAT.md §5.4), and reading one back.
+//! Stored responses without I/O: turning an upstream response into an entry (spec/FORMAT.md §4), the keys of its
+//! variants and alternates (§5.4, §5.5), and reading one back. `storage.rs` does the reading and writing.
 
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, AGE, CONTENT_ENCODING, CONTENT_LENGTH, DATE};
 use http::{HeaderMap, StatusCode};
-use larder_cache::Cache;
 use larder_format::key::safe_key;
 use larder_format::{
-    decode_response, encode_response, encode_value, Compressor, ContentEncoding, DecodeLimits, EncodeOptions, Entry,
-    EntryMeta, HttpResponse, Kind,
+    decode_response, Compressor, ContentEncoding, DecodeLimits, EncodeOptions, EntryMeta, HttpResponse,
 };
-use larder_store::Store;
 use serde::{Deserialize, Serialize};
 
-use crate::marker_hints::MarkerHints;
 use crate::respond::CONSUMED;
 use crate::rfc9111::headers::end_to_end;
 use crate::rfc9111::{freshness, vary, StorePlan};
@@ -29,7 +25,7 @@ pub struct VaryMarker {
 }
 
 impl VaryMarker {
-    fn new(vary: &[String]) -> VaryMarker {
+    pub(crate) fn new(vary: &[String]) -> VaryMarker {
         VaryMarker { vary: vary.to_vec(), generation: Some(format!("{:016x}", fastrand::u64(..))) }
     }
 }
@@ -45,11 +41,13 @@ pub struct FoundMarker {
 #[derive(Debug, Clone)]
 pub struct Stored {
     pub meta: EntryMeta,
-    /// Status, body and coding. Its header pairs are moved into `headers` (kept once, cloned cheaply).
-    pub response: HttpResponse,
+    pub status: u16,
+    /// The body, in `content_encoding` (sharing the entry's memory).
+    pub body: Bytes,
+    pub content_encoding: ContentEncoding,
     /// The store key it was read from (the variant's, for varying responses).
     pub key: String,
-    /// The headers in a map: for the caching rules, and the start of every response served from it.
+    /// The headers, once, in a map: for the caching rules, and the start of every response served from it.
     pub headers: HeaderMap,
 }
 
@@ -64,9 +62,24 @@ pub enum Lookup {
 
 impl Stored {
     pub fn from_entry(key: String, bytes: &Bytes) -> Option<Stored> {
-        let (meta, mut response) = decode_response(bytes, &DecodeLimits::default()).ok()?;
-        let headers = header_map(&std::mem::take(&mut response.headers));
-        Some(Stored { meta, response, key, headers })
+        let (meta, response) = decode_response(bytes, &DecodeLimits::default()).ok()?;
+        Some(Stored::from_parts(key, meta, response))
+    }
+
+    fn from_parts(key: String, meta: EntryMeta, response: HttpResponse) -> Stored {
+        let headers = header_map(&response.headers);
+        let HttpResponse { status, body, content_encoding, .. } = response;
+        Stored { meta, status, body, content_encoding, key, headers }
+    }
+
+    /// The response as an entry holds it (for writing it again, or in another coding).
+    pub fn to_response(&self) -> HttpResponse {
+        HttpResponse {
+            status: self.status,
+            headers: self.header_pairs(),
+            body: self.body.clone(),
+            content_encoding: self.content_encoding,
+        }
     }
 
     /// The header pairs, as an entry holds them.
@@ -78,7 +91,7 @@ impl Stored {
     }
 
     pub fn status(&self) -> StatusCode {
-        StatusCode::from_u16(self.response.status).unwrap_or(StatusCode::OK)
+        StatusCode::from_u16(self.status).unwrap_or(StatusCode::OK)
     }
 
     pub fn is_fresh(&self, now_ms: u64) -> bool {
@@ -112,67 +125,6 @@ pub fn header_map(pairs: &[(Bytes, Bytes)]) -> HeaderMap {
     headers
 }
 
-/// Finds the stored response for a request: the base key holds either the response or a `Vary` marker naming the
-/// headers that select the variant. `view` gives the request's value of a header as it was sent upstream.
-pub async fn lookup<'r, S: Store>(
-    cache: &Cache<S>,
-    hints: Option<&MarkerHints>,
-    base_key: &str,
-    view: impl Fn(&[String]) -> std::borrow::Cow<'r, HeaderMap>,
-) -> Lookup {
-    let missing = |marker: Option<FoundMarker>, fill_key: String| Lookup::Missing { fill_key, marker };
-    // With a hint, the marker and the variant it probably selects are read in one round trip.
-    let guess = hints.and_then(|h| h.get(base_key)).map(|hint| {
-        let key = variant_key(base_key, &hint, &view(&hint.vary));
-        (hint, key)
-    });
-    let (value, guessed) = match &guess {
-        Some((_, key)) => {
-            let mut both = cache.get_entries(&[base_key, key]).await.into_iter();
-            (both.next().flatten(), both.next().flatten())
-        }
-        None => (cache.get_entry(base_key).await, None),
-    };
-    let Some(value) = value else {
-        if let Some(hints) = hints {
-            hints.forget(base_key);
-        }
-        return missing(None, base_key.to_owned());
-    };
-    let Ok(entry) = Entry::parse(&value) else { return missing(None, base_key.to_owned()) };
-    match entry.header.kind {
-        Kind::Response => match crate::prepared::stored(base_key, value.clone()) {
-            Some(stored) => Lookup::Found(Box::new(stored), None),
-            None => missing(None, base_key.to_owned()),
-        },
-        Kind::Value => {
-            let Ok(marker) = entry.value::<VaryMarker>(&DecodeLimits::default()) else {
-                return missing(None, base_key.to_owned());
-            };
-            let variant = match guess {
-                Some((hint, key)) if hint == marker => guessed.map(|value| (key, value)),
-                _ => None,
-            };
-            let (key, value) = match variant {
-                Some((key, value)) => (key, Some(value)),
-                None => {
-                    let key = variant_key(base_key, &marker, &view(&marker.vary));
-                    let value = cache.get_entry(&key).await;
-                    (key, value)
-                }
-            };
-            if let Some(hints) = hints {
-                hints.remember(base_key, &marker);
-            }
-            let found = FoundMarker { marker, meta: entry.header.meta() };
-            match value.and_then(|v| crate::prepared::stored(&key, v)) {
-                Some(stored) => Lookup::Found(Box::new(stored), Some(found)),
-                None => missing(Some(found), key),
-            }
-        }
-    }
-}
-
 /// The key of the variant of `base_key` that `request` selects (spec/FORMAT.md §5.4).
 pub fn variant_key(base_key: &str, marker: &VaryMarker, request: &HeaderMap) -> String {
     let values = vary::selecting_values(&marker.vary, request);
@@ -196,9 +148,7 @@ pub fn url_keys(base_key: &str) -> Vec<String> {
 
 /// A response just prepared for the store, read back as a stored one (so it is served exactly as a hit is).
 pub fn served_form(key: String, prepared: ToStore) -> Stored {
-    let mut response = prepared.response;
-    let headers = header_map(&std::mem::take(&mut response.headers));
-    Stored { meta: prepared.meta, response, key, headers }
+    Stored::from_parts(key, prepared.meta, prepared.response)
 }
 
 /// An upstream response made ready to store: the entry's parts, before encoding.
@@ -247,49 +197,13 @@ pub fn prepare(
     ToStore { response: HttpResponse { status: status.as_u16(), headers: pairs, body, content_encoding }, meta }
 }
 
-/// Writes a prepared response for a request. Without `vary` it goes under `base_key`; with it, under the variant
-/// key, and the base key gets a marker (the existing marker's generation when its names are the same, so the
-/// other variants stay reachable). Returns the key it lives under, or `None` if the store would not take it.
-pub async fn store<'r, S: Store>(
-    cache: &Cache<S>,
-    base_key: &str,
-    view: impl Fn(&[String]) -> std::borrow::Cow<'r, HeaderMap>,
-    vary: &[String],
-    existing: Option<&FoundMarker>,
-    prepared: &ToStore,
-) -> Option<String> {
-    let bytes = encode_response(&prepared.response, &prepared.meta, &entry_options()).ok()?;
-    if vary.is_empty() {
-        return cache.put_entry(base_key, &bytes, None).await.then(|| base_key.to_owned());
-    }
-    let (marker, marker_meta) = match existing.filter(|found| found.marker.vary == vary) {
-        Some(found) => (found.marker.clone(), later_expiry(&found.meta, &prepared.meta)),
-        None => (VaryMarker::new(vary), prepared.meta.clone()),
-    };
-    let marker_meta = EntryMeta { tags: Vec::new(), version: None, ..marker_meta };
-    let marker_bytes = encode_value(&marker, &marker_meta, &entry_options()).ok()?;
-    let key = variant_key(base_key, &marker, &view(vary));
-    if !cache.put_entry(&key, &bytes, None).await {
-        return None;
-    }
-    cache.put_entry(base_key, &marker_bytes, None).await.then_some(key)
-}
-
-/// Re-encodes a stored response with updated headers and freshness (after a 304), or writes an alternate.
-pub async fn restore<S: Store>(cache: &Cache<S>, key: &str, response: &HttpResponse, meta: &EntryMeta) -> bool {
-    match encode_response(response, meta, &entry_options()) {
-        Ok(bytes) => cache.put_entry(key, &bytes, None).await,
-        Err(_) => false,
-    }
-}
-
 /// Entries stay uncompressed in the store: a hit then serves the body without decompressing it.
-fn entry_options() -> EncodeOptions {
+pub(crate) fn entry_options() -> EncodeOptions {
     EncodeOptions { compressor: Compressor::None, ..EncodeOptions::default() }
 }
 
 /// A marker must outlive every variant it leads to: it keeps the later of the two hard expiries.
-fn later_expiry(marker: &EntryMeta, variant: &EntryMeta) -> EntryMeta {
+pub(crate) fn later_expiry(marker: &EntryMeta, variant: &EntryMeta) -> EntryMeta {
     let hard = |m: &EntryMeta| larder_format::hard_expiry(m.expires_at, m.stale_ms).unwrap_or(u64::MAX);
     if hard(variant) > hard(marker) {
         variant.clone()

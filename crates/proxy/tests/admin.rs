@@ -83,8 +83,14 @@ async fn purge_by_url_prefix_and_tag() {
     assert_eq!((by_tag.status, by_tag.text().trim()), (StatusCode::OK, r#"{"purged":2}"#));
     let url = format!("http://{}/hats/1", larder.addr);
     assert_eq!(purge(format!(r#"{{"url":"{url}"}}"#)).await.text().trim(), r#"{"purged":1}"#);
+    let purged_total = || async {
+        let metrics = get(&larder.admin_url("/metrics"), &[]).await.text();
+        metrics.lines().find_map(|l| l.strip_prefix("larder_purged_total ")?.parse::<u64>().ok()).expect("metric")
+    };
+    assert_eq!(purged_total().await, 3, "each purged entry counted once (a URL purge used to count twice)");
     let prefix = format!("www:GET:http://{}/hats", larder.addr);
     assert_eq!(purge(format!(r#"{{"prefix":"{prefix}"}}"#)).await.text().trim(), r#"{"purged":1}"#);
+    assert_eq!(purged_total().await, 4);
     for (path, expected) in
         [("/shoes/1", "MISS"), ("/shoes/2", "MISS"), ("/hats/1", "MISS"), ("/hats/2", "MISS"), ("/other", "HIT")]
     {

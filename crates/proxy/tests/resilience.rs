@@ -213,7 +213,7 @@ async fn memory_stays_within_the_store_bound_with_many_urls() {
         let got = get(&larder.url(&format!("/u/{i}")), &[]).await;
         assert_eq!(got.status, StatusCode::OK);
     }
-    let stats = larder.proxy.cache().store().stats_now();
+    let stats = larder.proxy.storage().store_stats().await.expect("stats");
     assert!(stats.bytes as usize <= capacity, "{} > {capacity}", stats.bytes);
     assert!(stats.evictions > 0);
 }
@@ -227,7 +227,7 @@ async fn a_client_that_hangs_up_mid_request_leaves_nothing_behind() {
     stream.write_all(b"GET /gone HTTP/1.1\r\nhost: a\r\n\r\n").await.expect("write");
     tokio::time::sleep(Duration::from_millis(100)).await;
     drop(stream);
-    wait_until(|| larder.proxy.cache().computing() == 0).await;
+    wait_until(|| larder.proxy.fills_under_way() == 0).await;
     let got = get(&larder.url("/gone"), &[]).await;
     assert_eq!(got.status, StatusCode::OK);
 }

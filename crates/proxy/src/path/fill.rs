@@ -241,9 +241,7 @@ impl<S: Store> Proxy<S> {
         match outcome {
             FillOutcome::Stored => {
                 let now = self.clock.now_ms();
-                match stored::lookup(&self.cache, self.marker_hints.as_ref(), &ctx.key, |names| ctx.vary_view(names))
-                    .await
-                {
+                match self.storage.lookup(&ctx.key, |names| ctx.vary_view(names)).await {
                     Lookup::Found(found, _) if found.is_fresh(now) => {
                         let verdict = collapsed().with_ttl(ttl_seconds(&found, now));
                         Waited::Answer(self.serve_stored(ctx, *found, verdict).await)
@@ -275,9 +273,9 @@ impl<S: Store> Proxy<S> {
         ctx: &RequestContext,
         plan: &FillPlan,
     ) -> (Answer, FillOutcome) {
-        match self.cache.try_lock(&plan.fill_key, self.settings.wait_limit).await {
+        match self.storage.try_lock(&plan.fill_key, self.settings.wait_limit).await {
             LockState::Acquired(lock) => {
-                let held = self.cache.hold(lock);
+                let held = self.storage.hold(lock);
                 let result = self.fetch_and_store(ctx, plan).await;
                 held.release().await;
                 result
@@ -306,16 +304,14 @@ impl<S: Store> Proxy<S> {
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(50));
             let now = self.clock.now_ms();
-            if let Lookup::Found(found, _) =
-                stored::lookup(&self.cache, self.marker_hints.as_ref(), &ctx.key, |names| ctx.vary_view(names)).await
-            {
+            if let Lookup::Found(found, _) = self.storage.lookup(&ctx.key, |names| ctx.vary_view(names)).await {
                 if found.is_fresh(now) {
                     Metrics::bump(&self.metrics.coalesced_across_processes);
                     let verdict = Verdict::forwarded(Outcome::Collapsed, plan.fwd).with_ttl(ttl_seconds(&found, now));
                     return Some(self.serve_stored(ctx, *found, verdict).await);
                 }
             }
-            if tokio::time::Instant::now() >= deadline || !self.cache.is_locked(&plan.fill_key).await {
+            if tokio::time::Instant::now() >= deadline || !self.storage.is_locked(&plan.fill_key).await {
                 return None;
             }
         }
@@ -457,15 +453,10 @@ impl<S: Store> Proxy<S> {
             return (answer, FillOutcome::Uncacheable);
         }
         let prepared = stored::prepare(parts.status, &parts.headers, body, &store_plan, response_time);
-        let stored_key = stored::store(
-            &self.cache,
-            &ctx.key,
-            |names| ctx.vary_view(names),
-            &store_plan.vary,
-            plan.marker.as_ref(),
-            &prepared,
-        )
-        .await;
+        let stored_key = self
+            .storage
+            .store(&ctx.key, |names| ctx.vary_view(names), &store_plan.vary, plan.marker.as_ref(), &prepared)
+            .await;
         let outcome = if stored_key.is_some() {
             Metrics::bump(&self.metrics.stored);
             self.hit_for_miss.forget(&ctx.key);
@@ -511,17 +502,12 @@ impl<S: Store> Proxy<S> {
                 FillOutcome::NotStored,
             );
         };
-        let prepared = stored::prepare(
-            refreshed.status(),
-            &refreshed.headers,
-            refreshed.response.body.clone(),
-            &store_plan,
-            response_time,
-        );
+        let prepared =
+            stored::prepare(refreshed.status(), &refreshed.headers, refreshed.body.clone(), &store_plan, response_time);
         // prepare() moved a transformable Content-Encoding out of the headers; the body keeps its stored coding.
         let mut response = prepared.response;
-        response.content_encoding = stale.response.content_encoding;
-        let stored_again = stored::restore(&self.cache, &stale.key, &response, &prepared.meta).await;
+        response.content_encoding = stale.content_encoding;
+        let stored_again = self.storage.refresh(&stale.key, &response, &prepared.meta).await;
         let served = stored::served_form(stale.key.clone(), stored::ToStore { response, meta: prepared.meta });
         verdict.outcome = Outcome::Revalidated;
         verdict.stored = stored_again;
@@ -557,7 +543,7 @@ impl<S: Store> Proxy<S> {
     }
 
     async fn drop_stale_key(&self, key: &str) {
-        self.cache.remove_entry(key).await;
+        self.storage.remove(key).await;
     }
 }
 

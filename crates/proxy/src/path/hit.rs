@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use http::header::CONTENT_ENCODING;
 use larder_cache::coalesce::Role;
-use larder_format::{ContentEncoding, HttpResponse};
+use larder_format::ContentEncoding;
 use larder_store::Store;
 
 use super::Answer;
@@ -102,9 +102,7 @@ impl<S: Store> Proxy<S> {
     /// An alternate in the store, if it was made from this version of the response (a refreshed response gets new
     /// alternates: its `created_at` differs).
     async fn stored_alternate(&self, key: &str, stored: &Stored, coding: ContentEncoding) -> Option<Stored> {
-        let value = self.cache.get_entry(key).await?;
-        let found = Stored::from_entry(key.to_owned(), &value.to_bytes())?;
-        (found.meta.created_at == stored.meta.created_at && found.response.content_encoding == coding).then_some(found)
+        self.storage.alternate(key, stored, coding).await
     }
 
     async fn make_alternate(
@@ -115,7 +113,7 @@ impl<S: Store> Proxy<S> {
     ) -> Result<Stored, AlternateError> {
         let Some(from) = stored_coding(stored) else { return Err(AlternateError::NotWorth) };
         let _slot = self.transform_slots.acquire().await;
-        let (body, headers, max) = (stored.response.body.clone(), stored.headers.clone(), self.settings.max_decoded);
+        let (body, headers, max) = (stored.body.clone(), stored.headers.clone(), self.settings.max_decoded);
         let transformed = tokio::task::spawn_blocking(move || match coding {
             ContentEncoding::Identity => encoding::decode(&body, from, max).map(Some),
             to => Ok(encoding::compress_for_store(&body, &headers, to)),
@@ -130,16 +128,11 @@ impl<S: Store> Proxy<S> {
         let mut alternate = stored.clone();
         alternate.key = key.to_owned();
         alternate.headers.remove(CONTENT_ENCODING);
-        alternate.response = HttpResponse {
-            status: stored.response.status,
-            headers: alternate.header_pairs(),
-            body,
-            content_encoding: coding,
-        };
-        if stored::restore(&self.cache, key, &alternate.response, &alternate.meta).await {
+        alternate.body = body;
+        alternate.content_encoding = coding;
+        if self.storage.store_alternate(key, &alternate.to_response(), &alternate.meta).await {
             Metrics::bump(&self.metrics.transformed);
         }
-        alternate.response.headers = Vec::new();
         Ok(alternate)
     }
 }
@@ -151,9 +144,8 @@ fn choose(stored: &Stored, accepted: &Accepted, offered: Option<ContentEncoding>
         // A coding larder does not know: it goes to everyone as it is, as the upstream would have sent it.
         return Choice::Stored { varies_on_coding: false };
     };
-    let offer = offered.filter(|_| {
-        coding == ContentEncoding::Identity && encoding::worth_compressing(&stored.response.body, &stored.headers)
-    });
+    let offer = offered
+        .filter(|_| coding == ContentEncoding::Identity && encoding::worth_compressing(&stored.body, &stored.headers));
     match offer {
         Some(offer) if accepted.accepts(offer) => Choice::Alternate(offer),
         _ if accepted.accepts(coding) || coding == ContentEncoding::Identity => {
@@ -175,12 +167,9 @@ mod tests {
         headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static(content_type));
         Stored {
             meta: EntryMeta::with_ttl(1, 60_000),
-            response: HttpResponse {
-                status: 200,
-                headers: vec![],
-                body: Bytes::from(vec![b'a'; body_len]),
-                content_encoding: coding,
-            },
+            status: 200,
+            body: Bytes::from(vec![b'a'; body_len]),
+            content_encoding: coding,
             key: "k".into(),
             headers,
         }

@@ -15,13 +15,13 @@ use crate::cache_status::{Fwd, Outcome, Verdict};
 use crate::handler::Proxy;
 use crate::request::RequestContext;
 use crate::rfc9111::cache_control::Directives;
-use crate::stored::{self, Lookup, Stored};
+use crate::stored::{Lookup, Stored};
 
 impl<S: Store> Proxy<S> {
     /// GET and HEAD.
     pub(crate) async fn serve_cacheable(self: &Arc<Self>, ctx: &RequestContext) -> Answer {
         let now = self.clock.now_ms();
-        match stored::lookup(&self.cache, self.marker_hints.as_ref(), &ctx.key, |names| ctx.vary_view(names)).await {
+        match self.storage.lookup(&ctx.key, |names| ctx.vary_view(names)).await {
             Lookup::Found(found, marker) => {
                 if !reusable_for(&found, &ctx.headers) {
                     let plan = FillPlan::pass(ctx, Fwd::Request, "authorization", marker);

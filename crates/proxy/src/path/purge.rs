@@ -13,7 +13,6 @@ use crate::cache_status::{Outcome, Verdict};
 use crate::handler::Proxy;
 use crate::request::RequestContext;
 use crate::respond;
-use crate::stored;
 
 impl<S: Store> Proxy<S> {
     /// `PURGE` on the main listener.
@@ -46,9 +45,7 @@ impl<S: Store> Proxy<S> {
 
     /// Removes a URL's stored responses (every variant and coding); returns how many store entries went.
     pub(crate) async fn remove_url(&self, base_key: &str) -> usize {
-        let keys = stored::url_keys(base_key);
-        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let removed = self.cache.remove_entries(&keys).await;
+        let removed = self.storage.remove_url(base_key).await;
         self.metrics.purged.fetch_add(removed as u64, std::sync::atomic::Ordering::Relaxed);
         removed
     }
