@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "socket"
+require "io/wait"
 require "tmpdir"
 require "fileutils"
 require "open3"
@@ -54,6 +55,28 @@ module Servers
       pid
     end
 
+    # Until the server on `port` answers `request` with a line starting with `expected`: a port that accepts is not
+    # yet a server that answers (its event loop may start later, and on a loaded machine the tests' first requests
+    # timed out against a redis-server that was listening but not yet answering).
+    def wait_answer(port, what, request, expected, seconds: 15)
+      deadline = Time.now + seconds
+      until answers?(port, request, expected)
+        raise "#{what} on #{port} did not answer within #{seconds}s" if Time.now > deadline
+
+        sleep 0.02
+      end
+    end
+
+    def answers?(port, request, expected)
+      socket = TCPSocket.new("127.0.0.1", port)
+      socket.write(request)
+      socket.wait_readable(1) && socket.gets.to_s.start_with?(expected)
+    rescue SystemCallError, IOError
+      false
+    ensure
+      socket&.close
+    end
+
     # A memcached on a new port each call: "127.0.0.1:port" and its pid.
     def memcached(item_size: nil)
       port = free_port
@@ -61,6 +84,7 @@ module Servers
                  "-u", "root"]
       command += ["-I", item_size] if item_size
       pid = spawn("memcached", *command, port: port)
+      wait_answer(port, "memcached", "version\r\n", "VERSION")
       ["127.0.0.1:#{port}", pid]
     end
 
@@ -74,6 +98,7 @@ module Servers
           port = free_port
           spawn("redis-server", binary(REDIS, "redis-server"), "--bind", "127.0.0.1", "--port", port.to_s, "--save", "",
                 "--appendonly", "no", "--protected-mode", "no", port: port)
+          wait_answer(port, "redis-server", "PING\r\n", "+PONG")
           "127.0.0.1:#{port}"
         end
       end
