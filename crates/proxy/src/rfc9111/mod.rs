@@ -74,7 +74,8 @@ pub struct Governing {
 }
 
 impl Rules {
-    /// The first valid targeted field, else `Surrogate-Control`, else `Cache-Control`.
+    /// The first valid, non-empty targeted field, else `Surrogate-Control` when it holds a directive larder acts on,
+    /// else `Cache-Control` (spec/HTTP.md §1.3).
     pub fn governing(&self, response: &HeaderMap) -> Governing {
         for field in &self.targeted_fields {
             if let Some(directives) = Directives::parse_structured(response.get_all(field)) {
@@ -82,15 +83,16 @@ impl Rules {
             }
         }
         if self.surrogate_control {
-            let lines = response.get_all("surrogate-control");
-            if lines.iter().next().is_some() {
-                return Governing { directives: Directives::parse(lines), use_expires: false };
+            if let Some(directives) = Directives::parse_surrogate(response.get_all("surrogate-control")) {
+                return Governing { directives, use_expires: false };
             }
         }
         Governing { directives: Directives::parse(response.get_all(CACHE_CONTROL)), use_expires: true }
     }
 
-    /// Decides whether and how a response to a GET may be stored.
+    /// Decides whether and how a response to a GET may be stored: the rules of spec/HTTP.md §1,
+    /// checked in the order given there, so that the reason reported is the same in every implementation;
+    /// spec/vectors/storage.json holds the cases (tests/storage_vectors.rs runs them).
     pub fn storage(
         &self,
         method: &Method,
@@ -103,7 +105,13 @@ impl Rules {
         if *method != Method::GET {
             return Err(NotStored::Method);
         }
-        if status.is_informational() || status == StatusCode::PARTIAL_CONTENT || status == StatusCode::NOT_MODIFIED {
+        // Interim responses are not final; larder neither stores nor combines partial content; a 304 only refreshes
+        // what is stored; 600-999 are not valid statuses (RFC 9110 §15).
+        if status.is_informational()
+            || status == StatusCode::PARTIAL_CONTENT
+            || status == StatusCode::NOT_MODIFIED
+            || status.as_u16() >= 600
+        {
             return Err(NotStored::Status);
         }
         if self.honor_request_directives && Directives::parse(request.get_all(CACHE_CONTROL)).no_store {
@@ -138,7 +146,11 @@ impl Rules {
         let lifetime = freshness::lifetime_ms(status, response, &d, use_expires, self.heuristic_cap, response_time_ms);
         let (lifetime_ms, source) = match lifetime {
             Some(found) => found,
-            None if has_validator && freshness::heuristically_cacheable(status) => (0, LifetimeSource::MaxAge),
+            // RFC 9111 §3: storable without freshness when the status is heuristically cacheable or the response is
+            // public; with a validator it is kept, stale, for revalidation.
+            None if has_validator && (freshness::heuristically_cacheable(status) || d.public) => {
+                (0, LifetimeSource::MaxAge)
+            }
             None => return Err(NotStored::NoFreshness),
         };
         let initial_age_ms = freshness::corrected_initial_age_ms(response, request_time_ms, response_time_ms);
