@@ -17,9 +17,10 @@ accepted when reading, so a rotation keeps the cache); an unsigned or wrongly si
 the shared store cannot make Django run code. Every other reader sees an opaque extension value.
 
 OPTIONS: `compressor`, `compress_threshold`, `default_stale` (seconds), `lock_ttl`, `max_value_size`, `pickle`
-(default True), as for `larder.Cache`; Django's `MAX_ENTRIES` and `CULL_FREQUENCY` cull a `memory://` store as
-LocMemCache does (shared stores bound their memory themselves); `signing_secret` and `signing_fallbacks` instead of `SECRET_KEY` and
+(default True), as for `larder.Cache`; `signing_secret` and `signing_fallbacks` instead of `SECRET_KEY` and
 `SECRET_KEY_FALLBACKS`. Without any secret pickling is off, and storing a value that needs it raises TypeError.
+Django's `MAX_ENTRIES` and `CULL_FREQUENCY` cull a `memory://` store as LocMemCache does (and caches of one
+`memory://` LOCATION share it); shared stores bound their memory themselves.
 Store errors surface as `larder.stores.StoreError` from writes (naming the server); reads treat a failing store,
 and any entry they cannot use, as a miss, as every larder cache does.
 """
@@ -41,8 +42,8 @@ from .entry import now_ms
 from .http_rules import Rules
 from .keys import DEFAULT_DROP
 from .pages import DEFAULT_MAX_BODY, PageCache, PageRequest, front_headers
-from .stores.base import parse_counter
 from .stores import open_store
+from .stores.base import parse_counter
 from .stores.memory import MemoryStore
 from .wsgi import origin_form
 
