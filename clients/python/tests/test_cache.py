@@ -289,3 +289,89 @@ def test_errors_name_the_server() -> None:
     redis_store = open_store(f"redis://127.0.0.1:{port}/0")
     with pytest.raises(ServerError, match=f"redis server 127.0.0.1:{port}"):
         redis_store.get("k")
+
+
+# --- one lock policy (spec/STORES.md §3): several processes, one loader run --------------------------------------
+
+
+def independent_caches(memcached: Memcached, count: int) -> list[Cache]:
+    """`count` caches with a store client each, as `count` processes have, on one namespace of a real memcached."""
+    namespace = f"lock-{time.monotonic_ns()}"
+    return [Cache(f"memcached://{memcached.address}", namespace=namespace) for _ in range(count)]
+
+
+def burst(caches: list[Cache], loader: object) -> list[object]:
+    """Every cache fetches "k" at once, from its own thread."""
+    start = threading.Barrier(len(caches))
+    results: list[object] = []
+
+    def run(cache: Cache) -> None:
+        start.wait()
+        results.append(cache.fetch("k", loader, ttl=60, stale=30))  # type: ignore[arg-type]
+
+    threads = [threading.Thread(target=run, args=(c,)) for c in caches]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    return results
+
+
+def test_a_burst_of_cold_misses_across_processes_runs_the_loader_once(memcached_server: Memcached) -> None:
+    caches = independent_caches(memcached_server, 6)
+    calls: list[int] = []
+
+    def loader() -> str:
+        calls.append(1)
+        time.sleep(0.3)  # long enough for every other process to find the lock held
+        return "computed once"
+
+    assert burst(caches, loader) == ["computed once"] * 6
+    assert len(calls) == 1, "one loader run across six processes"
+    assert sum(c.stats().coalesced_across_processes for c in caches) == 5
+    assert caches[0].store.get(lock_key("", caches[0].store_key("k"))) is None, "the lock was released"
+
+
+def test_a_burst_of_reads_of_a_stale_entry_recomputes_once(memcached_server: Memcached) -> None:
+    caches = independent_caches(memcached_server, 6)
+    caches[0].set("k", "old", ttl=0.2, stale=30)
+    time.sleep(0.4)
+    calls: list[int] = []
+
+    def loader() -> str:
+        calls.append(1)
+        time.sleep(0.3)
+        return "new"
+
+    results = burst(caches, loader)
+    assert len(calls) == 1
+    assert sorted(results) == ["new"] + ["old"] * 5, "the others are served the stale value at once"
+
+
+def test_a_lock_released_without_a_value_lets_the_waiter_load(memcached_server: Memcached) -> None:
+    (cache,) = independent_caches(memcached_server, 1)
+    key = lock_key("", cache.store_key("k"))
+    assert cache.store.add(key, b"another process", 30)  # held by a process whose loader will fail
+    release = threading.Timer(0.3, lambda: cache.store.delete_if(key, b"another process"))
+    release.start()
+    started = time.monotonic()
+    assert cache.fetch("k", lambda: "loaded") == "loaded"
+    release.join()
+    assert 0.25 < time.monotonic() - started < 3, "waited for the lock to go, and no longer"
+    assert cache.stats().coalesced_across_processes == 0
+
+
+def test_async_caches_across_processes_run_the_loader_once(memcached_server: Memcached) -> None:
+    calls: list[int] = []
+
+    async def loader() -> str:
+        calls.append(1)
+        await asyncio.sleep(0.3)
+        return "async once"
+
+    async def main() -> list[str]:
+        caches = [AsyncCache(c) for c in independent_caches(memcached_server, 5)]
+        return list(await asyncio.gather(*(c.fetch("k", loader, ttl=60) for c in caches)))
+
+    assert asyncio.run(main()) == ["async once"] * 5
+    assert len(calls) == 1

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from .cache import Cache, CacheStats, _Lookup
+from .cache import _MISSING, LOCK_POLL_FIRST, LOCK_POLL_MOST, Cache, CacheStats, _Lookup
 from .stores import Store
 
 T = TypeVar("T")
@@ -109,7 +110,7 @@ class AsyncCache:
                     if isinstance(lock, tuple):
                         await asyncio.to_thread(sync._unlock, *lock)
             if waiting is None:
-                return await self._lead(store_key, loader, ttl, stale, version, tags)
+                return await self._lead(store_key, loader, ttl, stale, version, tags, cold=True)
             stats.bump("coalesced_waits")
             try:
                 return await asyncio.shield(waiting)
@@ -126,14 +127,27 @@ class AsyncCache:
         stale: float | None,
         version: str | None,
         tags: Sequence[str],
+        cold: bool = False,
     ) -> T:
+        """Loads as this loop's leader for `store_key`; on a `cold` miss it takes the store lock first, and when
+        another process holds it, awaits that process's value instead (spec/STORES.md §3, one lock policy)."""
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._flights[store_key] = future
-        self.sync._shared.stats.bump("loads")
+        lock: tuple[str, bytes] | bool = True
+        sync = self.sync
         try:
+            if cold:
+                lock = await asyncio.to_thread(sync._try_lock, store_key)
+                if lock is False:
+                    found = await self._await_other_process(store_key, version)
+                    if found is not _MISSING:
+                        sync._shared.stats.bump("coalesced_across_processes")
+                        future.set_result(found)
+                        return found  # type: ignore[no-any-return]
+            sync._shared.stats.bump("loads")
             result = loader()
             value: T = await result if inspect.isawaitable(result) else result
-            await asyncio.to_thread(self.sync._store_quietly, store_key, value, ttl, stale, version, tags)
+            await asyncio.to_thread(sync._store_quietly, store_key, value, ttl, stale, version, tags)
         except asyncio.CancelledError:
             future.cancel()
             raise
@@ -147,6 +161,21 @@ class AsyncCache:
         finally:
             if self._flights.get(store_key) is future:
                 del self._flights[store_key]
+            if isinstance(lock, tuple):
+                await asyncio.to_thread(sync._unlock, *lock)
+
+    async def _await_other_process(self, store_key: str, version: str | None) -> Any:
+        """`Cache._await_other_process` without blocking the loop: the store polled after 5 ms, doubling to 50 ms."""
+        deadline = time.monotonic() + self.sync.lock_ttl
+        pause = LOCK_POLL_FIRST
+        while True:
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, LOCK_POLL_MOST)
+            found = await asyncio.to_thread(self.sync._peek, store_key, version)
+            if found is not _MISSING:
+                return found
+            if time.monotonic() >= deadline or not await asyncio.to_thread(self.sync._locked, store_key):
+                return _MISSING
 
 
 __all__ = ["AsyncCache"]

@@ -3,9 +3,11 @@
 Mirrors the Rust crate `larder-cache` (cache.rs, fetch.rs, locks.rs):
 - `fetch(key, loader, ttl=…)`: a miss is computed by exactly one thread of this process; the others wait for its
   result (or its exception) instead of running the loader again.
-- Within an entry's stale window, one caller recomputes, guarded across processes by a lock in the store (`add` of
-  a random token under `internal_key("lock", key)`, released with `delete_if`, spec/STORES.md §3), while every other
-  caller is served the stale value at once.
+- Across processes, the one leader per process takes a lock in the store first (`add` of a random token under
+  `internal_key("lock", key)`, released with `delete_if`: spec/STORES.md §3, one lock policy): on a cold miss a
+  leader that finds it held polls the store for the other process's value instead of loading it too; within an
+  entry's stale window, one caller recomputes while every other caller, in every process, is served the stale value
+  at once.
 - Reads absorb store failures (a miss, counted in `stats().store_errors`): a cache that is down must not take the
   program down. `fetch` also absorbs failed writes, since the computed value is good. Plain writes (`set`, `add`,
   `delete`, `incr`, purges) raise `StoreError`, which names the backend and server.
@@ -24,6 +26,7 @@ from __future__ import annotations
 import pickle
 import secrets
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Final, TypeVar
@@ -45,6 +48,9 @@ T = TypeVar("T")
 PICKLE_EXT: Final = 80
 #: How long a recompute lock lives if its holder dies.
 DEFAULT_LOCK_TTL: Final = 10.0
+#: Polling for a value another process computes under the lock: the first pause, and the longest (spec/STORES.md §3).
+LOCK_POLL_FIRST: Final = 0.005
+LOCK_POLL_MOST: Final = 0.05
 
 _MISSING: Final = object()
 
@@ -57,6 +63,7 @@ class CacheStats:
     misses: int = 0
     loads: int = 0
     coalesced_waits: int = 0
+    coalesced_across_processes: int = 0
     stale_served: int = 0
     store_errors: int = 0
     corrupt_entries: int = 0
@@ -477,7 +484,24 @@ class Cache:
                         self._unlock(*lock)
             lead, flight = inflight.join_or_lead(store_key)
             if lead:
-                return self._load_and_store(store_key, flight, loader, ttl, stale, version, tags)
+                # A cold miss takes the store lock too (spec/STORES.md §3, one lock policy): when another process
+                # holds it, its value is awaited instead of loading it a second time.
+                lock = self._try_lock(store_key)
+                if lock is False:
+                    try:
+                        value = self._await_other_process(store_key, version)
+                    except BaseException as error:  # an interrupt: the threads waiting on this leader hear of it
+                        inflight.finish(store_key, flight, error=error)
+                        raise
+                    if value is not _MISSING:
+                        self._shared.stats.bump("coalesced_across_processes")
+                        inflight.finish(store_key, flight, value)
+                        return value  # type: ignore[no-any-return]
+                try:
+                    return self._load_and_store(store_key, flight, loader, ttl, stale, version, tags)
+                finally:
+                    if isinstance(lock, tuple):
+                        self._unlock(*lock)
             self._shared.stats.bump("coalesced_waits")
             flight.done.wait()
             if flight.error is not None:
@@ -534,6 +558,30 @@ class Cache:
         except StoreError:
             self._shared.stats.bump("store_errors")
             return True
+
+    def _peek(self, store_key: str, version: str | None) -> Any:
+        """The fresh value under `store_key`, or `_MISSING`, without counting a hit or a miss."""
+        raw = self._get_raw(store_key)
+        found = MISS if raw is None else self._decode(raw, version)
+        return found.value if found.state == "fresh" else _MISSING
+
+    def _locked(self, store_key: str) -> bool:
+        """Whether the store lock of `store_key` is held (a store that does not answer: not held)."""
+        return self._get_raw(lock_key("", store_key)) is not None
+
+    def _await_other_process(self, store_key: str, version: str | None) -> Any:
+        """The value another process computes under the lock: the store polled after 5 ms, each pause doubling up to
+        50 ms; `_MISSING` when the lock goes away without a value or `lock_ttl` passes (then this caller loads)."""
+        deadline = time.monotonic() + self.lock_ttl
+        pause = LOCK_POLL_FIRST
+        while True:
+            time.sleep(pause)
+            pause = min(pause * 2, LOCK_POLL_MOST)
+            value = self._peek(store_key, version)
+            if value is not _MISSING:
+                return value
+            if time.monotonic() >= deadline or not self._locked(store_key):
+                return _MISSING
 
     def _unlock(self, key: str, token: bytes) -> None:
         try:
