@@ -8,7 +8,7 @@
   and its keys move to the others (the failing request is retried once on the key's new server).
 - Purges: records checked on read (§4.4): a tag's purge time, and the prefix list read in the same round trip.
 
-Each server has at most `pool` connections (wire.py); a request takes one (or opens one within `connect_timeout`),
+Each server keeps up to `pool` idle connections (wire.py); a request takes one (or opens one within `connect_timeout`),
 sends its batch and reads every reply, all within `timeout`: a total deadline, connecting included, not a limit per
 read. Replies are bounded as spec/STORES.md §2 says: a line of 8 KiB, a value of `max_item` (refused when its length
 is announced), no more replies than the batch can get. A reply that breaks a bound or does not parse is a failure of

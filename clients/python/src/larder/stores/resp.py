@@ -118,7 +118,7 @@ _HANDSHAKE: Final = Limits(max_bulk=1024, max_bytes=1024, max_elements=16)
 
 
 class Node:
-    """One Redis server: at most `pool` connections, opened with the handshake, used one caller at a time."""
+    """One Redis server: up to `pool` idle connections, each opened with the handshake, used one caller at a time."""
 
     def __init__(
         self,

@@ -6,7 +6,7 @@ allows.
   timeout before each call, so a server that drips one byte at a time is cut off at the deadline like a silent one;
   `line` refuses a line longer than `max_line` without its CRLF; `exact` reads a value whose length the caller has
   already checked against its bound.
-- `Pool` keeps at most `size` connections to one server, opens new ones within the deadline (and within
+- `Pool` keeps up to `size` idle connections to one server, opens new ones within the deadline (and within
   `connect_timeout`), and hands a connection to one caller at a time. A connection that failed is closed by its
   caller (`Pool.discard`), never reused: after a failure it is out of step with the server.
 
@@ -164,55 +164,39 @@ class Wire:
 
 
 class Pool:
-    """At most `size` connections to one server, each used by one caller at a time. Thread-safe."""
+    """Up to `size` idle connections to one server, each used by one caller at a time. A caller finding none idle
+    opens one (so threads never queue behind each other, and a busy pool is never mistaken for a failing server);
+    one given back to a full pool is closed. Thread-safe."""
 
     def __init__(self, connect: Callable[[float], Wire], size: int) -> None:
         self._connect = connect
         self._size = size
         self._idle: list[Wire] = []
-        self._open = 0
-        self._ready = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
 
     def take(self, deadline: float) -> Wire:
-        """An idle connection, or a new one (opened by `connect(deadline)`), waiting for one to be given back when
-        `size` are in use; a failure when none is free before `deadline`."""
-        with self._ready:
-            while True:
-                if self._idle:
-                    return self._idle.pop()
-                if self._open < self._size:
-                    self._open += 1
-                    break
-                if not self._ready.wait(_remaining(deadline)):
-                    raise WireFailure("no free connection before the deadline", timeout=True)
-        try:
-            return self._connect(deadline)
-        except BaseException:
-            self._release_slot()
-            raise
+        """An idle connection, or a new one opened by `connect(deadline)`."""
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        return self._connect(deadline)
 
     def give_back(self, wire: Wire) -> None:
         if wire.pos != len(wire.buf):  # bytes the protocol did not expect: the connection is out of step
-            self.discard(wire)
+            wire.close()
             return
-        with self._ready:
-            self._idle.append(wire)
-            self._ready.notify()
+        with self._lock:
+            if len(self._idle) < self._size:
+                self._idle.append(wire)
+                return
+        wire.close()
 
     def discard(self, wire: Wire) -> None:
         wire.close()
-        self._release_slot()
-
-    def _release_slot(self) -> None:
-        with self._ready:
-            self._open -= 1
-            self._ready.notify()
 
     def close(self) -> None:
-        with self._ready:
+        with self._lock:
             idle, self._idle = self._idle, []
-            self._open -= len(idle)
-            self._ready.notify_all()
         for wire in idle:
             wire.close()
 
