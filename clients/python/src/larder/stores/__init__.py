@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Final
 
 from .base import (
+    InvalidKey,
     NotACounter,
     ServerError,
     Store,
@@ -65,6 +66,7 @@ def open_store(url: str) -> Store:
 
 __all__ = [
     "SCHEMES",
+    "InvalidKey",
     "NotACounter",
     "ServerError",
     "Store",
