@@ -262,3 +262,21 @@ def test_memory_is_bounded() -> None:
     for i in range(5):
         store.set(f"k{i}", b"v")
     assert store.stats().entries == 3
+
+
+def test_redis_authenticates_and_selects_its_database(tmp_path: Path) -> None:
+    """larder's own RESP client sends AUTH (user and password, percent-decoded) and SELECT on every new connection."""
+    from servers import Process, find_binary, free_port
+
+    port = free_port()
+    command = [find_binary("redis-server"), "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
+    server = Process("redis-server", [*command, "--requirepass", "p@ss word", "--dir", str(tmp_path)], port)
+    try:
+        in_db3 = open_store(f"redis://:p%40ss%20word@127.0.0.1:{port}/3")
+        in_db3.set("k", b"v")
+        assert in_db3.get_many(["k"]) == [b"v"]
+        assert open_store(f"redis://default:p%40ss%20word@127.0.0.1:{port}/0").get("k") is None, "another database"
+        with pytest.raises(StoreError, match="handshake was refused: WRONGPASS"):
+            open_store(f"redis://:wrong@127.0.0.1:{port}/3").get("k")
+    finally:
+        server.stop()
