@@ -187,3 +187,91 @@ fn normalize_authority(scheme: &str, authority: &str) -> String {
         None => host_port,
     }
 }
+
+/// What a base key holds when responses vary (spec/FORMAT.md §5.4): the lowercase header names that select the
+/// variant, sorted and without duplicates, and the generation the variant keys are made with (absent in markers of
+/// older writers).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct VaryMarker {
+    pub vary: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<String>,
+}
+
+/// A request's header lines, as selecting values read them: every line of a header, in order, by lowercase name.
+/// Implemented for ordered `(name, value)` pairs (names compared case-insensitively); a server implements it for
+/// its own header map.
+pub trait RequestHeaders {
+    fn lines(&self, name: &str) -> Vec<&[u8]>;
+}
+
+impl<N: AsRef<str>, V: AsRef<[u8]>> RequestHeaders for [(N, V)] {
+    fn lines(&self, name: &str) -> Vec<&[u8]> {
+        self.iter().filter(|(n, _)| n.as_ref().eq_ignore_ascii_case(name)).map(|(_, v)| v.as_ref()).collect()
+    }
+}
+
+/// The selecting values of `request` for `names` (spec/FORMAT.md §5.4): one line per name, `name:` and the values
+/// of every line split on `,`, each element trimmed of spaces and tabs, joined with `,`; `name` NUL `absent` for a
+/// header the request lacks, so "absent" and "empty" select different variants.
+pub fn selecting_values(names: &[String], request: &(impl RequestHeaders + ?Sized)) -> String {
+    let mut out = String::new();
+    for name in names {
+        out.push_str(name);
+        let lines = request.lines(name);
+        if lines.is_empty() {
+            out.push_str("\u{0}absent\n");
+            continue;
+        }
+        out.push(':');
+        let mut first = true;
+        for line in lines {
+            for element in String::from_utf8_lossy(line).split(',') {
+                if !first {
+                    out.push(',');
+                }
+                first = false;
+                out.push_str(element.trim_matches([' ', '\t']));
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The key of the variant of `base_key` that `request` selects under `marker` (spec/FORMAT.md §5.4).
+pub fn variant_key(base_key: &str, marker: &VaryMarker, request: &(impl RequestHeaders + ?Sized)) -> String {
+    let values = selecting_values(&marker.vary, request);
+    match &marker.generation {
+        Some(generation) => safe_key(&format!("{base_key}\n\u{0}generation:{generation}\n{values}")),
+        None => safe_key(&format!("{base_key}\n{values}")),
+    }
+}
+
+/// The key under which the response stored under `entry_key` is kept in another coding (spec/FORMAT.md §5.5).
+pub fn alternate_key(entry_key: &str, coding: crate::ContentEncoding) -> String {
+    safe_key(&format!("{entry_key}\n\u{0}coding:{}", coding.name()))
+}
+
+/// The keys a URL purge removes: the base key (a response or a marker) and the base response's alternates.
+pub fn url_keys(base_key: &str) -> Vec<String> {
+    let mut keys = vec![base_key.to_owned()];
+    keys.extend(crate::ContentEncoding::ALL.iter().map(|coding| alternate_key(base_key, *coding)));
+    keys
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absent_and_empty_headers_select_different_variants() {
+        let names = vec!["foo".to_owned()];
+        let values = |lines: &[(&str, &str)]| selecting_values(&names, lines);
+        assert_ne!(values(&[]), values(&[("foo", "")]));
+        assert_eq!(values(&[("Foo", " 1 ")]), values(&[("foo", "1")]), "names compare case-insensitively");
+        assert_eq!(values(&[("foo", " 1, 2 ")]), values(&[("foo", "1,2")]), "whitespace around elements");
+        assert_eq!(values(&[("foo", "1"), ("foo", "2")]), values(&[("foo", "1, 2")]), "repeated lines are one list");
+        assert_eq!(values(&[("foo", "a\tb")]), "foo:a\tb\n", "tabs inside an element stay");
+    }
+}

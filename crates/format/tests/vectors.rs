@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use base64::Engine;
 use bytes::Bytes;
 use larder_format::json::{self, is_integer_text, msgpack_from_json, JsonNode};
-use larder_format::key::{http_key, namespaced_key, safe_key, url_key, KeyOptions};
+use larder_format::key::{
+    alternate_key, http_key, namespaced_key, safe_key, url_key, variant_key, KeyOptions, VaryMarker,
+};
 use larder_format::{
     decode_response, encode_response, encode_serialized, ContentEncoding, DecodeLimits, EncodeOptions, Entry,
     EntryMeta, HttpResponse, Kind, Serializer,
@@ -313,6 +315,22 @@ fn keys_match_the_vectors() {
     for case in doc["namespaced"].as_array().expect("namespaced cases") {
         let full = namespaced_key(str_field(case, "namespace"), str_field(case, "key"));
         assert_eq!(full, str_field(case, "full"), "{}", str_field(case, "name"));
+    }
+    for case in doc["variants"].as_array().expect("variant cases") {
+        let marker: VaryMarker = serde_json::from_value(case["marker"].clone()).expect("a marker");
+        let request: Vec<(String, String)> = case["request_headers"]
+            .as_array()
+            .expect("headers")
+            .iter()
+            .map(|line| (line[0].as_str().expect("name").to_owned(), line[1].as_str().expect("value").to_owned()))
+            .collect();
+        let key = variant_key(str_field(case, "base_key"), &marker, request.as_slice());
+        assert_eq!(key, str_field(case, "variant_key"), "{}", str_field(case, "name"));
+    }
+    for case in doc["alternates"].as_array().expect("alternate cases") {
+        let coding: ContentEncoding = str_field(case, "coding").parse().expect("a coding");
+        let key = alternate_key(str_field(case, "entry_key"), coding);
+        assert_eq!(key, str_field(case, "alternate_key"), "{}", str_field(case, "name"));
     }
     // The parts form, as a server sees a request, agrees with the URL form.
     let options = KeyOptions::default();

@@ -35,7 +35,6 @@ use crate::body::ProxyBody;
 use crate::handler::Proxy;
 use crate::metrics::Metrics;
 use crate::respond;
-use crate::stored::VaryMarker;
 
 /// Largest entry accepted by PUT.
 const MAX_PUT: usize = 256 << 20;
@@ -310,7 +309,8 @@ impl<S: Store> Admin<S> {
                 )
             });
         };
-        if kind == Kind::Value && Entry::parse(entry).and_then(|e| e.value::<VaryMarker>(&Default::default())).is_err()
+        if kind == Kind::Value
+            && Entry::parse(entry).and_then(|e| e.value::<larder_format::key::VaryMarker>(&Default::default())).is_err()
         {
             return Some(
                 "a value entry at a URL's key: the proxy serves response entries (kind 1) and Vary markers there; \

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use parking_lot::Mutex;
 
-use crate::stored::VaryMarker;
+use larder_format::key::VaryMarker;
 
 /// At most this many URLs are remembered.
 const MAX_HINTS: usize = 10_000;

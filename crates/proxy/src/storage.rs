@@ -21,7 +21,9 @@ use larder_format::{
 use larder_store::{Purged, ServerReport, Store, StoreStats};
 
 use crate::marker_hints::MarkerHints;
-use crate::stored::{self, url_keys, variant_key, FoundMarker, Lookup, Stored, ToStore, VaryMarker};
+use larder_format::key::VaryMarker;
+
+use crate::stored::{self, url_keys, variant_key, FoundMarker, Lookup, Stored, ToStore};
 
 /// Stored responses, over any store.
 pub struct ResponseStore<S> {
@@ -112,7 +114,7 @@ impl<S: Store> ResponseStore<S> {
         }
         let (marker, marker_meta) = match existing.filter(|found| found.marker.vary == vary) {
             Some(found) => (found.marker.clone(), stored::later_expiry(&found.meta, &prepared.meta)),
-            None => (VaryMarker::new(vary), prepared.meta.clone()),
+            None => (stored::new_marker(vary), prepared.meta.clone()),
         };
         let marker_meta = EntryMeta { tags: Vec::new(), version: None, ..marker_meta };
         let marker_bytes = encode_value(&marker, &marker_meta, &stored::entry_options()).ok()?;

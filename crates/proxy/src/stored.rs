@@ -4,30 +4,22 @@
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, AGE, CONTENT_ENCODING, CONTENT_LENGTH, DATE};
 use http::{HeaderMap, StatusCode};
-use larder_format::key::safe_key;
+use larder_format::key::{self, VaryMarker};
+pub use larder_format::key::{alternate_key, url_keys};
 use larder_format::{
     decode_response, Compressor, ContentEncoding, DecodeLimits, EncodeOptions, EntryMeta, HttpResponse,
 };
-use serde::{Deserialize, Serialize};
 
 use crate::respond::CONSUMED;
 use crate::rfc9111::headers::end_to_end;
-use crate::rfc9111::{freshness, vary, StorePlan};
+use crate::rfc9111::{freshness, StorePlan};
 
 /// What a base key holds when responses vary: the header names, so the variant can be found, and the generation
 /// the variant keys are made with. A URL purge removes the marker, so the variants stored before it can no longer
 /// be reached; the next response gets a marker of a new generation (spec/FORMAT.md §5.4).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct VaryMarker {
-    pub vary: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub generation: Option<String>,
-}
-
-impl VaryMarker {
-    pub(crate) fn new(vary: &[String]) -> VaryMarker {
-        VaryMarker { vary: vary.to_vec(), generation: Some(format!("{:016x}", fastrand::u64(..))) }
-    }
+/// A new marker for `vary`, with a new generation (16 lowercase hex digits from a random 64-bit number).
+pub(crate) fn new_marker(vary: &[String]) -> VaryMarker {
+    VaryMarker { vary: vary.to_vec(), generation: Some(format!("{:016x}", fastrand::u64(..))) }
 }
 
 /// A marker read from the store, with its header (for its expiry).
@@ -127,23 +119,16 @@ pub fn header_map(pairs: &[(Bytes, Bytes)]) -> HeaderMap {
 
 /// The key of the variant of `base_key` that `request` selects (spec/FORMAT.md §5.4).
 pub fn variant_key(base_key: &str, marker: &VaryMarker, request: &HeaderMap) -> String {
-    let values = vary::selecting_values(&marker.vary, request);
-    match &marker.generation {
-        Some(generation) => safe_key(&format!("{base_key}\n\u{0}generation:{generation}\n{values}")),
-        None => safe_key(&format!("{base_key}\n{values}")),
+    key::variant_key(base_key, marker, &Lines(request))
+}
+
+/// A header map as `larder_format::key` reads request headers.
+struct Lines<'a>(&'a HeaderMap);
+
+impl key::RequestHeaders for Lines<'_> {
+    fn lines(&self, name: &str) -> Vec<&[u8]> {
+        self.0.get_all(name).iter().map(|v| v.as_bytes()).collect()
     }
-}
-
-/// The key under which a stored response's body is kept in another coding (decoded, or compressed), beside it.
-pub fn alternate_key(entry_key: &str, coding: ContentEncoding) -> String {
-    safe_key(&format!("{entry_key}\n\u{0}coding:{}", coding.name()))
-}
-
-/// The keys a URL purge removes: the base key (a response or a marker) and the base response's alternates.
-pub fn url_keys(base_key: &str) -> Vec<String> {
-    let mut keys = vec![base_key.to_owned()];
-    keys.extend(ContentEncoding::ALL.iter().map(|coding| alternate_key(base_key, *coding)));
-    keys
 }
 
 /// A response just prepared for the store, read back as a stored one (so it is served exactly as a hit is).
@@ -270,34 +255,6 @@ mod tests {
         assert_eq!(prepared.meta.tags, ["a", "b", "c"]);
         assert_eq!(prepared.meta.expires_at, 1_700_000_060_000);
         assert!(prepared.response.headers.contains(&(Bytes::from_static(b"age"), Bytes::from_static(b"5"))));
-    }
-
-    /// spec/vectors/keys.json: variant and alternate keys, whose expected values were computed from FORMAT.md
-    /// §5.4 and §5.5 with Python's hashlib, not by this code.
-    #[test]
-    fn variant_and_alternate_keys_match_the_vectors() {
-        let doc: serde_json::Value =
-            serde_json::from_str(include_str!("../../../spec/vectors/keys.json")).expect("the key vectors parse");
-        for case in doc["variants"].as_array().expect("variant cases") {
-            let marker: VaryMarker = serde_json::from_value(case["marker"].clone()).expect("a marker");
-            let mut request = HeaderMap::new();
-            for line in case["request_headers"].as_array().expect("headers") {
-                let name = HeaderName::from_bytes(line[0].as_str().expect("name").as_bytes()).expect("a name");
-                request.append(name, HeaderValue::from_str(line[1].as_str().expect("value")).expect("a value"));
-            }
-            let base = case["base_key"].as_str().expect("base");
-            assert_eq!(
-                variant_key(base, &marker, &request),
-                case["variant_key"].as_str().expect("key"),
-                "{}",
-                case["name"]
-            );
-        }
-        for case in doc["alternates"].as_array().expect("alternate cases") {
-            let coding: ContentEncoding = case["coding"].as_str().expect("coding").parse().expect("a coding");
-            let key = alternate_key(case["entry_key"].as_str().expect("entry key"), coding);
-            assert_eq!(key, case["alternate_key"].as_str().expect("key"), "{}", case["name"]);
-        }
     }
 
     #[test]

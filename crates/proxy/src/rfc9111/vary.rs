@@ -1,5 +1,6 @@
 //! `Vary` (RFC 9111 §4.1): which request headers select among stored variants of one URL. A response that varies
-//! on `*` never matches a later request, so it is not stored at all.
+//! on `*` never matches a later request, so it is not stored at all. The selecting values and variant keys every
+//! language computes alike are in `larder_format::key`.
 
 use http::header::VARY;
 use http::HeaderMap;
@@ -21,33 +22,6 @@ pub fn vary_names(response: &HeaderMap) -> Option<Vec<String>> {
     Some(names)
 }
 
-/// The selecting values of `request` for `names`: one line per name, `name: values` (lines of a repeated header
-/// and the elements of each line joined with ",", whitespace around elements removed, RFC 9111 §4.1), and a
-/// distinct mark for an absent header, so that "absent" and "empty" select different variants.
-pub fn selecting_values(names: &[String], request: &HeaderMap) -> String {
-    let mut out = String::new();
-    for name in names {
-        out.push_str(name);
-        let mut values = request.get_all(name.as_str()).iter().peekable();
-        if values.peek().is_none() {
-            out.push_str("\u{0}absent\n");
-            continue;
-        }
-        out.push(':');
-        let elements: Vec<String> = values
-            .flat_map(|v| {
-                String::from_utf8_lossy(v.as_bytes())
-                    .split(',')
-                    .map(|e| e.trim_matches([' ', '\t']).to_owned())
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        out.push_str(&elements.join(","));
-        out.push('\n');
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -61,25 +35,5 @@ mod tests {
             assert_eq!(vary_names(&map(&star)), None);
         }
         assert_eq!(vary_names(&map(&[])), Some(vec![]));
-    }
-
-    #[test]
-    fn absent_and_empty_headers_select_different_variants() {
-        let names = vec!["foo".to_owned()];
-        let absent = selecting_values(&names, &map(&[]));
-        let empty = selecting_values(&names, &map(&[("foo", "")]));
-        let one = selecting_values(&names, &map(&[("foo", " 1 ")]));
-        assert_ne!(absent, empty);
-        assert_eq!(one, selecting_values(&names, &map(&[("foo", "1")])));
-        assert_eq!(
-            selecting_values(&names, &map(&[("foo", " 1, 2 ")])),
-            selecting_values(&names, &map(&[("foo", "1,2")])),
-            "whitespace around list elements does not select another variant"
-        );
-        assert_eq!(
-            selecting_values(&names, &map(&[("foo", "1"), ("foo", "2")])),
-            selecting_values(&names, &map(&[("foo", "1, 2")])),
-            "repeated lines are one list"
-        );
     }
 }
