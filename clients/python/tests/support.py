@@ -419,23 +419,32 @@ def run_rust(binary: Path, args: list[str], stdin: bytes = b"", *, force_tty: st
 DJANGO_SECRET_KEY = "larder-tests-only-secret"
 
 
-def configure_django(store_url: str) -> None:
-    """Configures Django once per test process (settings.configure cannot be repeated): the default cache is a
-    LarderCache on `store_url` (the session's memcached). Tests change other settings with override_settings."""
+def default_cache(store_url: str) -> dict[str, dict[str, Any]]:
+    return {
+        "default": {
+            "BACKEND": "larder.django.LarderCache",
+            "LOCATION": store_url,
+            "KEY_PREFIX": "dj",
+            "OPTIONS": {"compressor": "zstd"},
+        }
+    }
+
+
+def configure_django(store_url: str | None = None) -> None:
+    """Configures Django once per test process (settings.configure cannot be repeated), and, given `store_url`,
+    points the default cache at it (a LarderCache), whichever test configured Django first: tests run in any order.
+    Tests change other settings with override_settings."""
     import django
     from django.conf import settings
 
     if not settings.configured:
         settings.configure(
-            CACHES={
-                "default": {
-                    "BACKEND": "larder.django.LarderCache",
-                    "LOCATION": store_url,
-                    "KEY_PREFIX": "dj",
-                    "OPTIONS": {"compressor": "zstd"},
-                }
-            },
+            CACHES=default_cache(store_url or "memory://"),
             ALLOWED_HOSTS=["*"],
             SECRET_KEY=DJANGO_SECRET_KEY,
         )
         django.setup()
+    if store_url is not None and settings.CACHES["default"]["LOCATION"] != store_url:
+        from django.test import override_settings
+
+        override_settings(CACHES=default_cache(store_url)).enable()  # resets django.core.cache.caches too

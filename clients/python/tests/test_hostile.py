@@ -109,7 +109,7 @@ def test_the_django_backend_reads_a_hostile_server_as_a_miss(hostile: Callable[.
     from support import configure_django
 
     server = hostile("memcached", "drip")
-    configure_django(url("memcached", server))
+    configure_django()
     from larder.django import LarderCache
 
     backend = LarderCache(url("memcached", server, "&failures=1000"), {})

@@ -181,7 +181,7 @@ def test_cache_and_django_apply_safe_key(
     assert cache.get("", "default") == "default"
     with pytest.raises(InvalidKey):
         cache.set("", 1)
-    configure_django(url)
+    configure_django()
     from django.core.cache import CacheKeyWarning
 
     from larder.django import LarderCache

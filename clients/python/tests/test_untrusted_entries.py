@@ -45,7 +45,7 @@ def url(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def django_backend(url: str) -> Iterator[object]:
-    configure_django(url)
+    configure_django()
     from larder.django import LarderCache
 
     backend = LarderCache(url, {"KEY_PREFIX": f"untrusted-{uuid.uuid4().hex}"})
@@ -89,7 +89,7 @@ def test_django_round_trips_pickles_with_its_secret(django_backend: object) -> N
 
 
 def test_django_rotates_secrets_with_fallbacks(url: str) -> None:
-    configure_django(url)
+    configure_django()
     from django.test import override_settings
 
     from larder.django import LarderCache
@@ -108,7 +108,7 @@ def test_django_rotates_secrets_with_fallbacks(url: str) -> None:
 
 
 def test_django_without_a_secret_does_not_pickle(url: str) -> None:
-    configure_django(url)
+    configure_django()
     from django.test import override_settings
 
     from larder.django import LarderCache
