@@ -12,7 +12,7 @@ LARDER_DEBUG := $(CURDIR)/target/debug/larder
 # The hostile memcached/Redis server every language's store suite runs against (crates/testkit).
 LARDER_HOSTILE := $(CURDIR)/target/debug/larder-hostile
 
-.PHONY: demo test test-rust test-python test-django test-ruby test-activesupport test-tour lint-rust build-debug venv services \
+.PHONY: demo test test-rust test-python test-django test-ruby test-activesupport test-tour conformance lint-rust build-debug venv services \
 	ruby-packages rails-tests fuzz clean
 
 # Servers the store tests start on loopback (never as system services): binary -> Debian package.
@@ -66,7 +66,7 @@ test-rust:
 	cargo test --workspace --locked
 
 build-debug:
-	cargo build -p larder-cli -p larder-testkit --bins --locked
+	cargo build -p larder-cli -p larder-testkit -p larder-conformance --bins --locked
 
 $(VENV_STAMP): clients/python/requirements-dev.txt clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -98,6 +98,11 @@ rails-tests: ruby-packages
 
 test-activesupport: rails-tests services
 	cd clients/ruby && RAILS_AS_TESTS=$$(test/activesupport/fetch_rails_tests.sh "$(CACHE_DIR)") rake activesupport
+
+# Every language against every file of spec/vectors, as one matrix (spec/conformance.py; each language's runner is
+# described in spec/vectors/README.md).
+conformance: build-debug $(VENV_STAMP) ruby-packages
+	$(PYTHON) spec/conformance.py
 
 # The README's quick tour, run as written in a fresh shell (docs/tour_test.py): it builds the release binary itself.
 test-tour:

@@ -1,46 +1,86 @@
-//! Runs every case of spec/vectors against this implementation (see spec/vectors/README.md for what each file
-//! promises). `LARDER_BLESS=1` rewrites the encoder-made `entry_hex` values after a deliberate format change.
+//! entries.json (spec/vectors/README.md): every entry decodes to its header and value; every case not marked
+//! `decode_only` encodes to an entry that decodes the same, byte for byte the vector's when uncompressed. `bless`
+//! rewrites the encoder-made `entry_hex` values after a deliberate format change (`LARDER_BLESS=1 cargo test -p
+//! larder-conformance`).
 
-use std::path::PathBuf;
+use std::path::Path;
 
 use base64::Engine;
 use bytes::Bytes;
 use larder_format::json::{self, is_integer_text, msgpack_from_json, JsonNode};
-use larder_format::key::{
-    alternate_key, http_key, namespaced_key, safe_key, url_key, variant_key, KeyOptions, VaryMarker,
-};
 use larder_format::{
     decode_response, encode_response, encode_serialized, ContentEncoding, DecodeLimits, EncodeOptions, Entry,
     EntryMeta, HttpResponse, Kind, Serializer,
 };
 use serde_json::Value;
 
-fn vectors_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../spec/vectors")
+use crate::{cases, each, str_field, u64_field, Checked};
+
+/// Every case of the file.
+pub fn check(path: &Path) -> Checked {
+    let doc = crate::load(path)?;
+    let mut document = load_document(path)?;
+    let cases = cases(&doc)?;
+    let documents = case_documents(&mut document);
+    if documents.len() != cases.len() {
+        return Err("the file's cases and documents differ in number".into());
+    }
+    let documents: Vec<&JsonNode> = documents.into_iter().map(|d| &*d).collect();
+    let next = std::cell::Cell::new(0usize);
+    Ok(each(cases, |case| {
+        let i = next.get();
+        next.set(i + 1);
+        check_case(case, documents[i]);
+    }))
 }
 
-fn load(name: &str) -> Value {
-    let text = std::fs::read_to_string(vectors_dir().join(name)).expect("vector file is readable");
-    serde_json::from_str(&text).expect("vector file is JSON")
+fn check_case(case: &Value, document: &JsonNode) {
+    let name = str_field(case, "name");
+    let expected = hex::decode(str_field(case, "entry_hex")).expect("hex");
+    check_decodes(case, document, &expected);
+    if case["decode_only"].as_bool() == Some(true) {
+        return;
+    }
+    let ours = encode_case(case, document);
+    check_decodes(case, document, &ours);
+    if case["stored_compressor"] == "none" {
+        assert_eq!(hex::encode(&ours), hex::encode(&expected), "{name}: bytes differ");
+    }
+}
+
+/// Rewrites `entry_hex` (and `stored_compressor`) of every encoder-made case with what this encoder writes.
+pub fn bless(path: &Path) -> Result<(), String> {
+    let mut doc = crate::load(path)?;
+    let mut document = load_document(path)?;
+    let cases = doc["cases"].as_array_mut().ok_or("no cases")?;
+    let documents = case_documents(&mut document);
+    for (case, case_document) in cases.iter_mut().zip(documents) {
+        let fixed = case["decode_only"].as_bool() == Some(true) || case["hand_written"].as_bool() == Some(true);
+        if !fixed {
+            let hex = hex::encode(encode_case(case, case_document));
+            set_string(case_document, "entry_hex", &hex);
+            case["entry_hex"] = Value::String(hex);
+        }
+        let bytes = hex::decode(str_field(case, "entry_hex")).map_err(|e| e.to_string())?;
+        let stored = Entry::parse(&bytes).map_err(|e| e.to_string())?.header.compressor.name();
+        set_string(case_document, "stored_compressor", stored);
+    }
+    // Written from the document, not the serde_json value, so that number texts stay as they are.
+    let mut text = String::new();
+    write_pretty(&document, 0, &mut text);
+    text.push('\n');
+    std::fs::write(path, text).map_err(|e| e.to_string())
 }
 
 /// A vector file as written: the documents of the cases' `value` fields keep their number texts (`-0.0`,
 /// `1e+300`), which a `serde_json::Value` does not.
-fn load_document(name: &str) -> JsonNode {
-    let bytes = std::fs::read(vectors_dir().join(name)).expect("vector file is readable");
-    json::parse(&bytes).expect("vector file is JSON")
+fn load_document(path: &Path) -> Result<JsonNode, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    json::parse(&bytes).map_err(|e| format!("{} is not JSON: {e:?}", path.display()))
 }
 
 fn b64(text: &str) -> Vec<u8> {
     base64::engine::general_purpose::STANDARD.decode(text).expect("valid base64 in vectors")
-}
-
-fn str_field<'a>(v: &'a Value, name: &str) -> &'a str {
-    v[name].as_str().unwrap_or_else(|| panic!("field {name} is a string in {v}"))
-}
-
-fn u64_field(v: &Value, name: &str) -> u64 {
-    v[name].as_u64().unwrap_or_else(|| panic!("field {name} is an integer in {v}"))
 }
 
 fn meta_of(options: &Value) -> EntryMeta {
@@ -168,49 +208,6 @@ fn check_decodes(case: &Value, document: &JsonNode, bytes: &[u8]) {
     }
 }
 
-#[test]
-fn entries_decode_and_encode_as_the_vectors_say() {
-    let bless = std::env::var_os("LARDER_BLESS").is_some();
-    let mut doc = load("entries.json");
-    let mut document = load_document("entries.json");
-    let cases = doc["cases"].as_array_mut().expect("cases");
-    assert!(cases.len() >= 40, "the vector file lost cases");
-    let documents = case_documents(&mut document);
-    assert_eq!(documents.len(), cases.len());
-    for (case, case_document) in cases.iter_mut().zip(documents) {
-        let fixed = case["decode_only"].as_bool() == Some(true) || case["hand_written"].as_bool() == Some(true);
-        if bless {
-            if !fixed {
-                let hex = hex::encode(encode_case(case, case_document));
-                set_string(case_document, "entry_hex", &hex);
-                case["entry_hex"] = Value::String(hex);
-            }
-            let bytes = hex::decode(str_field(case, "entry_hex")).expect("hex");
-            let stored = Entry::parse(&bytes).expect("blessed entry parses").header.compressor.name();
-            set_string(case_document, "stored_compressor", stored);
-            case["stored_compressor"] = Value::String(stored.to_owned());
-        }
-        let name = str_field(case, "name").to_owned();
-        let expected = hex::decode(str_field(case, "entry_hex")).expect("hex");
-        check_decodes(case, case_document, &expected);
-        if case["decode_only"].as_bool() == Some(true) {
-            continue;
-        }
-        let ours = encode_case(case, case_document);
-        check_decodes(case, case_document, &ours);
-        if case["stored_compressor"] == "none" {
-            assert_eq!(hex::encode(&ours), hex::encode(&expected), "{name}: bytes differ");
-        }
-    }
-    if bless {
-        // Written from the document, not the serde_json value, so that number texts stay as they are.
-        let mut text = String::new();
-        write_pretty(&document, 0, &mut text);
-        text.push('\n');
-        std::fs::write(vectors_dir().join("entries.json"), text).expect("writes vectors");
-    }
-}
-
 /// The cases of a vector file, as documents.
 fn case_documents(document: &mut JsonNode) -> Vec<&mut JsonNode> {
     let JsonNode::Object(pairs) = document else { panic!("the vector file is an object") };
@@ -259,83 +256,4 @@ fn write_pretty(node: &JsonNode, indent: usize, out: &mut String) {
         }),
         scalar => out.push_str(&scalar.to_string()),
     }
-}
-
-#[test]
-fn invalid_entries_fail_with_the_named_kind() {
-    let doc = load("invalid.json");
-    let cases = doc["cases"].as_array().expect("cases");
-    assert!(cases.len() >= 40, "the vector file lost cases");
-    for case in cases {
-        let name = str_field(case, "name");
-        let bytes = hex::decode(str_field(case, "entry_hex")).expect("hex");
-        let limits = DecodeLimits {
-            max_size: case["max_size"].as_u64().map_or(DecodeLimits::default().max_size, |m| m as usize),
-        };
-        let result = Entry::parse(&bytes).and_then(|entry| match entry.header.kind {
-            Kind::Response => decode_response(&Bytes::from(bytes.clone()), &limits).map(|_| ()),
-            Kind::Value => entry.value::<larder_format_test_value::AnyValue>(&limits).map(|_| ()),
-        });
-        let err = result.expect_err(&format!("{name}: must not decode"));
-        assert_eq!(err.kind().as_str(), str_field(case, "error"), "{name}: {err}");
-    }
-}
-
-/// A value type that accepts anything a serializer can produce, so invalid-value cases fail only for the reason
-/// the vector names.
-mod larder_format_test_value {
-    use serde::de::{Deserialize, Deserializer, IgnoredAny};
-
-    pub struct AnyValue;
-
-    impl<'de> Deserialize<'de> for AnyValue {
-        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            IgnoredAny::deserialize(d).map(|_| AnyValue)
-        }
-    }
-}
-
-#[test]
-fn keys_match_the_vectors() {
-    let doc = load("keys.json");
-    for case in doc["http"].as_array().expect("http cases") {
-        let mut options = KeyOptions::default();
-        if let Some(ns) = case["namespace"].as_str() {
-            options.namespace = ns.to_owned();
-        }
-        if let Some(drop) = case["drop"].as_array() {
-            options.drop_params = drop.iter().map(|d| d.as_str().expect("pattern").to_owned()).collect();
-        }
-        let key = url_key(str_field(case, "method"), str_field(case, "url"), &options).expect("url parses");
-        assert_eq!(key, str_field(case, "key"), "{}", str_field(case, "name"));
-    }
-    for case in doc["safe"].as_array().expect("safe cases") {
-        assert_eq!(safe_key(str_field(case, "key")), str_field(case, "safe"), "{}", str_field(case, "name"));
-    }
-    for case in doc["namespaced"].as_array().expect("namespaced cases") {
-        let full = namespaced_key(str_field(case, "namespace"), str_field(case, "key"));
-        assert_eq!(full, str_field(case, "full"), "{}", str_field(case, "name"));
-    }
-    for case in doc["variants"].as_array().expect("variant cases") {
-        let marker: VaryMarker = serde_json::from_value(case["marker"].clone()).expect("a marker");
-        let request: Vec<(String, String)> = case["request_headers"]
-            .as_array()
-            .expect("headers")
-            .iter()
-            .map(|line| (line[0].as_str().expect("name").to_owned(), line[1].as_str().expect("value").to_owned()))
-            .collect();
-        let key = variant_key(str_field(case, "base_key"), &marker, request.as_slice());
-        assert_eq!(key, str_field(case, "variant_key"), "{}", str_field(case, "name"));
-    }
-    for case in doc["alternates"].as_array().expect("alternate cases") {
-        let coding: ContentEncoding = str_field(case, "coding").parse().expect("a coding");
-        let key = alternate_key(str_field(case, "entry_key"), coding);
-        assert_eq!(key, str_field(case, "alternate_key"), "{}", str_field(case, "name"));
-    }
-    // The parts form, as a server sees a request, agrees with the URL form.
-    let options = KeyOptions::default();
-    assert_eq!(
-        http_key("get", "HTTPS", "Shop.Example:443", "/p?b=1&a=2", &options),
-        url_key("GET", "https://shop.example/p?a=2&b=1", &options).expect("parses")
-    );
 }

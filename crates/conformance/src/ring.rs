@@ -1,16 +1,15 @@
-//! Every case of spec/vectors/ring.json: the same points and the same server for every key as the reference.
+//! ring.json (spec/STORES.md §4.2): the same continuum and the same server for every key as the reference.
+
+use std::path::Path;
 
 use larder_memcached::ring::{key_hash, Ring, RingServer};
 
-#[test]
-fn the_ring_matches_every_vector() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../spec/vectors/ring.json");
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).expect("ring.json")).expect("JSON");
-    let cases = doc["cases"].as_array().expect("cases");
-    assert!(cases.len() >= 6);
-    for case in cases {
-        let name = case["name"].as_str().expect("name");
+use crate::{cases, each, str_field, Checked};
+
+pub fn check(path: &Path) -> Checked {
+    let doc = crate::load(path)?;
+    Ok(each(cases(&doc)?, |case| {
+        let name = str_field(case, "name");
         let servers: Vec<RingServer> = case["servers"]
             .as_array()
             .expect("servers")
@@ -28,7 +27,7 @@ fn the_ring_matches_every_vector() {
         let ring = Ring::build(&servers, |i| !ejected.contains(&i));
         assert_eq!(ring.points().len() as u64, case["points"].as_u64().expect("points"), "{name}");
         for (point, expected) in ring.points().iter().zip(case["first_points"].as_array().expect("first")) {
-            assert_eq!(point.0 as u64, expected[0].as_u64().expect("value"), "{name}");
+            assert_eq!(u64::from(point.0), expected[0].as_u64().expect("value"), "{name}");
             assert_eq!(point.1 as u64, expected[1].as_u64().expect("server"), "{name}");
         }
         for k in case["keys"].as_array().expect("keys") {
@@ -36,5 +35,5 @@ fn the_ring_matches_every_vector() {
             assert_eq!(u64::from(key_hash(key)), k["hash"].as_u64().expect("hash"), "{name}: hash of {key:?}");
             assert_eq!(ring.server_for(key).map(|s| s as u64), k["server"].as_u64(), "{name}: server of {key:?}");
         }
-    }
+    }))
 }

@@ -1,0 +1,112 @@
+//! The Rust column of the conformance matrix (spec/vectors/README.md, "Conformance runners"): one function per
+//! vector file that checks every case against the Rust implementation, used both by `larder-conformance FILE` (which
+//! `make conformance` runs beside the Python and Ruby runners) and by this crate's tests, so the matrix and the
+//! Rust suite cannot disagree. A case is checked by code that panics on the first difference; the runner catches
+//! each case's panic and reports its message, so one bad case never hides the others.
+
+pub mod entries;
+pub mod invalid;
+pub mod keys;
+pub mod ring;
+pub mod storage;
+pub mod stores;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// What one language found in one vector file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Report {
+    pub language: &'static str,
+    pub file: String,
+    /// `pass`, `fail` or `not_applicable`.
+    pub status: &'static str,
+    pub cases: usize,
+    /// Names of the failed cases (at most 20).
+    pub failed: Vec<String>,
+    /// Why not applicable, or what the first failure got.
+    pub reason: Option<String>,
+}
+
+/// The files of `spec/vectors` in this repository.
+pub fn vectors_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../spec/vectors")
+}
+
+/// Reads a vector file as JSON.
+pub fn load(path: &Path) -> Result<Value, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{} is not JSON: {e}", path.display()))
+}
+
+/// Checks every case of the vector file at `path`.
+pub fn run_file(path: &Path) -> Report {
+    let file = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let report =
+        |status, cases, failed, reason| Report { language: "rust", file: file.clone(), status, cases, failed, reason };
+    let results = match file.as_str() {
+        "signed.json" => {
+            return report(
+                "not_applicable",
+                0,
+                Vec::new(),
+                Some("Rust never reads pickle or Marshal values (ext 80/101 stay opaque), so it neither signs nor verifies them; the admin API refuses them".into()),
+            )
+        }
+        "entries.json" => entries::check(path),
+        "invalid.json" => invalid::check(path),
+        "keys.json" => keys::check(path),
+        "ring.json" => ring::check(path),
+        "stores.json" => stores::check(path),
+        "storage.json" => storage::check(path),
+        other => Err(format!("{other} is not a vector file this runner knows: add it to crates/conformance")),
+    };
+    match results {
+        Err(reason) => report("fail", 0, Vec::new(), Some(reason)),
+        Ok(results) => {
+            let failures: Vec<&CaseResult> = results.iter().filter(|(_, r)| r.is_err()).collect();
+            let reason = failures.first().and_then(|(name, r)| r.as_ref().err().map(|e| format!("{name}: {e}")));
+            let failed = failures.iter().take(20).map(|(name, _)| name.clone()).collect();
+            let status = if failures.is_empty() { "pass" } else { "fail" };
+            report(status, results.len(), failed, reason)
+        }
+    }
+}
+
+/// Each case's name and outcome (the message of its first difference), or why the file could not be read.
+pub type Checked = Result<Vec<CaseResult>, String>;
+pub type CaseResult = (String, Result<(), String>);
+
+/// Runs `check` on every case (a JSON value with a `name`), catching its panic as the case's failure.
+pub(crate) fn each(cases: &[Value], check: impl Fn(&Value)) -> Vec<CaseResult> {
+    cases
+        .iter()
+        .map(|case| {
+            let name = case["name"].as_str().unwrap_or("(unnamed)").to_owned();
+            let result = catch_unwind(AssertUnwindSafe(|| check(case))).map_err(|panic| {
+                panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                    .unwrap_or_else(|| "panicked".into())
+            });
+            (name, result)
+        })
+        .collect()
+}
+
+/// The `cases` list of a vector file.
+pub(crate) fn cases(doc: &Value) -> Result<&Vec<Value>, String> {
+    doc["cases"].as_array().ok_or_else(|| "the file has no list of cases".to_owned())
+}
+
+pub(crate) fn str_field<'a>(v: &'a Value, name: &str) -> &'a str {
+    v[name].as_str().unwrap_or_else(|| panic!("field {name} is a string in {v}"))
+}
+
+pub(crate) fn u64_field(v: &Value, name: &str) -> u64 {
+    v[name].as_u64().unwrap_or_else(|| panic!("field {name} is an integer in {v}"))
+}

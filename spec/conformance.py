@@ -1,0 +1,75 @@
+"""The conformance matrix: every language against every vector file of spec/vectors (`make conformance`).
+
+Each language's runner (spec/vectors/README.md, "Conformance runners") judges one file and prints one JSON line;
+this script runs every runner on every file, prints the matrix (language x file: pass, fail, or not applicable with
+the reason) and the failures, and exits 1 if any cell failed or any runner could not run. Only the standard
+library; run it from anywhere:
+
+    python3 spec/conformance.py            # the runners as `make conformance` builds them
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VECTORS = ROOT / "spec" / "vectors"
+#: language -> the command that judges one file (the file's path is appended).
+RUNNERS = {
+    "rust": [str(ROOT / "target" / "debug" / "larder-conformance")],
+    "python": [str(ROOT / ".venv" / "bin" / "python"), str(ROOT / "clients" / "python" / "tests" / "conformance.py")],
+    "ruby": ["ruby", str(ROOT / "clients" / "ruby" / "test" / "conformance.rb")],
+}
+#: The longest one runner may take for one file.
+TIMEOUT_S = 300
+
+
+def judge(language: str, command: list[str], file: Path) -> dict[str, object]:
+    """One cell: the runner's report, or a failure saying why there is none."""
+    failure = {"language": language, "file": file.name, "status": "fail", "cases": 0, "failed": []}
+    try:
+        done = subprocess.run(
+            [*command, str(file)], cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return {**failure, "reason": f"the runner did not run: {e}"}
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    if done.returncode != 0 or len(lines) != 1:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        return {**failure, "reason": f"the runner exited {done.returncode}: {' | '.join(tail)}"}
+    try:
+        report = json.loads(lines[0])
+    except json.JSONDecodeError:
+        return {**failure, "reason": f"the runner printed no JSON: {lines[0][:200]}"}
+    if report.get("status") not in ("pass", "fail", "not_applicable") or report.get("file") != file.name:
+        return {**failure, "reason": f"the runner's report does not follow the contract: {lines[0][:200]}"}
+    return report
+
+
+def main() -> int:
+    files = sorted(VECTORS.glob("*.json"))
+    reports = {(lang, f.name): judge(lang, cmd, f) for lang, cmd in RUNNERS.items() for f in files}
+    width = max(len(f.name) for f in files)
+    print(f"{'':{width}}  " + "  ".join(f"{lang:>22}" for lang in RUNNERS))
+    for f in files:
+        cells = []
+        for lang in RUNNERS:
+            r = reports[(lang, f.name)]
+            cell = {"pass": f"pass ({r.get('cases')})", "fail": "FAIL", "not_applicable": "n/a"}[str(r["status"])]
+            cells.append(f"{cell:>22}")
+        print(f"{f.name:{width}}  " + "  ".join(cells))
+    notes = [r for r in reports.values() if r["status"] != "pass"]
+    for r in notes:
+        what = "not applicable" if r["status"] == "not_applicable" else "FAILED"
+        failed = f" (cases: {', '.join(map(str, r.get('failed') or []))})" if r.get("failed") else ""
+        print(f"{r['language']} {r['file']}: {what}{failed}: {r.get('reason')}")
+    bad = [r for r in reports.values() if r["status"] == "fail"]
+    print(f"conformance: {len(reports) - len(bad)} of {len(reports)} cells pass or do not apply")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
