@@ -86,6 +86,7 @@ def test_deletes_cross_languages(url: str) -> None:
     store = open_store(url)
     key = f"del-{uuid.uuid4().hex[:8]}"
     store.set(key, larder.encode("v"))
-    assert rust(url, "delete", key).stdout.strip() == b"1"
+    deleted = rust(url, "delete", key)
+    assert deleted.stdout.strip() == b"1", deleted.stderr.decode(errors="replace")
     assert store.get(key) is None
     store.close()
