@@ -103,6 +103,7 @@ test-activesupport: rails-tests services
 # described in spec/vectors/README.md).
 conformance: build-debug $(VENV_STAMP) ruby-packages
 	$(PYTHON) spec/conformance.py
+	$(PYTHON) spec/storage_differential.py
 
 # The README's quick tour, run as written in a fresh shell (docs/tour_test.py): it builds the release binary itself.
 test-tour:

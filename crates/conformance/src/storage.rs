@@ -12,6 +12,17 @@ use serde_json::{json, Map, Value};
 
 use crate::{cases, each, Checked};
 
+/// Fills in every case's `expected` with what the Rust rules decide (`larder-conformance --answer`): the
+/// differential test (spec/storage_differential.py) asks the other languages to agree with it on random cases.
+pub fn answer(file: &mut Value) -> Result<(), String> {
+    let snapshot = file.clone();
+    let list = file["cases"].as_array_mut().ok_or("the file has no list of cases")?;
+    for case in list.iter_mut() {
+        case["expected"] = run(&snapshot, case);
+    }
+    Ok(())
+}
+
 pub fn check(path: &Path) -> Checked {
     let file = crate::load(path)?;
     let list = cases(&file)?;

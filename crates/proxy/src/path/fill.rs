@@ -71,6 +71,12 @@ impl FillPlan {
         }
     }
 
+    /// A request with credentials, sent upstream alone (RFC 9111 §3.5: its response is not shared with waiters).
+    /// It carries no detail of its own, so `Cache-Status` says why its response was or was not stored.
+    pub fn credentialed(ctx: &RequestContext, marker: Option<FoundMarker>) -> FillPlan {
+        FillPlan { detail: None, ..FillPlan::pass(ctx, Fwd::Request, "authorization", marker) }
+    }
+
     /// The refresh of a stale response.
     pub fn refresh(stale: Stored, marker: Option<FoundMarker>) -> FillPlan {
         FillPlan {

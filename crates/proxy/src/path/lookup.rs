@@ -24,8 +24,8 @@ impl<S: Store> Proxy<S> {
         match self.storage.lookup(&ctx.key, |names| ctx.vary_view(names)).await {
             Lookup::Found(found, marker) => {
                 if !reusable_for(&found, &ctx.headers) {
-                    let plan = FillPlan::pass(ctx, Fwd::Request, "authorization", marker);
-                    return self.fill_alone(ctx, plan).await;
+                    // `fwd=request` says the credentials sent it upstream; the detail will say what became of it.
+                    return self.fill_alone(ctx, FillPlan::credentialed(ctx, marker)).await;
                 }
                 let age_ms = found.age_seconds(now).saturating_mul(1000);
                 if found.is_fresh(now) && !self.rules.request_requires_validation(&ctx.headers, age_ms) {
@@ -42,7 +42,7 @@ impl<S: Store> Proxy<S> {
                 }
                 if ctx.headers.contains_key(AUTHORIZATION) {
                     // A response to credentials is not shared with waiters (RFC 9111 §3.5).
-                    return self.fill_alone(ctx, FillPlan::pass(ctx, Fwd::Request, "authorization", marker)).await;
+                    return self.fill_alone(ctx, FillPlan::credentialed(ctx, marker)).await;
                 }
                 if self.hit_for_miss.contains(&ctx.key, now) {
                     return self.fill_alone(ctx, FillPlan::pass(ctx, Fwd::Bypass, "uncacheable", marker)).await;
