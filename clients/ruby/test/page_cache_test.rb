@@ -2,84 +2,11 @@
 
 require_relative "test_helper"
 require "stringio"
+require "time"
 
-# Larder::Rack::PageCache and CacheRules without servers: which responses are stored, for how long, and in what
-# form (the rules of crates/proxy/src/rfc9111 and stored.rs). The end-to-end test with Rails and the Rust front is
-# page_cache_rails_test.rb.
-class CacheRulesTest < Minitest::Test
-  NOW = 1_700_000_000_000
-
-  def plan(pairs, status: 200, authorization: false, rules: Larder::Rack::CacheRules.new)
-    rules.storage("GET", authorization, status, pairs, NOW, NOW)
-  end
-
-  def fresh(pairs, **options)
-    result, reason = plan(pairs, **options)
-    result ? result.fresh_ms : reason
-  end
-
-  def test_explicit_freshness_and_prohibitions
-    assert_equal 60_000, fresh([["cache-control", "max-age=60"]])
-    assert_equal 5000, fresh([["cache-control", "max-age=60, s-maxage=5"]])
-    assert_equal "no-store", fresh([["cache-control", "max-age=60, no-store"]])
-    assert_equal "private", fresh([["cache-control", "max-age=60, private"]])
-    assert_equal "private", fresh([["cache-control", "max-age=0, private, must-revalidate"]]), "Rails' default"
-    assert_equal "no-explicit-freshness", fresh([["content-type", "text/html"]])
-    assert_equal "set-cookie", fresh([["cache-control", "max-age=60"], ["set-cookie", "a=1"]])
-    assert_equal "vary-star", fresh([["cache-control", "max-age=60"], ["vary", "Accept, *"]])
-    assert_equal "status", fresh([["cache-control", "max-age=60"]], status: 206)
-    assert_equal "authorization", fresh([["cache-control", "max-age=60"]], authorization: true)
-    assert_equal 60_000, fresh([["cache-control", "max-age=60, public"]], authorization: true)
-  end
-
-  def test_first_directive_wins_and_bad_values_are_stale
-    assert_equal 60_000, fresh([["cache-control", "max-age=60"], ["cache-control", "max-age=600"]])
-    assert_equal 0, fresh([["cache-control", "max-age=abc"]]), "stale at once, kept for stale-if-error"
-    assert_equal "no-explicit-freshness",
-                 fresh([["cache-control", "max-age=abc"]], rules: Larder::Rack::CacheRules.new(stale_if_error: 0))
-    assert_equal "no-explicit-freshness", fresh([["cache-control", "max-age =60"]])
-    assert_equal 60_000, fresh([["cache-control", 'max-age="60"']])
-    assert_equal 60_000, fresh([["cache-control", 'foo="a,no-store", max-age=60']]), "commas in quotes do not split"
-  end
-
-  def test_targeted_fields_then_surrogate_control_then_cache_control
-    assert_equal 600_000, fresh([%w[cache-control private], ["cdn-cache-control", "max-age=600"]])
-    assert_equal "no-store", fresh([["cache-control", "max-age=60"], %w[cdn-cache-control no-store]])
-    assert_equal 60_000, fresh([["cache-control", "max-age=60"], ["cdn-cache-control", "max-age=6.5"]]),
-                 "an invalid CDN-Cache-Control is ignored"
-    assert_equal 60_000, fresh([["cache-control", "max-age=60"], ["cdn-cache-control", "max-age=600;"]])
-    assert_equal 30_000, fresh([["cache-control", "max-age=60"], ["surrogate-control", "max-age=30"]])
-    assert_equal 600_000, fresh([["surrogate-control", "max-age=30"], ["cdn-cache-control", "max-age=600"]])
-    expires = Time.at((NOW + 100_000) / 1000).httpdate
-    assert_equal 100_000, fresh([["date", Time.at(NOW / 1000).httpdate], ["expires", expires]])
-    assert_equal "no-explicit-freshness",
-                 fresh([%w[cdn-cache-control public], ["expires", expires]]), "Expires does not count under it"
-  end
-
-  def test_age_and_stale_windows
-    result, = plan([["cache-control", "max-age=60"], %w[age 20]])
-    assert_equal [40_000, 20_000, 300_000], [result.fresh_ms, result.initial_age_ms, result.stale_ms],
-                 "stale-if-error 300 s by default, as larder serve"
-    result, = plan([["cache-control", "max-age=60, stale-while-revalidate=900"]])
-    assert_equal 900_000, result.stale_ms
-    result, = plan([["cache-control", "max-age=60, must-revalidate"]])
-    assert_equal 0, result.stale_ms
-    result, = plan([["cache-control", "max-age=60, must-revalidate"], ["etag", '"x"']])
-    assert_equal 3_600_000, result.stale_ms, "validators keep it for revalidation"
-    result, = plan([%w[cache-control no-cache], ["etag", '"x"']])
-    assert_equal [0, 3_600_000], [result.fresh_ms, result.stale_ms]
-    result, = plan([["cache-control", "max-age=60"]], rules: Larder::Rack::CacheRules.new(stale_if_error: 0))
-    assert_equal 0, result.stale_ms
-  end
-
-  def test_vary
-    result, = plan([["cache-control", "max-age=60"], ["vary", "Accept-Encoding, Accept"], %w[vary accept]])
-    assert_equal ["accept"], result.vary, "accept-encoding is dropped for a coding every reader can decode"
-    result, = plan([["cache-control", "max-age=60"], %w[vary Accept-Encoding], %w[content-encoding deflate]])
-    assert_equal ["accept-encoding"], result.vary
-  end
-end
-
+# Larder::Rack::PageCache without servers: which responses are stored, for how long, and in what form (the rules of
+# crates/proxy/src/stored.rs; the storage rules themselves are cache_rules_test.rb and spec/vectors/storage.json). The
+# end-to-end test with Rails and the Rust front is page_cache_rails_test.rb.
 class PageCacheTest < Minitest::Test
   def env(path = "/p?b=2&a=1&utm_source=x", method: "GET", headers: {})
     path_info, query = path.split("?", 2)
@@ -166,5 +93,39 @@ class PageCacheTest < Minitest::Test
     status, _, body = middleware.call(env("/"))
     assert_equal [200, "<h1>hi</h1>"], [status, body.each.to_a.join]
     assert_kind_of Larder::StoreError, errors.first
+  end
+
+  def test_the_fronts_request_and_heuristic_settings
+    middleware, store = cache({ "Cache-Control" => "max-age=60" })
+    middleware.call(env("/", headers: { "HTTP_CACHE_CONTROL" => "no-store" }))
+    refute_nil store.get("GET:http://shop.example/"), "request directives are ignored by default, as by the front"
+    middleware, store = cache({ "Cache-Control" => "max-age=60" }, honor_request_cache_control: true)
+    middleware.call(env("/", headers: { "HTTP_CACHE_CONTROL" => "no-store" }))
+    assert_nil store.get("GET:http://shop.example/")
+    last_modified = Time.at(Time.now.to_i - 86_400).httpdate
+    middleware, store = cache({ "Last-Modified" => last_modified }, heuristic_max: 60)
+    middleware.call(env("/"))
+    entry = Larder.decode(store.get("GET:http://shop.example/"))
+    assert_in_delta 60_000, entry.expires_at - entry.created_at, 2000, "10% of a day, capped at 60 s"
+  end
+
+  def test_a_variant_is_selected_by_the_request_as_the_app_saw_it
+    middleware, store = cache({ "Cache-Control" => "max-age=60", "Vary" => "accept-language, X-Device" })
+    middleware.call(env("/", headers: { "HTTP_ACCEPT_LANGUAGE" => "fr,  de", "HTTP_X_DEVICE" => "" }))
+    base = "GET:http://shop.example/"
+    marker = Larder.decode(store.get(base)).value
+    assert_equal %w[accept-language x-device], marker["vary"]
+    request = [%w[Accept-Language fr], ["X-Device", ""], %w[ACCEPT-LANGUAGE de]]
+    refute_nil store.get(Larder::Keys.variant_key(base, marker, request)), "the front's lines give the same key"
+    assert_nil store.get(Larder::Keys.variant_key(base, marker, [["Accept-Language", "fr, de"]])), "absent != empty"
+  end
+
+  def test_a_coding_in_upper_case_moves_into_the_entry_too
+    middleware, store = cache({ "Cache-Control" => "max-age=60", "Content-Encoding" => "GZIP",
+                                "Vary" => "Accept-Encoding" }, body: [Zlib.gzip("hello")])
+    middleware.call(env("/"))
+    entry = Larder.decode(store.get("GET:http://shop.example/"))
+    assert_equal ["response", "gzip", nil], [entry.kind, entry.value.content_encoding,
+                                             entry.value.header("content-encoding")]
   end
 end

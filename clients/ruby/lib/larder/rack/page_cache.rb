@@ -86,6 +86,17 @@ module Larder
         text ? [text] : nil
       end
 
+      # The request's header lines as the app was given them, [lowercase name, value] pairs (the server joined
+      # repeated lines; selecting values read `a, b` as the lines `a` and `b` alike).
+      def self.request_pairs(env)
+        env.filter_map do |key, value|
+          next unless value.is_a?(String)
+          next [key.downcase.tr("_", "-"), value] if %w[CONTENT_TYPE CONTENT_LENGTH].include?(key)
+
+          [key.delete_prefix("HTTP_").downcase.tr("_", "-"), value] if key.start_with?("HTTP_")
+        end
+      end
+
       # Rack headers as [lowercase name, value] pairs, one per line (Rack 2 joins repeated lines with "\n").
       def self.header_pairs(headers)
         headers.flat_map do |name, value|
@@ -103,15 +114,14 @@ module Larder
         if opt_in
           return nil if @rules.refusal("GET", status, pairs)
 
-          vary = CacheRules.vary_names(pairs)
-          vary -= ["accept-encoding"] if CacheRules.decodable_coding?(pairs)
           ttl = Integer(opt_in.fetch(:expires_in)) * 1000
           return nil unless ttl.positive?
 
           stale = Integer(opt_in.fetch(:stale, 0)) * 1000
-          return CacheRules::Plan.new(fresh_ms: ttl, initial_age_ms: 0, stale_ms: stale, vary: vary)
+          return CacheRules::Plan.new(fresh_ms: ttl, initial_age_ms: 0, keep_stale_ms: stale,
+                                      vary: CacheRules.vary(pairs))
         end
-        plan, = @rules.storage("GET", env.key?("HTTP_AUTHORIZATION"), status, pairs, request_time, now)
+        plan, = @rules.storage("GET", self.class.request_pairs(env), status, pairs, request_time, now)
         plan
       end
 
@@ -128,7 +138,7 @@ module Larder
         tags = tags_of(pairs, env[ENV_KEY])
         headers, coding = stored_headers(pairs, plan, now)
         response = HttpResponse.new(status, headers, text, coding)
-        meta = { created_at: now, expires_at: [now + plan.fresh_ms, 1].max, stale_ms: plan.stale_ms }
+        meta = { created_at: now, expires_at: [now + plan.fresh_ms, 1].max, stale_ms: plan.keep_stale_ms }
         entry = Larder.encode_response(response, compressor: "none", tags: tags, **meta)
         base = base_key(env)
         return @store.set(base, entry) if plan.vary.empty?
@@ -141,11 +151,7 @@ module Larder
         marker, marker_meta = existing_marker(base, vary)
         marker ||= { "vary" => vary, "generation" => SecureRandom.hex(8) }
         marker_meta = later(marker_meta, meta)
-        request_headers = vary.filter_map do |name|
-          value = request_header(env, name)
-          [name, value] unless value.nil?
-        end
-        @store.set(Keys.variant_key(base, marker, request_headers), entry)
+        @store.set(Keys.variant_key(base, marker, self.class.request_pairs(env)), entry)
         @store.set(base, Larder.encode(marker, compressor: "none", **marker_meta))
       end
 
@@ -170,11 +176,6 @@ module Larder
         hard.call(meta) > hard.call(marker_meta) ? meta : marker_meta
       end
 
-      def request_header(env, name)
-        key = name.upcase.tr("-", "_")
-        env[%w[CONTENT_TYPE CONTENT_LENGTH].include?(key) ? key : "HTTP_#{key}"]
-      end
-
       # What the front stores: end-to-end fields without the consumed ones and Content-Length; a coding it can
       # transform moves into the entry; `Age` says the initial age; `Date` is added when missing.
       def stored_headers(pairs, plan, now)
@@ -186,8 +187,8 @@ module Larder
         end
         coding = "identity"
         codings = kept.select { |name, _| name == "content-encoding" }
-        if codings.size == 1 && HttpResponse::CONTENT_ENCODINGS.include?(codings.first[1].strip)
-          coding = codings.first[1].strip
+        if codings.size == 1 && HttpResponse::CONTENT_ENCODINGS.include?(codings.first[1].strip.downcase)
+          coding = codings.first[1].strip.downcase # in any case, as the front reads it
           kept -= codings
         end
         kept << ["age", (plan.initial_age_ms / 1000).to_s]
