@@ -258,18 +258,26 @@ async fn byte_ranges_are_cut_from_a_stored_response() {
 #[tokio::test]
 async fn requests_with_credentials_are_not_shared() {
     let origin = Origin::start(|seen| {
-        let public = seen.path == "/public";
-        let cc = if public { "max-age=60, public" } else { "max-age=60" };
-        (StatusCode::OK, vec![("cache-control", cc.into())], Bytes::from(seen.path.clone()))
+        let headers = match seen.path.as_str() {
+            "/public" => vec![("cache-control", "max-age=60, public".into())],
+            // Shared by the field that governs this cache (RFC 9213), not by Cache-Control, which browsers read.
+            "/cdn-public" => {
+                vec![("cache-control", "max-age=60".into()), ("cdn-cache-control", "max-age=60, public".into())]
+            }
+            _ => vec![("cache-control", "max-age=60".into())],
+        };
+        (StatusCode::OK, headers, Bytes::from(seen.path.clone()))
     })
     .await;
     let larder = Larder::start(&origin.url(), |_| {}).await;
     for _ in 0..2 {
-        get(&larder.url("/mine"), &[("authorization", "Bearer a")]).await;
-        get(&larder.url("/public"), &[("authorization", "Bearer a")]).await;
+        for path in ["/mine", "/public", "/cdn-public"] {
+            get(&larder.url(path), &[("authorization", "Bearer a")]).await;
+        }
     }
     assert_eq!(origin.count("/mine"), 2);
     assert_eq!(origin.count("/public"), 1);
+    assert_eq!(origin.count("/cdn-public"), 1, "stored and reused by the same field's public");
     tokio::time::sleep(Duration::from_millis(1)).await;
 }
 

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use http::header::{AUTHORIZATION, CACHE_CONTROL};
+use http::header::AUTHORIZATION;
 use http::{HeaderMap, Method};
 use larder_store::Store;
 
@@ -14,7 +14,7 @@ use super::Answer;
 use crate::cache_status::{Fwd, Outcome, Verdict};
 use crate::handler::Proxy;
 use crate::request::RequestContext;
-use crate::rfc9111::cache_control::Directives;
+use crate::rfc9111::Rules;
 use crate::stored::{Lookup, Stored};
 
 impl<S: Store> Proxy<S> {
@@ -23,7 +23,7 @@ impl<S: Store> Proxy<S> {
         let now = self.clock.now_ms();
         match self.storage.lookup(&ctx.key, |names| ctx.vary_view(names)).await {
             Lookup::Found(found, marker) => {
-                if !reusable_for(&found, &ctx.headers) {
+                if !reusable_for(&self.rules, &found, &ctx.headers) {
                     // `fwd=request` says the credentials sent it upstream; the detail will say what became of it.
                     return self.fill_alone(ctx, FillPlan::credentialed(ctx, marker)).await;
                 }
@@ -62,12 +62,13 @@ impl<S: Store> Proxy<S> {
     }
 }
 
-/// RFC 9111 §3.5: a response stored for a request with Authorization is reused only if it said so.
-fn reusable_for(stored: &Stored, request: &HeaderMap) -> bool {
+/// RFC 9111 §3.5: a response stored for a request with Authorization is reused only if it said so, in the field
+/// that governs this cache (a targeted field, Surrogate-Control or Cache-Control: the one it was stored by).
+fn reusable_for(rules: &Rules, stored: &Stored, request: &HeaderMap) -> bool {
     if !request.contains_key(AUTHORIZATION) {
         return true;
     }
-    let d = Directives::parse(stored.headers.get_all(CACHE_CONTROL));
+    let d = rules.governing(&stored.headers).directives;
     d.public || d.must_revalidate || d.s_maxage.is_some()
 }
 
