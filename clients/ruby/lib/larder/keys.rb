@@ -7,8 +7,10 @@ module Larder
   #
   # `safe_key` fits memcached's rules (at most 250 bytes, no spaces or control characters) by hashing what does not
   # fit, keeping a readable prefix; `namespaced_key` prefixes a namespace; `http_key` and `url_key` turn a request
-  # into a key with the query sorted and tracking parameters dropped. Lengths and comparisons are over UTF-8 bytes,
-  # and case changes are ASCII-only: no Unicode case folding, no percent-decoding.
+  # into a key with the query sorted and tracking parameters dropped; `selecting_values`, `variant_key`,
+  # `alternate_key` and `url_keys` are the helpers of §5.5 every language offers under these names, over a
+  # request's header lines as ordered [name, value] pairs. Lengths and comparisons are over UTF-8 bytes, and case
+  # changes are ASCII-only: no Unicode case folding, no percent-decoding.
   module Keys
     # memcached's key length limit.
     MAX_KEY_LEN = 250
@@ -18,6 +20,8 @@ module Larder
     DEFAULT_DROP = %w[utm_* gclid fbclid msclkid].freeze
     UNSAFE = /[\x00-\x20\x7F]/n
     DEFAULT_PORTS = { "http" => ":80", "https" => ":443" }.freeze
+    # The codings an alternate may be in (spec/FORMAT.md §5.5), in the order url_keys lists their keys.
+    CODINGS = %w[identity gzip br zstd].freeze
 
     module_function
 
@@ -82,24 +86,58 @@ module Larder
       http_key(method, scheme, rest[0, stop], rest[stop..], namespace: namespace, drop: drop)
     end
 
-    # The key of a response's variant (spec/FORMAT.md §5.4), from its marker ({"vary" => [...], "generation" => G})
-    # and the request's header lines ([name, value] pairs, in order).
-    def variant_key(base_key, marker, request_headers)
-      selecting = marker.fetch("vary").map do |name|
-        values = request_headers.select { |header, _| ascii_lower(header) == name }.map(&:last)
+    # The selecting values of a request for the header `names` of a marker (spec/FORMAT.md §5.4): per name, in
+    # order, `name:` and the values of every line the request has of it (names compared case-insensitively), split
+    # on `,`, each element trimmed of spaces and tabs, joined with `,`, then a newline; `name` NUL `absent` newline
+    # for a header the request lacks, so "absent" and "empty" select different variants. `request_headers`: the
+    # request's header lines as ordered [name, value] pairs.
+    def selecting_values(names, request_headers)
+      names.map do |name|
+        wanted = ascii_lower(name.to_s)
+        values = request_headers.filter_map { |header, value| text(value) if ascii_lower(header.to_s) == wanted }
         next "#{name}\u0000absent\n" if values.empty?
 
         elements = values.flat_map { |value| value.split(",", -1) }
         "#{name}:#{elements.map { |element| element.gsub(/\A[ \t]+|[ \t]+\z/, '') }.join(',')}\n"
       end.join
-      generation = marker["generation"]
-      middle = generation.nil? ? "" : "\u0000generation:#{generation}\n"
-      safe_key("#{base_key}\n#{middle}#{selecting}")
     end
 
-    # Where a response transformed to another coding is kept beside the original (spec/FORMAT.md §5.5).
+    # The key of the variant of `base_key` that a request selects under `marker`, the map a base key holds when
+    # responses vary (`{"vary" => [names], "generation" => G}`, generation optional; Symbol keys work too), from
+    # the request's header lines (spec/FORMAT.md §5.4).
+    def variant_key(base_key, marker, request_headers)
+      values = selecting_values(marker_field(marker, "vary") || raise(ArgumentError, "a marker has vary"),
+                                request_headers)
+      generation = marker_field(marker, "generation")
+      middle = generation.nil? ? "" : "\u0000generation:#{generation}\n"
+      safe_key("#{base_key}\n#{middle}#{values}")
+    end
+
+    # Where the response stored under `entry_key` (a base or a variant key) is kept in another coding: identity,
+    # gzip, br or zstd (spec/FORMAT.md §5.5).
     def alternate_key(entry_key, coding)
+      unless CODINGS.include?(coding.to_s)
+        raise ArgumentError, "a coding is one of #{CODINGS.join(', ')}, not #{coding.inspect}"
+      end
+
       safe_key("#{entry_key}\n\u0000coding:#{coding}")
+    end
+
+    # What a URL purge removes: the base key (a response or a marker) and the base response's four alternates.
+    def url_keys(base_key)
+      [base_key] + CODINGS.map { |coding| alternate_key(base_key, coding) }
+    end
+
+    def marker_field(marker, name)
+      marker.key?(name) ? marker[name] : marker[name.to_sym]
+    end
+
+    # A header value as text: bytes that are not UTF-8 read as U+FFFD, as the other languages read them.
+    def text(value)
+      value = value.to_s
+      return value if value.encoding == Encoding::UTF_8 && value.valid_encoding?
+
+      value.dup.force_encoding(Encoding::UTF_8).scrub
     end
 
     def param_name(part)
@@ -129,5 +167,8 @@ module Larder
     def ascii_lower(text)
       text.b.tr("A-Z", "a-z").force_encoding(Encoding::UTF_8)
     end
+
+    private_class_method :marker_field, :text, :param_name, :dropped?, :normalize_authority, :ascii_upper,
+                         :ascii_lower
   end
 end

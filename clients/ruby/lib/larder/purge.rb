@@ -29,8 +29,7 @@ module Larder
       return store.purge_tag(tag) if tag
       return store.purge_prefix(prefix) if prefix
 
-      base = Keys.url_key("GET", url, namespace: namespace)
-      store.delete_many([base] + HttpResponse::CONTENT_ENCODINGS.map { |coding| Keys.alternate_key(base, coding) })
+      store.delete_many(Keys.url_keys(Keys.url_key("GET", url, namespace: namespace)))
     end
   end
 end
