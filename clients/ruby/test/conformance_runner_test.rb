@@ -1,0 +1,72 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+require_relative "conformance"
+require "open3"
+require "tmpdir"
+
+# The runner's contract (spec/vectors/README.md, "Conformance runners"), as `make conformance` calls it: one JSON
+# line per file, from the repository root and from clients/ruby; a failing case named with what it got; an unknown
+# or unreadable file a `fail` with a reason, exit status 0; no file at all a usage error.
+class ConformanceRunnerTest < Minitest::Test
+  RUNNER = File.expand_path("conformance.rb", __dir__)
+  CLIENT = File.expand_path("..", __dir__)
+
+  def runner(*args, dir: TestPaths::REPO)
+    out, err, status = Open3.capture3(RbConfig.ruby, RUNNER, *args, chdir: dir)
+    [out.lines.map { |line| JSON.parse(line) }, err, status.exitstatus]
+  end
+
+  def test_every_file_passes_from_the_repository_root_and_from_clients_ruby
+    files = Conformance::FILES.keys.sort
+    [[TestPaths::REPO, "spec/vectors"], [CLIENT, "../../spec/vectors"]].each do |dir, vectors|
+      reports, err, code = runner(*files.map { |file| "#{vectors}/#{file}" }, dir: dir)
+      assert_equal [0, ""], [code, err], dir
+      assert_equal(files, reports.map { |r| r["file"] })
+      reports.each do |report|
+        cases = Conformance.cases(File.join(TestPaths::VECTORS, report["file"])).size
+        assert_equal({ "language" => "ruby", "file" => report["file"], "status" => "pass", "cases" => cases,
+                       "failed" => [], "reason" => nil }, report)
+      end
+    end
+  end
+
+  def test_every_storage_case_is_run_and_passes
+    reports, = runner("spec/vectors/storage.json")
+    expected = [["pass", TestPaths.vectors("storage")["cases"].size]]
+    assert_equal(expected, reports.map { |r| [r["status"], r["cases"]] })
+  end
+
+  def test_a_failing_case_is_named_with_what_it_got
+    document = TestPaths.vectors("storage")
+    wrong = document["cases"].find { |c| c["name"] == "method_get" }
+    wrong["expected"] = { "stored" => false, "reason" => "method" }
+    Dir.mktmpdir do |dir|
+      File.write(File.join(dir, "storage.json"), JSON.generate(document))
+      (report,), _, code = runner(File.join(dir, "storage.json"))
+      assert_equal 0, code
+      assert_equal ["fail", document["cases"].size, ["method_get"]], report.values_at("status", "cases", "failed")
+      assert_match(/\Amethod_get: .*"stored" ?=> ?true/, report["reason"])
+    end
+  end
+
+  def test_an_unknown_or_unreadable_file_fails_with_a_reason
+    Dir.mktmpdir do |dir|
+      File.write(File.join(dir, "future.json"), '{"schema": 1, "cases": []}')
+      File.write(File.join(dir, "keys.json"), "not json")
+      reports, _, code = runner(File.join(dir, "future.json"), File.join(dir, "keys.json"),
+                                File.join(dir, "missing", "ring.json"))
+      assert_equal 0, code, "the runner could judge them: each is a failure, not a crash"
+      assert_equal(%w[fail fail fail], reports.map { |r| r["status"] })
+      assert_match(/future\.json is not a vector file this runner knows/, reports[0]["reason"])
+      assert_match(/cannot read .*keys\.json/, reports[1]["reason"])
+      assert_match(/cannot read .*ring\.json/, reports[2]["reason"])
+    end
+  end
+
+  def test_no_file_is_a_usage_error
+    reports, err, code = runner
+    assert_equal [[], 2], [reports, code]
+    assert_match(/usage: /, err)
+  end
+end
