@@ -12,6 +12,8 @@ use std::sync::Arc;
 use http::header::CONTENT_ENCODING;
 use larder_cache::coalesce::Role;
 use larder_format::ContentEncoding;
+
+use crate::rfc9111::cache_control::Directives;
 use larder_store::Store;
 
 use super::Answer;
@@ -138,12 +140,17 @@ impl<S: Store> Proxy<S> {
 }
 
 /// Which body a client gets: the stored one if it accepts its coding (unless the stored body is identity, worth
-/// compressing, and the client accepts the offered coding), else the stored one decoded.
+/// compressing, and the client accepts the offered coding), else the stored one decoded; never transformed when
+/// the response says `no-transform`.
 fn choose(stored: &Stored, accepted: &Accepted, offered: Option<ContentEncoding>) -> Choice {
     let Some(coding) = stored_coding(stored) else {
         // A coding larder does not know: it goes to everyone as it is, as the upstream would have sent it.
         return Choice::Stored { varies_on_coding: false };
     };
+    // RFC 9110 §7.7: a proxy must not transform the content of a response that says no-transform.
+    if Directives::parse(stored.headers.get_all(http::header::CACHE_CONTROL)).no_transform {
+        return Choice::Stored { varies_on_coding: false };
+    }
     let offer = offered
         .filter(|_| coding == ContentEncoding::Identity && encoding::worth_compressing(&stored.body, &stored.headers));
     match offer {
@@ -179,6 +186,20 @@ mod tests {
         let mut h = http::HeaderMap::new();
         h.insert(http::header::ACCEPT_ENCODING, HeaderValue::from_static(value));
         Accepted::from_request(&h)
+    }
+
+    #[test]
+    fn a_response_that_says_no_transform_is_served_as_stored() {
+        let mut gzipped = stored(ContentEncoding::Gzip, "text/html", 4096);
+        gzipped.headers.insert(http::header::CACHE_CONTROL, HeaderValue::from_static("max-age=60, no-transform"));
+        let choice = choose(&gzipped, &accepting("identity"), Some(ContentEncoding::Gzip));
+        assert_eq!(choice, Choice::Stored { varies_on_coding: false }, "not decoded for a client without gzip");
+        let mut plain = stored(ContentEncoding::Identity, "text/html", 4096);
+        plain.headers.insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-transform"));
+        assert_eq!(
+            choose(&plain, &accepting("gzip"), Some(ContentEncoding::Gzip)),
+            Choice::Stored { varies_on_coding: false }
+        );
     }
 
     #[test]
