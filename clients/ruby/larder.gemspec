@@ -13,7 +13,8 @@ Gem::Specification.new do |spec|
   spec.licenses = ["MIT", "Apache-2.0"] # "MIT OR Apache-2.0", as Cargo.toml and pyproject.toml
   spec.homepage = "https://example.invalid/larder"
   spec.required_ruby_version = ">= 3.1"
-  spec.files = Dir["lib/**/*.rb", "bin/*", "README.md"]
+  # lib/larder/stores/redis_scripts/*.lua: spec/redis's scripts, which `rake build` copies in for the build.
+  spec.files = Dir["lib/**/*.rb", "lib/larder/stores/redis_scripts/*.lua", "bin/*", "README.md"]
   spec.bindir = "bin"
   spec.executables = ["larder-rb"] # not `larder`: that is the Rust binary's name
   spec.require_paths = ["lib"]

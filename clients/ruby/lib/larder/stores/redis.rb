@@ -1,13 +1,15 @@
 # frozen_string_literal: true
 
 require_relative "redis_nodes"
+require_relative "redis_scripts"
 
 module Larder
   module Stores
     # Redis, standalone (`redis://[user:pass@]host:6379/0`) or Cluster (`redis+cluster://h1:7000,h2:7001`), per
     # spec/STORES.md §5: SET with PXAT from the entry's expiry, tag sets kept as long as their longest-lived member,
-    # SCAN purges on every master, counters and delete_if as the same Lua scripts the Rust store runs (each touches
-    # one key, so they run on a Cluster too). Over larder's own RESP client (redis_nodes.rb says why not the redis
+    # SCAN purges on every master, counters, tags and delete_if as the Lua scripts of spec/redis/ (RedisScripts: the
+    # files' bytes, by EVALSHA, falling back to EVAL when the server does not have them yet; each touches one key, so
+    # they run on a Cluster too). Over larder's own RESP client (redis_nodes.rb says why not the redis
     # gem), which bounds every reply: `timeout` is the total deadline of an operation, values are at most
     # `max_value` (default 64M), replies nest at most 8 deep and hold no more than the command can produce; a bad
     # reply is a failure of its server. A standalone server is ejected after `failures` failures and fails fast
@@ -15,25 +17,6 @@ module Larder
     class Redis < Base
       BACKEND = "redis"
 
-      DELETE_IF = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end"
-      INCR = <<~LUA
-        if redis.call('EXISTS', KEYS[1]) == 0 then
-          if ARGV[2] == '0' then return false end
-          redis.call('SET', KEYS[1], ARGV[1])
-          if tonumber(ARGV[3]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
-          return tonumber(ARGV[1])
-        end
-        return redis.call('INCRBY', KEYS[1], ARGV[1])
-      LUA
-      TAG = <<~LUA
-        redis.call('SADD', KEYS[1], ARGV[1])
-        local at = tonumber(ARGV[2])
-        if at == 0 then redis.call('PERSIST', KEYS[1]) return 1 end
-        local current = redis.call('PEXPIRETIME', KEYS[1])
-        if current == -1 and redis.call('SCARD', KEYS[1]) > 1 then return 1 end
-        if current == -1 or current < at then redis.call('PEXPIREAT', KEYS[1], at) end
-        return 1
-      LUA
       SCAN_COUNT = 1000
       DELETE_BATCH = 500
       BULK_OR_NIL = [String, NilClass].freeze
@@ -68,6 +51,8 @@ module Larder
                      connect_timeout: 500, pool: 4, failures: 2, retry_after: 1000, max_value: 64 << 20)
         super(prefix: prefix)
         raise UrlError, "a standalone Redis store takes one host" if !cluster && hosts.size != 1
+
+        RedisScripts.all # a gem without its scripts fails here, not at the first counter
 
         @cluster = cluster
         @address = hosts.map(&:to_s).join(",")
@@ -125,8 +110,7 @@ module Larder
         stored = stored_key(key)
         ttl_ms = ttl ? (ttl * 1000).ceil : 0
         reply = guarded do |deadline|
-          on_key(deadline, stored, ["EVAL", INCR, "1", stored, Integer(delta), create ? 1 : 0, ttl_ms], Resp::SMALL,
-                 INTEGER_OR_NIL)
+          script(deadline, "incr", stored, [Integer(delta), create ? 1 : 0, ttl_ms], INTEGER_OR_NIL)
         end
         if reply.is_a?(Resp::ErrorReply) && reply.message.include?("not an integer")
           raise NotACounter.new(BACKEND, "the value at #{key} is not a counter (#{reply.message})", server: @address)
@@ -138,7 +122,7 @@ module Larder
       def delete_if(key, expected)
         stored = stored_key(key)
         reply = guarded do |deadline|
-          on_key(deadline, stored, ["EVAL", DELETE_IF, "1", stored, expected], Resp::SMALL, INTEGER)
+          script(deadline, "delete_if", stored, [expected], INTEGER)
         end
         answer(reply) == 1
       end
@@ -213,22 +197,47 @@ module Larder
         set = ["SET", stored, value]
         set.push("PXAT", expiry) if expiry
         set.push("NX") if nx
-        tags = Base.entry_tags(value).map do |tag|
-          tag_key = @keys.internal("tag", tag)
-          [tag_key, ["EVAL", TAG, "1", tag_key, stored, expiry || 0]]
-        end
+        tags = Base.entry_tags(value).map { |tag| [@keys.internal("tag", tag), [stored, expiry || 0]] }
         guarded do |deadline|
           if @cluster || nx || tags.empty?
             done = answer(on_key(deadline, stored, set, Resp::SMALL, STATUS_OR_NIL))
             next false if done.nil?
 
-            tags.each { |tag_key, command| answer(on_key(deadline, tag_key, command, Resp::SMALL, INTEGER)) }
+            tags.each { |tag_key, args| answer(script(deadline, "tag", tag_key, args, INTEGER)) }
           else
-            requests = [[set, Resp::SMALL, STATUS_OR_NIL], *tags.map { |_, command| [command, Resp::SMALL, INTEGER] }]
-            @node.pipeline(deadline, requests).each { |reply| answer(reply) }
+            write_pipelined(deadline, set, tags)
           end
           true
         end
+      end
+
+      # The SET and the tag scripts in one round trip; a tag script the server did not have yet is sent again by
+      # EVAL (which also loads it), after the pipeline: adding a member twice changes nothing.
+      def write_pipelined(deadline, set, tags)
+        requests = [[set, Resp::SMALL, STATUS_OR_NIL],
+                    *tags.map { |tag_key, args| [evalsha("tag", tag_key, args), Resp::SMALL, INTEGER] }]
+        replies = @node.pipeline(deadline, requests)
+        answer(replies.shift)
+        tags.zip(replies).each do |(tag_key, args), reply|
+          answer(noscript?(reply) ? script(deadline, "tag", tag_key, args, INTEGER) : reply)
+        end
+      end
+
+      # A script of spec/redis/ on `key`'s node: EVALSHA, then EVAL when the server answers NOSCRIPT (after a
+      # restart, a SCRIPT FLUSH, or on a node that never ran it).
+      def script(deadline, name, key, args, shape)
+        reply = on_key(deadline, key, evalsha(name, key, args), Resp::SMALL, shape)
+        return reply unless noscript?(reply)
+
+        on_key(deadline, key, ["EVAL", RedisScripts.fetch(name).source, "1", key, *args], Resp::SMALL, shape)
+      end
+
+      def evalsha(name, key, args)
+        ["EVALSHA", RedisScripts.fetch(name).sha1, "1", key, *args]
+      end
+
+      def noscript?(reply)
+        reply.is_a?(Resp::ErrorReply) && reply.code == "NOSCRIPT"
       end
 
       # DEL of `keys`: in batches on a standalone server, one key per command on a Cluster (keys of one DEL must
