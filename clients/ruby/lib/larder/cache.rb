@@ -2,6 +2,7 @@
 
 require_relative "../larder"
 require_relative "stores"
+require_relative "lock_policy"
 
 module Larder
   # The cache programs call: values in the shared entry format over any store (mirrors crates/cache).
@@ -9,43 +10,20 @@ module Larder
   #   cache = Larder::Cache.new("memcached://127.0.0.1:11211", namespace: "app")
   #   cache.fetch("user:7", ttl: 60, stale: 10) { load_user(7) }
   #
-  # - A miss is computed by exactly one thread of this process; concurrent callers for the same key wait for its
-  #   result (or its error) instead of running the block again.
-  # - Within an entry's stale window, one caller recomputes (guarded across processes by a lock taken with the
-  #   store's `add`, spec/STORES.md §3) while everyone else is served the stale value at once.
+  # - larder's one lock policy (spec/STORES.md §3, Larder::LockPolicy): a miss is computed by one thread of this
+  #   process, the others waiting for its result (or its error); that thread first takes the store's lock, so that
+  #   across the processes sharing the store the block runs once: one that finds the lock held waits for the
+  #   holder's value (polling the store, at most `lock_ttl`) instead of computing it too.
+  # - Within an entry's stale window, one caller in all the processes recomputes (under the same lock) while every
+  #   other is served the stale value at once.
   # - A store that fails reads as a miss and skips writes (counted in `stats`); a block that raises caches nothing.
   # - Values are serialized with `serializer` (msgpack by default: nil, booleans, numbers, Strings, Arrays and
   #   Hashes, readable by every language).
   class Cache
-    # A computation in progress in this process: waiters block on it until the leader finishes.
-    class Flight
-      def initialize
-        @mutex = Mutex.new
-        @done = ConditionVariable.new
-        @finished = false
-      end
-
-      def finish(value: nil, error: nil)
-        @mutex.synchronize do
-          @value = value
-          @error = error
-          @finished = true
-          @done.broadcast
-        end
-      end
-
-      def wait
-        @mutex.synchronize { @done.wait(@mutex) until @finished }
-        raise @error if @error
-
-        @value
-      end
-    end
-
     attr_reader :store, :namespace_name, :stats
 
     # `store`: a store or a store URL. Times in seconds: `ttl` (nil = none), `stale` (the stale window), `lock_ttl`
-    # (how long a recompute lock may block other processes).
+    # (the store lock's TTL: how long a computation may block other processes, default 10 s).
     def initialize(store, namespace: nil, serializer: "msgpack", compressor: "lz4", threshold: DEFAULT_THRESHOLD,
                    ttl: nil, stale: 0, lock_ttl: 10, max_size: Compressors::DEFAULT_MAX_SIZE, shared: nil)
       @store = store.is_a?(String) ? Stores.open(store) : store
@@ -55,7 +33,7 @@ module Larder
       @stale = stale
       @lock_ttl = lock_ttl
       @max_size = max_size
-      @shared = shared || { flights: {}, mutex: Mutex.new, stats: Hash.new(0) }
+      @shared = shared || new_shared
       @stats = @shared[:stats]
     end
 
@@ -122,10 +100,11 @@ module Larder
         count(:hits)
         return entry.value
       end
-      return refresh_stale(stored, entry, [ttl, stale, version, tags], key, &block) if entry
-
-      count(:misses)
-      coalesced(stored) { load_and_store(stored, key, [ttl, stale, version, tags], &block) }
+      count(:misses) unless entry
+      policy = @shared[:lock_policy]
+      policy.run(stored, stale: entry ? entry.value : LockPolicy::NONE, peek: -> { peek(stored, version) }) do
+        load_and_store(stored, key, [ttl, stale, version, tags], &block)
+      end
     end
 
     # {key => value} for every key: the ones found in one round trip, the others computed by the block.
@@ -159,74 +138,22 @@ module Larder
 
     # Keys being computed in this process now.
     def computing
-      @shared[:mutex].synchronize { @shared[:flights].size }
+      @shared[:lock_policy].computing
     end
 
     private
 
-    def refresh_stale(stored, entry, options, key, &)
-      lead = @shared[:mutex].synchronize do
-        next nil if @shared[:flights].key?(stored)
-
-        @shared[:flights][stored] = Flight.new
-      end
-      return serve_stale(entry) if lead.nil?
-
-      lock_key = Keys.safe_key("larder\u0000lock:#{stored}")
-      token = Stores::Base.token
-      begin
-        locked = @store.add(lock_key, token, ttl: @lock_ttl)
-      rescue StoreError
-        count(:store_errors)
-        locked = nil
-      end
-      if locked == false
-        finish(stored, lead, value: entry.value)
-        return serve_stale(entry)
-      end
-      begin
-        run_lead(stored, lead) { load_and_store(stored, key, options, &) }
-      ensure
-        release(lock_key, token) if locked
-      end
+    def new_shared
+      mutex = Mutex.new
+      stats = Hash.new(0)
+      count = ->(name) { mutex.synchronize { stats[name] += 1 } }
+      { mutex: mutex, stats: stats, lock_policy: LockPolicy.new(@store, lock_ttl: @lock_ttl, count: count) }
     end
 
-    def serve_stale(entry)
-      count(:stale_served)
-      entry.value
-    end
-
-    def release(lock_key, token)
-      @store.delete_if(lock_key, token)
-    rescue StoreError
-      count(:store_errors)
-    end
-
-    # Runs the block once per key in this process; other threads wait for its outcome.
-    def coalesced(stored, &)
-      lead = nil
-      flight = @shared[:mutex].synchronize do
-        @shared[:flights][stored] || ((lead = Flight.new) && (@shared[:flights][stored] = lead) && nil)
-      end
-      if flight
-        count(:coalesced)
-        return flight.wait
-      end
-      run_lead(stored, lead, &)
-    end
-
-    def run_lead(stored, lead)
-      value = yield
-      finish(stored, lead, value: value)
-      value
-    rescue StandardError => e
-      finish(stored, lead, error: e)
-      raise
-    end
-
-    def finish(stored, lead, value: nil, error: nil)
-      @shared[:mutex].synchronize { @shared[:flights].delete(stored) }
-      lead.finish(value: value, error: error)
+    # A fresh value for `stored`, or LockPolicy::NONE (for the lock policy's polling).
+    def peek(stored, version)
+      entry = lookup(stored, version)
+      entry && !entry.expired? ? entry.value : LockPolicy::NONE
     end
 
     def load_and_store(stored, key, options)

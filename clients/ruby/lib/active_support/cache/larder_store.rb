@@ -13,6 +13,8 @@ require "larder"
 require "larder/stores"
 require "larder/ruby_values"
 require "larder/signed_ext"
+require "larder/lock_policy"
+require_relative "larder_store_fetch"
 
 module ActiveSupport
   module Cache
@@ -45,10 +47,15 @@ module ActiveSupport
     #   writer of the store (so Marshal is refused as a coder: use serializer: :marshal_7_1, which signs). As in 7.1,
     #   it excludes `serializer:` and `compressor:`; `coder: nil` is the default.
     #
+    # - `lock_ttl:` seconds (default 10): `fetch` with a block follows larder's one lock policy (LarderStoreFetch):
+    #   across the processes sharing the store, one runs the block for a missing or expired key; this bounds how
+    #   long its lock may keep the others waiting.
+    #
     # Values written with `raw: true` (counters) are stored bare, as ASCII decimal, as spec/STORES.md §3 says, so
     # `increment` and `decrement` use the store's counters.
     class LarderStore < Store
       prepend Strategy::LocalCache
+      include LarderStoreFetch
 
       # How long past expiry an entry is kept when race_condition_ttl is set (as MemCacheStore does).
       RACE_WINDOW_MS = 300_000
@@ -84,6 +91,7 @@ module ActiveSupport
         @signing = [options.delete(:signing_secret), Array(options.delete(:signing_secret_fallbacks))]
         store = options.delete(:store) || url || "memory://"
         @larder = store.is_a?(String) ? Larder::Stores.open(store) : store
+        @lock_policy = Larder::LockPolicy.new(@larder, lock_ttl: (options.delete(:lock_ttl) || 10).to_f)
         choose_serializer(options.delete(:serializer) || :larder)
         compressor = larder_compressor(options.delete(:compressor))
         @compressor = compressor # used unless the call's (or the store's) compress: is false
