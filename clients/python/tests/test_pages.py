@@ -1,6 +1,7 @@
 """Page caching for the front, in process: the proxy's storage rules (larder.http_rules, the cases of the proxy's
-own tests), variant and alternate keys against spec/vectors/keys.json, what PageCache writes, and the WSGI, ASGI
-and Django middlewares over a memory store. That the Rust front serves what these write is tests/test_pages_e2e.py.
+own tests; every case of spec/vectors/storage.json runs in tests/test_vectors.py), what PageCache writes, and the
+WSGI, ASGI and Django middlewares over a memory store. That the Rust front serves what these write is
+tests/test_pages_e2e.py.
 """
 
 from __future__ import annotations
@@ -13,115 +14,10 @@ from typing import Any
 import pytest
 
 import larder
-from larder.http_rules import NotStored, Rules, StorePlan, parse_cache_control, parse_structured, storage
-from larder.keys import alternate_key, selecting_values, variant_key
+from larder.keys import variant_key
 from larder.pages import PageCache, PageRequest, front_headers
-from support import load_vectors
 
 NOW = 1_700_000_000_000
-
-
-def plan(response: list[tuple[str, str]], request: list[tuple[str, str]] = (), status: int = 200, **rules: Any) -> Any:  # type: ignore[assignment]
-    return storage(Rules(**rules), "GET", list(request), status, response, NOW, NOW)
-
-
-# --- keys ----------------------------------------------------------------------------------------------------------
-
-
-def test_variant_and_alternate_keys_match_the_vectors() -> None:
-    doc = load_vectors("keys.json")
-    for case in doc["variants"]:
-        lines = [(n.lower(), v) for n, v in case["request_headers"]]
-        selecting = selecting_values(
-            case["marker"]["vary"], lambda name, lines=lines: [v for n, v in lines if n == name]
-        )
-        key = variant_key(case["base_key"], case["marker"].get("generation"), selecting)
-        assert key == case["variant_key"], case["name"]
-    for case in doc["alternates"]:
-        assert alternate_key(case["entry_key"], case["coding"]) == case["alternate_key"], case["name"]
-
-
-# --- the rules (crates/proxy/src/rfc9111 tests, case for case) ------------------------------------------------------
-
-
-def test_explicit_freshness_is_stored_and_prohibitions_are_respected() -> None:
-    assert plan([("cache-control", "max-age=60")]).fresh_ms == 60_000
-    assert plan([("cache-control", "max-age=60, no-store")]) == NotStored("no-store")
-    assert plan([("cache-control", "max-age=60, private")]) == NotStored("private")
-    assert plan([("cache-control", "max-age=60"), ("set-cookie", "a=b")]) == NotStored("set-cookie")
-    assert plan([("cache-control", "max-age=60"), ("set-cookie", "a=b")], cache_set_cookie=True).fresh_ms == 60_000
-    assert plan([("cache-control", "max-age=60"), ("vary", "*")]) == NotStored("vary-star")
-    assert plan([]) == NotStored("no-explicit-freshness")
-    assert plan([("cache-control", "max-age=60")], status=206) == NotStored("status")
-    assert plan([("cache-control", "max-age=60")], status=304) == NotStored("status")
-    assert storage(Rules(), "POST", [], 200, [("cache-control", "max-age=60")], NOW, NOW) == NotStored("method")
-
-
-def test_cdn_cache_control_overrides_cache_control_and_invalid_ones_are_ignored() -> None:
-    assert plan([("cdn-cache-control", "max-age=100"), ("cache-control", "no-store")]).fresh_ms == 100_000
-    assert plan([("cdn-cache-control", 'max-age="100"'), ("cache-control", "no-store")]) == NotStored("no-store")
-    assert plan([("cdn-cache-control", "no-store"), ("cache-control", "max-age=60")]) == NotStored("no-store")
-    # Surrogate-Control comes after targeted fields and before Cache-Control.
-    assert plan([("surrogate-control", "max-age=30"), ("cache-control", "private")]).fresh_ms == 30_000
-    assert plan([("surrogate-control", "max-age=30")], surrogate_control=False) == NotStored("no-explicit-freshness")
-
-
-def test_structured_fields_parse_strictly() -> None:
-    def sf(text: str) -> Any:
-        return parse_structured([text])
-
-    assert sf("max-age=10000").max_age == 10000
-    found = sf("no-store, private")
-    assert (found.no_store, found.private) == (True, True)
-    for invalid in ["max-age=10000, &&&&&", 'max-age="10000"', "max-age=-1", "max-age=1.5", "private=1", "a=(1 2)",
-                    "max-age=10,", "Max-Age=1", "max-age=1 2", "no-store=?0", "a=1234567890123456"]:  # fmt: skip
-        assert sf(invalid) is None, invalid
-    assert sf('max-age=10;foo=bar, a=?1, b=:aGk=:, c=tok/en, d="x\\"y", e=1.25').max_age == 10
-    assert parse_structured([]) is None
-    assert parse_structured(["max-age=5", "private"]).private is True  # lines join into one dictionary
-
-
-def test_cache_control_parsing_matches_the_proxy() -> None:
-    d = parse_cache_control(["Max-Age=60, nO-StOrE", 's-maxage="30", stale-while-revalidate=5'])
-    assert (d.max_age, d.s_maxage, d.stale_while_revalidate, d.no_store) == (60, 30, 5, True)
-    assert parse_cache_control(['extension="max-age=3600", max-age=1']).max_age == 1
-    assert not parse_cache_control(['a="x, no-store"']).no_store
-    assert parse_cache_control(["max-age=-3600"]).max_age == 0
-    assert parse_cache_control(["max-age =3600"]).max_age is None
-    assert parse_cache_control(["max-age=003600"]).max_age == 3600
-    assert parse_cache_control(["max-age=99999999999999999999"]).max_age == 1 << 31
-    assert parse_cache_control(["max-age=1800, max-age=1"]).max_age == 1800
-
-
-def test_stale_windows_validators_and_authorization() -> None:
-    assert plan([("cache-control", "max-age=60")]).keep_stale_ms == 300_000  # larder's --stale-if-error default
-    assert plan([("cache-control", "max-age=60, stale-while-revalidate=900")]).keep_stale_ms == 900_000
-    assert plan([("cache-control", "max-age=60, must-revalidate")]).keep_stale_ms == 0
-    assert plan([("cache-control", "s-maxage=60")]).keep_stale_ms == 0
-    no_cache = plan([("cache-control", "max-age=60, no-cache"), ("etag", '"x"')])
-    assert (no_cache.fresh_ms, no_cache.keep_stale_ms) == (0, 3_600_000)
-    auth = [("authorization", "Basic x")]
-    assert plan([("cache-control", "max-age=60")], auth) == NotStored("authorization")
-    assert isinstance(plan([("cache-control", "max-age=60, public")], auth), StorePlan)
-    assert isinstance(plan([("cache-control", "s-maxage=60")], auth), StorePlan)
-    must = [("cache-control", "max-age=60, no-store, must-understand")]
-    assert isinstance(plan(must), StorePlan)
-    assert plan(must, status=599) == NotStored("status")
-
-
-def test_expires_age_and_vary() -> None:
-    date = larder.http_rules.format_http_date(NOW)
-    expires = larder.http_rules.format_http_date(NOW + 120_000)
-    assert plan([("date", date), ("expires", expires)]).fresh_ms == 120_000
-    # An invalid Expires means "already expired": stored stale, kept for stale-if-error (as the proxy does).
-    garbage = plan([("expires", "garbage")])
-    assert (garbage.fresh_ms, garbage.keep_stale_ms) == (0, 300_000)
-    assert plan([("expires", "garbage")], stale_if_error=0) == NotStored("no-explicit-freshness")
-    assert plan([("cache-control", "max-age=60"), ("age", "20")]).fresh_ms == 40_000
-    found = plan([("cache-control", "max-age=60"), ("vary", "Accept-Language, accept-encoding"), ("vary", "Cookie")])
-    assert found.vary == ("accept-language", "cookie")
-    gzipped = plan([("cache-control", "max-age=60"), ("vary", "Accept-Encoding"), ("content-encoding", "deflate")])
-    assert gzipped.vary == ("accept-encoding",)
 
 
 # --- PageCache over a memory store ----------------------------------------------------------------------------------
@@ -180,7 +76,7 @@ def test_varying_pages_get_a_marker_and_keep_its_generation() -> None:
     generation = marker.value["generation"]
     assert len(generation) == 16
     assert int(generation, 16) >= 0
-    assert de_key == variant_key("GET:http://shop.example/p", generation, "accept-language:de,fr\n")
+    assert de_key == variant_key("GET:http://shop.example/p", marker.value, [("Accept-Language", "de,fr")])
     found_en, found_de = pages.find(en), pages.find(de)
     assert found_en is not None
     assert found_de is not None

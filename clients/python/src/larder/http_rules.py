@@ -1,342 +1,82 @@
-"""Which responses a shared cache may store, and for how long: the rules `larder serve` applies (its
-crates/proxy/src/rfc9111/), in Python, so that an app writing its own pages into a shared store (larder.pages) stores
-exactly what the front would have stored, with the same freshness and stale window.
+"""Whether larder, a shared cache, stores a response and for how long: the storage rules of spec/HTTP.md §1, which
+`larder serve` applies (crates/proxy/src/rfc9111/), so that an app writing its own pages into a shared store
+(larder.pages) stores exactly what the front would have stored, with the same freshness and stale window.
+spec/vectors/storage.json is the contract (tests/conformance.py runs every case).
 
-- Governing directives: the first valid targeted field (`CDN-Cache-Control`, RFC 9213, a Structured Fields
-  dictionary; an invalid one is ignored), else `Surrogate-Control`, else `Cache-Control` (with `Expires`).
-- Not stored: methods other than GET; 1xx, 206 and 304; `no-store` (unless `must-understand` and a status larder
-  understands); `private`; a request with `Authorization` unless `public`, `must-revalidate` or `s-maxage`;
-  `Set-Cookie` (unless told otherwise); `Vary: *`; no explicit freshness and no validator.
-- Freshness: `s-maxage`, `max-age`, `Expires` minus `Date`; less the response's corrected initial age; 0 with
-  `no-cache`. Stale window kept: the larger of `stale-while-revalidate` and `stale-if-error` (larder's defaults when
-  the response does not say; none after `must-revalidate`, `proxy-revalidate`, `no-cache` or `s-maxage`), and the
-  revalidation window when the response has a validator.
-
-Nothing here does I/O.
+`storage(rules, method, request_headers, status, response_headers, request_time_ms, response_time_ms)` makes the
+checks of §1.2 in their order, so the reason for not storing is the one every implementation reports. Header lines
+are (name, value) pairs in message order, duplicates kept, names in any case. Directives are read by
+larder.cache_directives, dates by larder.http_date. Nothing here does I/O.
 """
 
 from __future__ import annotations
 
-import email.utils
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-#: Largest delta-seconds value (RFC 9111 §1.2.2); anything larger counts as this.
-MAX_DELTA_SECONDS: Final = 1 << 31
-#: Statuses whose semantics larder implements (for `must-understand`).
+from .cache_directives import (
+    MAX_DELTA_SECONDS,
+    Directives,
+    delta_seconds,
+    parse_cache_control,
+    parse_surrogate_control,
+    parse_targeted,
+)
+from .http_date import format_http_date, parse_http_date
+from .response import CONTENT_ENCODINGS
+
+#: Statuses whose caching larder implements in full (for `must-understand`, spec/HTTP.md §1.9).
 UNDERSTOOD: Final = frozenset({200, 203, 204, 300, 301, 302, 303, 307, 308, 404, 405, 410, 414, 451, 501})
-#: Statuses a cache may give heuristic freshness (RFC 9110 §15.1); here: storable with validators alone.
+#: Statuses a cache may give heuristic freshness (RFC 9110 §15.1); with a validator, storable without freshness.
 HEURISTICALLY_CACHEABLE: Final = frozenset({200, 203, 204, 206, 300, 301, 308, 404, 405, 410, 414, 451, 501})
 #: Codings larder can decode, so `Accept-Encoding` need not select a variant.
-KNOWN_CODINGS: Final = ("identity", "gzip", "br", "zstd")
+KNOWN_CODINGS: Final = CONTENT_ENCODINGS
 
-#: (name, value) header lines, names lowercase.
+#: (name, value) header lines in message order; names in any case.
 HeaderLines = Sequence[tuple[str, str]]
-
-
-@dataclass
-class Directives:
-    """The cache directives larder acts on; None means absent."""
-
-    no_store: bool = False
-    no_cache: bool = False
-    private: bool = False
-    public: bool = False
-    must_revalidate: bool = False
-    proxy_revalidate: bool = False
-    must_understand: bool = False
-    max_age: int | None = None
-    s_maxage: int | None = None
-    stale_while_revalidate: int | None = None
-    stale_if_error: int | None = None
-
-    def _apply(self, name: str, arg: str | None) -> None:
-        flags = {
-            "no-store": "no_store",
-            "no-cache": "no_cache",
-            "private": "private",
-            "public": "public",
-            "must-revalidate": "must_revalidate",
-            "proxy-revalidate": "proxy_revalidate",
-            "must-understand": "must_understand",
-        }
-        if name in flags:
-            setattr(self, flags[name], True)
-        elif name == "max-age":
-            # An invalid freshness value counts as zero: never fresher than the sender meant.
-            self.max_age = delta_seconds(arg) or 0
-        elif name == "s-maxage":
-            self.s_maxage = delta_seconds(arg) or 0
-        elif name == "stale-while-revalidate":
-            self.stale_while_revalidate = delta_seconds(arg)
-        elif name == "stale-if-error":
-            self.stale_if_error = delta_seconds(arg)
-
-
-def delta_seconds(arg: str | None) -> int | None:
-    """delta-seconds: one or more ASCII digits, capped at 2^31; None for anything else."""
-    if not arg or not (arg.isascii() and arg.isdigit()):
-        return None
-    return min(int(arg), MAX_DELTA_SECONDS)
-
-
-def parse_cache_control(lines: Sequence[str]) -> Directives:
-    """Directives from every line of a `Cache-Control`-syntax field; the first occurrence of a directive wins, commas
-    inside quoted strings do not split, `name =value` is not `name=value`."""
-    d = Directives()
-    seen: set[str] = set()
-    for line in lines:
-        for name, arg in _split_directives(line):
-            if name not in seen:
-                d._apply(name, arg)
-                seen.add(name)
-    return d
-
-
-def _split_directives(text: str) -> list[tuple[str, str | None]]:
-    out: list[tuple[str, str | None]] = []
-    current: list[str] = []
-    in_quotes = escaped = False
-    for c in text:
-        if in_quotes:
-            current.append(c)
-            if escaped:
-                escaped = False
-            elif c == "\\":
-                escaped = True
-            elif c == '"':
-                in_quotes = False
-        elif c == '"':
-            in_quotes = True
-            current.append(c)
-        elif c == ",":
-            _push_directive(out, "".join(current))
-            current = []
-        else:
-            current.append(c)
-    _push_directive(out, "".join(current))
-    return out
-
-
-def _push_directive(out: list[tuple[str, str | None]], raw: str) -> None:
-    raw = raw.strip(" \t")
-    if not raw:
-        return
-    name, sep, arg = raw.partition("=")
-    if not name or " " in name or "\t" in name:
-        return
-    out.append((name.lower(), _unquote(arg) if sep else None))
-
-
-def _unquote(arg: str) -> str:
-    if len(arg) >= 2 and arg.startswith('"') and arg.endswith('"'):
-        return re.sub(r"\\(.)", r"\1", arg[1:-1], flags=re.DOTALL)
-    return arg
-
-
-# --- CDN-Cache-Control: an RFC 8941 dictionary ------------------------------------------------------------------
-
-
-class _Invalid(ValueError):
-    pass
-
-
-_KEY = re.compile(r"[a-z*][a-z0-9_\-.*]*")
-_TOKEN = re.compile(r"[A-Za-z*][!#$%&'*+\-.^_`|~0-9A-Za-z:/]*")
-_NUMBER = re.compile(r"-?[0-9]+(\.[0-9]*)?")
-_BYTES = re.compile(r":[A-Za-z0-9+/=]*:")
-
-
-class _Sf:
-    """A strict RFC 8941 parser for what `CDN-Cache-Control` needs: a dictionary of items (values: integers,
-    decimals, strings, tokens, byte sequences, booleans; parameters ignored) or inner lists."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.at = 0
-
-    def peek(self) -> str:
-        return self.text[self.at] if self.at < len(self.text) else ""
-
-    def dictionary(self) -> dict[str, object]:
-        self.skip(" ")
-        members: dict[str, object] = {}
-        while self.at < len(self.text):
-            key = self.key()
-            if self.peek() == "=":
-                self.at += 1
-                members[key] = self.item_or_list()
-            else:
-                members[key] = True
-                self.parameters()
-            self.skip(" \t")
-            if self.at >= len(self.text):
-                return members
-            if self.peek() != ",":
-                raise _Invalid
-            self.at += 1
-            self.skip(" \t")
-            if self.at >= len(self.text):
-                raise _Invalid  # a trailing comma
-        return members
-
-    def skip(self, chars: str) -> None:
-        while self.peek() and self.peek() in chars:
-            self.at += 1
-
-    def key(self) -> str:
-        match = _KEY.match(self.text, self.at)
-        if not match:
-            raise _Invalid
-        self.at = match.end()
-        return match.group()
-
-    def item_or_list(self) -> object:
-        if self.peek() == "(":
-            self.at += 1
-            items: list[object] = []
-            while True:
-                self.skip(" ")
-                if self.peek() == ")":
-                    self.at += 1
-                    self.parameters()
-                    return tuple(items)
-                items.append(self.bare_item())
-                self.parameters()
-                if self.peek() not in (" ", ")"):
-                    raise _Invalid
-        value = self.bare_item()
-        self.parameters()
-        return value
-
-    def parameters(self) -> None:
-        while self.peek() == ";":
-            self.at += 1
-            self.skip(" ")
-            self.key()
-            if self.peek() == "=":
-                self.at += 1
-                self.bare_item()
-
-    def bare_item(self) -> object:
-        c = self.peek()
-        if c == "-" or c.isdigit():
-            return self.number()
-        if c == '"':
-            return self.string()
-        if c == ":":
-            match = _BYTES.match(self.text, self.at)
-            if not match:
-                raise _Invalid
-            self.at = match.end()
-            return match.group().encode()
-        if c == "?":
-            value = self.text[self.at + 1 : self.at + 2]
-            if value not in ("0", "1"):
-                raise _Invalid
-            self.at += 2
-            return value == "1"
-        match = _TOKEN.match(self.text, self.at)
-        if not match:
-            raise _Invalid
-        self.at = match.end()
-        return ("token", match.group())
-
-    def number(self) -> object:
-        match = _NUMBER.match(self.text, self.at)
-        if not match:
-            raise _Invalid
-        text = match.group()
-        digits = text.lstrip("-")
-        if "." in digits:
-            whole, fraction = digits.split(".")
-            if not whole or len(whole) > 12 or not 1 <= len(fraction) <= 3:
-                raise _Invalid
-            self.at = match.end()
-            return ("decimal", text)
-        if not digits or len(digits) > 15:
-            raise _Invalid
-        self.at = match.end()
-        return int(text)
-
-    def string(self) -> str:
-        self.at += 1
-        out = []
-        while self.at < len(self.text):
-            c = self.text[self.at]
-            self.at += 1
-            if c == "\\":
-                nxt = self.peek()
-                if nxt not in ('"', "\\"):
-                    raise _Invalid
-                out.append(nxt)
-                self.at += 1
-            elif c == '"':
-                return "".join(out)
-            elif not " " <= c <= "~":
-                raise _Invalid
-            else:
-                out.append(c)
-        raise _Invalid
-
-
-def parse_structured(lines: Sequence[str]) -> Directives | None:
-    """Directives from a `CDN-Cache-Control` field (RFC 9213): None when it is absent or invalid (wrong syntax, an
-    inner list, or a known directive with a value of the wrong type), and the next field then governs."""
-    if not lines:
-        return None
-    joined = ", ".join(lines)
-    if not joined or not joined.isascii():
-        return None
-    try:
-        members = _Sf(joined).dictionary()
-    except _Invalid:
-        return None
-    d = Directives()
-    integers = {"max-age", "s-maxage", "stale-while-revalidate", "stale-if-error"}
-    flags = {"no-store", "no-cache", "private", "public", "must-revalidate", "proxy-revalidate", "immutable"}
-    for key, value in members.items():
-        if isinstance(value, tuple) and not (len(value) == 2 and value[0] in ("token", "decimal")):
-            return None  # an inner list
-        if key in integers:
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                return None
-            seconds = min(value, MAX_DELTA_SECONDS)
-            setattr(d, key.replace("-", "_"), seconds)
-        elif key in flags:
-            if value is not True:
-                return None
-            if key != "immutable":
-                setattr(d, key.replace("-", "_"), True)
-    return d
-
-
-# --- the decision ------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Rules:
-    """The knobs of `larder serve`'s caching rules, with its defaults: set them as the front is configured."""
+    """The settings of `larder serve`'s storage rules (spec/HTTP.md §1.8) with its defaults, each named as its flag
+    (`--stale-if-error` is `stale_if_error`; its configuration key is `stale_if_error_secs`). Set them as the front
+    is set. Durations are whole seconds."""
 
-    #: `--targeted-fields`: fields addressing this cache (RFC 9213), first valid one wins.
+    #: `--targeted-fields`: fields addressing this cache (RFC 9213), the first valid one governing.
     targeted_fields: tuple[str, ...] = ("cdn-cache-control",)
     #: `--surrogate-control`: honour `Surrogate-Control`.
     surrogate_control: bool = True
+    #: `--heuristic-max`: the longest heuristic freshness (10% of the time since `Last-Modified`); 0 = none.
+    heuristic_max: int = 0
     #: `--cache-set-cookie`: store responses that set cookies.
     cache_set_cookie: bool = False
-    #: `--stale-while-revalidate`, seconds, for responses that do not say.
+    #: `--stale-while-revalidate`, for responses that do not say.
     stale_while_revalidate: int = 0
-    #: `--stale-if-error`, seconds, for responses that do not say.
+    #: `--stale-if-error`, for responses that do not say.
     stale_if_error: int = 300
-    #: `--revalidation-window`, seconds a stale response with validators is kept.
+    #: `--revalidation-window`: how long a stale response with validators is kept.
     revalidation_window: int = 3600
+    #: `--honor-request-cache-control`: a request's `no-store` keeps its response out of the cache.
+    honor_request_cache_control: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.targeted_fields, (str, bytes)) or not all(isinstance(f, str) for f in self.targeted_fields):
+            raise TypeError(f"targeted_fields is a sequence of field names, not {self.targeted_fields!r}")
+        object.__setattr__(self, "targeted_fields", tuple(f.lower() for f in self.targeted_fields))
+        for name in ("heuristic_max", "stale_while_revalidate", "stale_if_error", "revalidation_window"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} is whole seconds (an int >= 0), not {value!r}")
+        for name in ("surrogate_control", "cache_set_cookie", "honor_request_cache_control"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} is True or False, not {getattr(self, name)!r}")
 
 
 @dataclass(frozen=True)
 class StorePlan:
-    """How a storable response is stored."""
+    """How a storable response is stored (spec/HTTP.md §1.1): `expires_at` = response time + `fresh_ms`,
+    `stale_ms` = `keep_stale_ms`."""
 
     fresh_ms: int
     initial_age_ms: int
@@ -347,65 +87,11 @@ class StorePlan:
 
 @dataclass(frozen=True)
 class NotStored:
-    """Why a response is not stored: the same short reasons larder reports in `Cache-Status`."""
+    """Why a response is not stored: the `Cache-Status` detail larder reports (`method`, `status`,
+    `request-no-store`, `no-store`, `private`, `authorization`, `set-cookie`, `vary-star`,
+    `no-explicit-freshness`)."""
 
     reason: str
-
-
-def _values(headers: HeaderLines, name: str) -> list[str]:
-    return [value for n, value in headers if n == name]
-
-
-def governing(rules: Rules, response: HeaderLines) -> tuple[Directives, bool]:
-    """The directives that govern larder for a response, and whether `Expires` still counts."""
-    for targeted in rules.targeted_fields:
-        found = parse_structured(_values(response, targeted.lower()))
-        if found is not None:
-            return found, False
-    if rules.surrogate_control:
-        lines = _values(response, "surrogate-control")
-        if lines:
-            return parse_cache_control(lines), False
-    return parse_cache_control(_values(response, "cache-control")), True
-
-
-def vary_names(response: HeaderLines) -> tuple[str, ...] | None:
-    """The lowercase names a response varies on (sorted, unique), or None for `Vary: *`."""
-    names: set[str] = set()
-    for line in _values(response, "vary"):
-        for name in (n.strip() for n in line.split(",")):
-            if name == "*":
-                return None
-            if name:
-                names.add(name.lower())
-    return tuple(sorted(names))
-
-
-def coding_is_decodable(response: HeaderLines) -> bool:
-    codings = _values(response, "content-encoding")
-    return not codings or (len(codings) == 1 and codings[0].strip().lower() in KNOWN_CODINGS)
-
-
-def parse_http_date(text: str) -> int | None:
-    """An HTTP-date (IMF-fixdate, or the obsolete RFC 850 and asctime forms) in ms, or None."""
-    try:
-        parsed = email.utils.parsedate_tz(text.strip())
-    except (TypeError, ValueError, IndexError):
-        return None
-    if parsed is None:
-        return None
-    return int(email.utils.mktime_tz(parsed)) * 1000
-
-
-def format_http_date(ms: int) -> str:
-    return email.utils.formatdate(ms / 1000, usegmt=True)
-
-
-def _age_seconds(response: HeaderLines) -> int:
-    lines = _values(response, "age")
-    if not lines:
-        return 0
-    return delta_seconds(lines[0].split(",")[0].strip()) or 0
 
 
 def storage(
@@ -417,11 +103,15 @@ def storage(
     request_time_ms: int,
     response_time_ms: int,
 ) -> StorePlan | NotStored:
-    """Whether and how larder would store this response to this request (Rules::storage in the proxy)."""
-    if method.upper() != "GET":
+    """Whether and how larder stores this response to this request (spec/HTTP.md §1.2, in its order)."""
+    if method != "GET":  # case-sensitive: `get` is not GET
         return NotStored("method")
-    if 100 <= status < 200 or status in (206, 304):
+    if status < 200 or status >= 600 or status in (206, 304):
         return NotStored("status")
+    request = _lowercase(request)
+    response = _lowercase(response)
+    if rules.honor_request_cache_control and parse_cache_control(_values(request, "cache-control")).no_store:
+        return NotStored("request-no-store")
     d, use_expires = governing(rules, response)
     if d.must_understand:
         if status not in UNDERSTOOD:
@@ -440,19 +130,14 @@ def storage(
     if coding_is_decodable(response):
         vary = tuple(name for name in vary if name != "accept-encoding")
     has_validator = bool(_values(response, "etag") or _values(response, "last-modified"))
-    lifetime = _lifetime_ms(response, d, use_expires, response_time_ms)
+    lifetime = _lifetime_ms(rules, status, response, d, use_expires, response_time_ms)
     if lifetime is None:
-        if not (has_validator and status in HEURISTICALLY_CACHEABLE):
+        if not (has_validator and (status in HEURISTICALLY_CACHEABLE or d.public)):
             return NotStored("no-explicit-freshness")
-        lifetime = (0, "max-age")
-    lifetime_ms, source = lifetime
-    initial_age_ms = _corrected_initial_age_ms(response, request_time_ms, response_time_ms)
-    fresh_ms = 0 if d.no_cache else max(lifetime_ms - initial_age_ms, 0)
-    keep_ms = 0
-    if not (d.must_revalidate or d.proxy_revalidate or d.no_cache or source == "s-maxage"):
-        swr = d.stale_while_revalidate if d.stale_while_revalidate is not None else rules.stale_while_revalidate
-        sie = d.stale_if_error if d.stale_if_error is not None else rules.stale_if_error
-        keep_ms = max(swr, sie) * 1000
+        lifetime = 0
+    initial_age_ms = _initial_age_ms(response, request_time_ms, response_time_ms)
+    fresh_ms = 0 if d.no_cache else max(lifetime - initial_age_ms, 0)
+    keep_ms = _stale_window_ms(rules, d)
     if has_validator:
         keep_ms = max(keep_ms, rules.revalidation_window * 1000)
     if fresh_ms == 0 and keep_ms == 0:
@@ -460,28 +145,119 @@ def storage(
     return StorePlan(fresh_ms, initial_age_ms, keep_ms, vary)
 
 
-def _lifetime_ms(response: HeaderLines, d: Directives, use_expires: bool, now: int) -> tuple[int, str] | None:
+def governing(rules: Rules, response: HeaderLines) -> tuple[Directives, bool]:
+    """The directives that govern larder (spec/HTTP.md §1.3), and whether `Expires` counts: the first valid,
+    non-empty targeted field, else Surrogate-Control when it says something larder acts on, else Cache-Control."""
+    response = _lowercase(response)
+    for targeted in rules.targeted_fields:
+        found = parse_targeted(_values(response, targeted))
+        if found is not None:
+            return found, False
+    if rules.surrogate_control:
+        surrogate = parse_surrogate_control(_values(response, "surrogate-control"))
+        if surrogate is not None:
+            return surrogate, False
+    return parse_cache_control(_values(response, "cache-control")), True
+
+
+def vary_names(response: HeaderLines) -> tuple[str, ...] | None:
+    """The lowercase names a response varies on (sorted by byte value, unique), or None for `Vary: *`."""
+    names: set[str] = set()
+    for line in _values(_lowercase(response), "vary"):
+        for name in (n.strip(" \t") for n in line.split(",")):
+            if name == "*":
+                return None
+            if name:
+                names.add(_ascii_lower(name))
+    return tuple(sorted(names, key=lambda n: n.encode()))
+
+
+def coding_is_decodable(response: HeaderLines) -> bool:
+    """No `Content-Encoding`, or exactly one line naming a coding larder decodes (any case)."""
+    codings = _values(_lowercase(response), "content-encoding")
+    return not codings or (len(codings) == 1 and _ascii_lower(codings[0].strip(" \t")) in KNOWN_CODINGS)
+
+
+def _lifetime_ms(
+    rules: Rules, status: int, response: HeaderLines, d: Directives, use_expires: bool, now_ms: int
+) -> int | None:
+    """The freshness lifetime (spec/HTTP.md §1.5), or None when the response gives none."""
     if d.s_maxage is not None:
-        return d.s_maxage * 1000, "s-maxage"
+        return d.s_maxage * 1000
     if d.max_age is not None:
-        return d.max_age * 1000, "max-age"
+        return d.max_age * 1000
     expires = _values(response, "expires")
     if use_expires and expires:
-        # Several Expires lines, or one that is not an HTTP-date, mean "already expired".
-        at = parse_http_date(expires[0]) if len(expires) == 1 else None
-        date = _date_ms(response)
-        base = date if date is not None else now
-        return (min(max(at - base, 0), MAX_DELTA_SECONDS * 1000) if at is not None else 0), "expires"
+        # Several Expires lines, or one that is not an HTTP-date, mean "already expired" (RFC 9111 §5.3).
+        at = parse_http_date(expires[0], now_ms) if len(expires) == 1 else None
+        if at is None:
+            return 0
+        return min(max(at - _date_or(response, now_ms), 0), MAX_DELTA_SECONDS * 1000)
+    if rules.heuristic_max > 0 and (status in HEURISTICALLY_CACHEABLE or d.public):
+        last_modified = _first_date(response, "last-modified", now_ms)
+        if last_modified is not None:
+            age = max(_date_or(response, now_ms) - last_modified, 0)
+            return min(age // 10, rules.heuristic_max * 1000)
     return None
 
 
-def _date_ms(response: HeaderLines) -> int | None:
-    lines = _values(response, "date")
-    return parse_http_date(lines[0]) if lines else None
+def _stale_window_ms(rules: Rules, d: Directives) -> int:
+    """How long past freshness the response may be served stale (spec/HTTP.md §1.7), before validators."""
+    if d.must_revalidate or d.proxy_revalidate or d.no_cache or d.s_maxage is not None:
+        return 0
+    swr = rules.stale_while_revalidate if d.stale_while_revalidate is None else d.stale_while_revalidate
+    sie = rules.stale_if_error if d.stale_if_error is None else d.stale_if_error
+    return max(swr, sie) * 1000
 
 
-def _corrected_initial_age_ms(response: HeaderLines, request_time_ms: int, response_time_ms: int) -> int:
-    date = _date_ms(response)
+def _initial_age_ms(response: HeaderLines, request_time_ms: int, response_time_ms: int) -> int:
+    """RFC 9111 §4.2.3's corrected initial age."""
+    date = _first_date(response, "date", response_time_ms)
     apparent = max(response_time_ms - date, 0) if date is not None else 0
     delay = max(response_time_ms - request_time_ms, 0)
-    return max(apparent, _age_seconds(response) * 1000 + delay)
+    ages = _values(response, "age")
+    age = delta_seconds(ages[0].split(",")[0].strip(" \t")) if ages else None
+    return max(apparent, (age or 0) * 1000 + delay)
+
+
+def _first_date(response: HeaderLines, name: str, now_ms: int) -> int | None:
+    lines = _values(response, name)
+    return parse_http_date(lines[0], now_ms) if lines else None
+
+
+def _date_or(response: HeaderLines, response_time_ms: int) -> int:
+    """`Date`, or the response time when it is absent or invalid (RFC 9110 §6.6.1)."""
+    date = _first_date(response, "date", response_time_ms)
+    return response_time_ms if date is None else date
+
+
+_ASCII_LOWER: Final = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
+
+
+def _ascii_lower(text: str) -> str:
+    return text.translate(_ASCII_LOWER)
+
+
+def _lowercase(headers: HeaderLines) -> list[tuple[str, str]]:
+    return [(_ascii_lower(name), value) for name, value in headers]
+
+
+def _values(headers: HeaderLines, name: str) -> list[str]:
+    """Every line of field `name` (lowercase), in order; `headers` already lowercased."""
+    return [value for n, value in headers if n == name]
+
+
+__all__ = [
+    "HEURISTICALLY_CACHEABLE",
+    "KNOWN_CODINGS",
+    "UNDERSTOOD",
+    "HeaderLines",
+    "NotStored",
+    "Rules",
+    "StorePlan",
+    "coding_is_decodable",
+    "format_http_date",
+    "governing",
+    "storage",
+    "vary_names",
+]
