@@ -1,4 +1,5 @@
-"""Key derivation details the vectors do not pin down on their own: byte lengths, ASCII-only case changes."""
+"""Key derivation details the vectors do not pin down on their own: byte lengths, ASCII-only case changes, and the
+variant and alternate key helpers' interface (header names in any case, absent vs empty, markers checked)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import hashlib
 import pytest
 
 import larder
+from larder.keys import alternate_key, selecting_values, url_keys, variant_key
 
 
 def test_safe_key_counts_utf8_bytes_not_characters() -> None:
@@ -45,3 +47,36 @@ def test_url_without_scheme_separator_is_an_error() -> None:
         larder.url_key("GET", "example.com/path")
     with pytest.raises(TypeError):
         larder.url_key("GET", "http://a/?x=1", drop="x")
+
+
+# --- variant and alternate keys (FORMAT.md §5.4-5.5): the helpers every language offers -------------------------
+
+
+def test_variant_keys_follow_the_marker_and_the_request_headers() -> None:
+    base = "GET:http://shop.example/p"
+    headers = [("Accept-Language", " de , fr"), ("X-Other", "1"), ("accept-language", "en")]
+    assert selecting_values(["accept-language", "cookie"], headers) == "accept-language:de,fr,en\ncookie\x00absent\n"
+    marker = {"vary": ["accept-language", "cookie"], "generation": "00ff"}
+    selecting = selecting_values(["accept-language", "cookie"], headers)
+    assert variant_key(base, marker, headers) == larder.safe_key(f"{base}\n\x00generation:00ff\n{selecting}")
+    older = {"vary": ["accept-language", "cookie"]}  # a marker without a generation (older writers)
+    assert variant_key(base, older, headers) == larder.safe_key(f"{base}\n{selecting}")
+    lowercase = [(name.lower(), value) for name, value in headers]
+    assert variant_key(base, marker, lowercase) == variant_key(base, marker, headers), "names in any case"
+    assert variant_key(base, marker, []) != variant_key(base, marker, [("Cookie", "")]), "absent is not empty"
+
+
+@pytest.mark.parametrize(
+    "marker", [{"vary": "accept"}, {"vary": [1]}, {"generation": "x"}, {"vary": [], "generation": 7}, ["accept"]]
+)
+def test_a_marker_that_is_not_one_is_refused(marker: object) -> None:
+    with pytest.raises(ValueError, match="marker"):
+        variant_key("GET:http://x/", marker, [])  # type: ignore[arg-type]
+
+
+def test_url_keys_are_the_base_key_and_its_four_alternates() -> None:
+    base = "www:GET:http://shop.example/p"
+    assert url_keys(base) == [base, *(alternate_key(base, c) for c in ("identity", "gzip", "br", "zstd"))]
+    assert alternate_key(base, "gzip") == larder.safe_key(f"{base}\n\x00coding:gzip")
+    with pytest.raises(ValueError, match="coding"):
+        alternate_key(base, "deflate")

@@ -2,16 +2,20 @@
 
 `safe_key` fits memcached's rules (at most 250 bytes, no spaces or control characters) by hashing what does not fit,
 keeping a readable prefix; `namespaced_key` prefixes a namespace; `http_key` and `url_key` turn a request into a key
-with the query sorted and tracking parameters dropped. Lengths and comparisons are over UTF-8 bytes, and case
-changes are ASCII-only, exactly as the spec says: no Unicode case folding, no percent-decoding.
+with the query sorted and tracking parameters dropped; for varying pages and other codings, the helpers every
+language offers with the same names and arguments (FORMAT.md §5.5): `selecting_values`, `variant_key`,
+`alternate_key` and `url_keys`. Lengths and comparisons are over UTF-8 bytes, and case changes are ASCII-only,
+exactly as the spec says: no Unicode case folding, no percent-decoding.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Sequence
-from typing import Final
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from .response import CONTENT_ENCODINGS
 
 #: memcached's key length limit.
 MAX_KEY_LEN: Final = 250
@@ -19,6 +23,9 @@ MAX_KEY_LEN: Final = 250
 HASHED_PREFIX_LEN: Final = 180
 #: Query parameters dropped from HTTP keys unless told otherwise.
 DEFAULT_DROP: Final = ("utm_*", "gclid", "fbclid", "msclkid")
+
+#: A request's header lines: (name, value) pairs in order, duplicates kept.
+RequestHeaders = Sequence[tuple[str, str]]
 
 #: The bytes memcached refuses in a key: controls, space and DEL.
 _UNSAFE: Final = re.compile("[\x00-\x20\x7f]")
@@ -87,14 +94,17 @@ def url_key(method: str, url: str, *, namespace: str = "", drop: Sequence[str] =
     return http_key(method, scheme, rest[:end], rest[end:], namespace=namespace, drop=drop)
 
 
-def selecting_values(names: Sequence[str], request_values: Callable[[str], Sequence[str]]) -> str:
-    """The selecting values of a request for the `Vary` names of a marker (spec/FORMAT.md §5.4).
+def selecting_values(names: Sequence[str], request_headers: RequestHeaders) -> str:
+    """The selecting values of a request for the `Vary` names of a marker (spec/FORMAT.md §5.4): per name, in order,
+    `name:` and the elements of every line of that header (split on `,`, trimmed of spaces and tabs, joined with
+    `,`) and a newline, or `name`, NUL, `absent` and a newline when the request lacks it.
 
-    `request_values(name)` gives the request's lines of header `name` (empty when it lacks the header).
+    `request_headers` are the request's (name, value) lines in order; names compare case-insensitively (ASCII).
     """
     out = []
     for name in names:
-        lines = request_values(name)
+        wanted = _ascii_lower(name)
+        lines = [value for n, value in request_headers if _ascii_lower(n) == wanted]
         if not lines:
             out.append(name + "\u0000absent\n")
             continue
@@ -103,17 +113,44 @@ def selecting_values(names: Sequence[str], request_values: Callable[[str], Seque
     return "".join(out)
 
 
-def variant_key(base_key: str, generation: str | None, selecting: str) -> str:
-    """The key a variant of `base_key` is stored under (spec/FORMAT.md §5.4); `generation` None for a marker
-    written without one (older writers)."""
+def variant_key(base_key: str, marker: Mapping[str, Any], request_headers: RequestHeaders) -> str:
+    """The key of the variant of `base_key` that a request with `request_headers` selects under `marker`, the map
+    a base key holds for a varying response (spec/FORMAT.md §5.4): `{"vary": [names], "generation": G}`, where a
+    marker without `generation` (an older writer's) keys its variants without one.
+
+    Raises ValueError for a marker that is not such a map.
+    """
+    vary, generation = _marker_fields(marker)
+    selecting = selecting_values(vary, request_headers)
     if generation is None:
         return safe_key(f"{base_key}\n{selecting}")
     return safe_key(f"{base_key}\n\u0000generation:{generation}\n{selecting}")
 
 
+def _marker_fields(marker: Mapping[str, Any]) -> tuple[list[str], str | None]:
+    """A marker's `vary` names and `generation` (None when it has none); ValueError when it is not a marker."""
+    if not isinstance(marker, Mapping):
+        raise ValueError(f"a Vary marker is a map, not {type(marker).__name__}")
+    vary, generation = marker.get("vary"), marker.get("generation")
+    if not isinstance(vary, list) or not all(isinstance(name, str) for name in vary):
+        raise ValueError(f"a Vary marker's vary is a list of header names, not {vary!r}")
+    if generation is not None and not isinstance(generation, str):
+        raise ValueError(f"a Vary marker's generation is a str, not {generation!r}")
+    return vary, generation
+
+
 def alternate_key(entry_key: str, coding: str) -> str:
-    """The key a response stored under `entry_key` is kept under in another coding (spec/FORMAT.md §5.5)."""
+    """The key a response stored under `entry_key` is kept under in another coding (spec/FORMAT.md §5.5): `coding`
+    is identity, gzip, br or zstd (ValueError otherwise)."""
+    if coding not in CONTENT_ENCODINGS:
+        raise ValueError(f"coding is one of {', '.join(CONTENT_ENCODINGS)}, not {coding!r}")
     return safe_key(f"{entry_key}\n\u0000coding:{coding}")
+
+
+def url_keys(base_key: str) -> list[str]:
+    """`base_key` and its four alternates (identity, gzip, br, zstd): what a URL purge removes (spec/FORMAT.md
+    §5.5). Removing a base key that holds a Vary marker makes every variant under it unreachable."""
+    return [base_key, *(alternate_key(base_key, coding) for coding in CONTENT_ENCODINGS)]
 
 
 def _param_name(part: str) -> str:

@@ -39,8 +39,9 @@ import msgpack
 from .entry import Entry, decode, encode, encode_response, now_ms
 from .errors import InvalidEntry
 from .header import hard_expiry
-from .http_rules import KNOWN_CODINGS, HeaderLines, NotStored, Rules, StorePlan, format_http_date, storage
-from .keys import DEFAULT_DROP, alternate_key, http_key, selecting_values, url_key, variant_key
+from .http_date import format_http_date
+from .http_rules import KNOWN_CODINGS, HeaderLines, NotStored, Rules, StorePlan, storage
+from .keys import DEFAULT_DROP, http_key, url_key, url_keys, variant_key
 from .response import HttpResponse
 from .stores import Store, StoreError, open_store
 
@@ -69,18 +70,14 @@ CONSUMED: Final = frozenset({"surrogate-control", "surrogate-key", "cache-tag"})
 
 @dataclass(frozen=True)
 class PageRequest:
-    """A request as the app received it. `target` is the path and query as sent (not decoded); `headers` are
-    (lowercase name, value) lines."""
+    """A request as the app received it. `target` is the path and query as sent (not decoded); `headers` are its
+    (name, value) lines in order (names in any case)."""
 
     method: str
     scheme: str
     authority: str
     target: str
     headers: tuple[tuple[str, str], ...] = ()
-
-    def values(self, name: str) -> list[str]:
-        """The request's lines of header `name` (lowercase)."""
-        return [value for n, value in self.headers if n == name]
 
 
 def front_headers(
@@ -238,7 +235,7 @@ class PageCache:
             expires_at=marker_meta.expires_at,
             stale_ms=marker_meta.stale_ms,
         )
-        key = variant_key(base, generation, selecting_values(plan.vary, request.values))
+        key = variant_key(base, marker, request.headers)
         self.store.set(key, entry)
         self.store.set(base, marker_bytes)
         return key
@@ -271,7 +268,7 @@ class PageCache:
         marker = _Marker.of(entry)
         if marker is None:
             return None
-        key = variant_key(base, marker.generation, selecting_values(marker.vary, request.values))
+        key = variant_key(base, marker.map(), request.headers)
         variant = _decode(self.store.get(key))
         return (key, variant) if variant is not None and variant.kind == "response" else None
 
@@ -325,8 +322,7 @@ def purge_store(
         counts = [store.purge_tag(name) for name in names]
         return None if None in counts else sum(c for c in counts if c is not None)
     if url is not None:
-        base = url_key(url)
-        return store.delete_many([base, *(alternate_key(base, coding) for coding in KNOWN_CODINGS)])
+        return store.delete_many(url_keys(url_key(url)))
     assert prefix is not None
     return store.purge_prefix(prefix)
 
@@ -362,6 +358,13 @@ class _Marker:
         if generation is not None and not isinstance(generation, str):
             return None
         return cls(tuple(vary), generation, _Meta(entry.created_at, entry.expires_at, entry.stale_ms))
+
+    def map(self) -> dict[str, Any]:
+        """The marker as the map it is stored as (spec/FORMAT.md §5.4)."""
+        found: dict[str, Any] = {"vary": list(self.vary)}
+        if self.generation is not None:
+            found["generation"] = self.generation
+        return found
 
 
 def _later(marker: _Meta, variant: _Meta) -> _Meta:
