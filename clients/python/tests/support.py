@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import base64
 import decimal
 import io
 import json
 import math
 import os
-import struct
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,6 +21,10 @@ from hypothesis import strategies as st
 
 import larder
 from larder import cli
+from vector_checks import same_json as same_json  # shared with the conformance runner
+from vector_checks import vector_bytes as vector_bytes
+from vector_checks import vector_response as vector_response
+from vector_checks import vector_value as vector_value
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 VECTORS = REPO_ROOT / "spec" / "vectors"
@@ -34,68 +36,6 @@ def load_vectors(name: str) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((VECTORS / name).read_text(encoding="utf-8"))
     assert data["schema"] == 1, f"{name}: unknown schema {data['schema']}"
     return data
-
-
-def same_json(actual: Any, expected: Any) -> bool:
-    """Whether two JSON-like values are equal, telling apart what JSON equality would blur.
-
-    bool vs int vs float are different; floats compare bit for bit (so -0.0 != 0.0); maps must have the same keys in
-    the same order.
-    """
-    if isinstance(expected, bool) or expected is None:
-        return actual is expected
-    if isinstance(expected, int):
-        return type(actual) is int and actual == expected
-    if isinstance(expected, float):
-        if not isinstance(actual, float):
-            return False
-        if math.isnan(expected):
-            return math.isnan(actual)
-        return struct.pack("<d", actual) == struct.pack("<d", expected)
-    if isinstance(expected, str):
-        return isinstance(actual, str) and actual == expected
-    if isinstance(expected, (bytes, bytearray)):
-        return isinstance(actual, bytes) and actual == expected
-    if isinstance(expected, (list, tuple)):
-        return (
-            isinstance(actual, (list, tuple))
-            and len(actual) == len(expected)
-            and all(same_json(a, e) for a, e in zip(actual, expected, strict=False))
-        )
-    if isinstance(expected, dict):
-        return (
-            isinstance(actual, dict)
-            and list(actual) == list(expected)
-            and all(same_json(actual[k], expected[k]) for k in expected)
-        )
-    raise TypeError(f"not a JSON-like value: {expected!r}")
-
-
-def vector_bytes(item: Any) -> bytes:
-    """A vector's byte string: a str (its UTF-8) or {"$base64": "…"}."""
-    if isinstance(item, str):
-        return item.encode("utf-8")
-    return base64.b64decode(item["$base64"])
-
-
-def vector_response(case: dict[str, Any]) -> larder.HttpResponse:
-    spec = case["response"]
-    return larder.HttpResponse(
-        spec["status"],
-        [(vector_bytes(name), vector_bytes(value)) for name, value in spec["headers"]],
-        base64.b64decode(spec["body_base64"]),
-        spec["content_encoding"],
-    )
-
-
-def vector_value(case: dict[str, Any]) -> Any:
-    """The value a value-kind case holds, as the Python type its serializer decodes to."""
-    serializer = case["options"]["serializer"]
-    if serializer == "raw":
-        return base64.b64decode(case["value_base64"])
-    if serializer == "text":
-        return case["value_text"]
-    return case["value"]
 
 
 def examples(count: int) -> int:
