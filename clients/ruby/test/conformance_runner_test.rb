@@ -33,7 +33,7 @@ class ConformanceRunnerTest < Minitest::Test
 
   def test_every_storage_case_is_run_and_passes
     reports, = runner("spec/vectors/storage.json")
-    expected = [["pass", TestPaths.vectors("storage")["cases"].size]]
+    expected = [["pass", TestPaths.vectors("storage")["cases"].size + 1]] # and the file's shape
     assert_equal(expected, reports.map { |r| [r["status"], r["cases"]] })
   end
 
@@ -45,8 +45,19 @@ class ConformanceRunnerTest < Minitest::Test
       File.write(File.join(dir, "storage.json"), JSON.generate(document))
       (report,), _, code = runner(File.join(dir, "storage.json"))
       assert_equal 0, code
-      assert_equal ["fail", document["cases"].size, ["method_get"]], report.values_at("status", "cases", "failed")
+      assert_equal ["fail", document["cases"].size + 1, ["method_get"]], report.values_at("status", "cases", "failed")
       assert_match(/\Amethod_get: .*"stored" ?=> ?true/, report["reason"])
+    end
+  end
+
+  def test_a_malformed_storage_file_fails_its_shape
+    document = TestPaths.vectors("storage")
+    document["cases"].last["note"] = ""
+    Dir.mktmpdir do |dir|
+      File.write(File.join(dir, "storage.json"), JSON.generate(document))
+      (report,), = runner(File.join(dir, "storage.json"))
+      assert_equal ["fail", ["file-shape"]], report.values_at("status", "failed")
+      assert_match(/\Afile-shape: #{document["cases"].last["name"]} has a note/, report["reason"])
     end
   end
 
