@@ -15,13 +15,12 @@ anything else is a failure of the server (toward ejection), its connection close
 `ServerError`/`StoreTimeout`. Cluster: slot map from CLUSTER SLOTS, MOVED/ASK followed, per-master pipelines.
 
 What larder adds on top is the same as `larder-redis`: PXAT expiry from the entry header, tag sets kept as long as
-their longest-lived member, the same three scripts (by SHA, EVAL when the server lacks them), SCAN purges on every
-master, and a standalone server's ejection after `failures`.
+their longest-lived member, the three scripts of spec/redis loaded as they are (scripts.py; by SHA, EVAL when the
+server lacks them), SCAN purges on every master, and a standalone server's ejection after `failures`.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from time import monotonic
 from typing import Any, Final
@@ -46,26 +45,10 @@ from .base import (
 )
 from .redis_cluster import Cluster, Request, Standalone
 from .resp import ErrorReply, Limits, Node, pack
+from .scripts import Script, load
 from .url import StoreUrl
 from .wire import WireFailure
 
-DELETE_IF: Final = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end"
-INCR: Final = """
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  if ARGV[2] == '0' then return false end
-  redis.call('SET', KEYS[1], ARGV[1])
-  if tonumber(ARGV[3]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
-  return tonumber(ARGV[1])
-end
-return redis.call('INCRBY', KEYS[1], ARGV[1])"""
-TAG: Final = """
-redis.call('SADD', KEYS[1], ARGV[1])
-local at = tonumber(ARGV[2])
-if at == 0 then redis.call('PERSIST', KEYS[1]) return 1 end
-local current = redis.call('PEXPIRETIME', KEYS[1])
-if current == -1 and redis.call('SCARD', KEYS[1]) > 1 then return 1 end
-if current == -1 or current < at then redis.call('PEXPIREAT', KEYS[1], at) end
-return 1"""
 DELETE_BATCH: Final = 500
 SCAN_COUNT: Final = 1000
 #: The default `max_value`: the longest value read back (the format's default max_size).
@@ -85,22 +68,21 @@ def glob_prefix(prefix: str) -> str:
 
 
 class _Script:
-    """A Lua script sent by SHA (EVALSHA), or whole (EVAL) to a server that does not have it yet."""
+    """A script of spec/redis (scripts.py) sent by SHA (EVALSHA), or whole (EVAL) to a server that lacks it."""
 
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self.sha = hashlib.sha1(source.encode()).hexdigest()
+    def __init__(self, name: str) -> None:
+        self.script = Script(name)
 
     def by_sha(self, key: bytes, *args: bytes | str | int) -> bytes:
-        return pack("EVALSHA", self.sha, 1, key, *args)
+        return pack("EVALSHA", self.script.sha, 1, key, *args)
 
     def whole(self, key: bytes, *args: bytes | str | int) -> bytes:
-        return pack("EVAL", self.source, 1, key, *args)
+        return pack("EVAL", self.script.source, 1, key, *args)
 
 
-_DELETE_IF: Final = _Script(DELETE_IF)
-_INCR: Final = _Script(INCR)
-_TAG: Final = _Script(TAG)
+_DELETE_IF: Final = _Script("delete_if")
+_INCR: Final = _Script("incr")
+_TAG: Final = _Script("tag")
 
 
 class RedisStore(Store):
@@ -124,6 +106,7 @@ class RedisStore(Store):
     ) -> None:
         if not hosts:
             raise ValueError("redis needs a host")
+        load("incr")  # the scripts, read now: an installation without them fails here, not on a first write
         self.backend = "redis-cluster" if cluster else "redis"
         self.cluster = cluster
         self.prefix = prefix
