@@ -3,14 +3,16 @@
 The stores are blocking and thread-safe, so each store request runs in the default thread pool
 (`asyncio.to_thread`) and never blocks the event loop; encoding, decoding and the policy are `Cache`'s own. `fetch`
 coalesces across tasks: on a miss one task runs the loader (a coroutine function or a plain function) and the
-others await its result or its exception. Within the stale window one task recomputes, holding the store's lock
-across processes, while the others are served the stale value.
+others await its result or its exception. Across processes it follows the one lock policy as `Cache` does: the
+leading task takes the store lock, on a cold miss or a refresh, and releases it however it ends (a cancellation
+included, even one that comes while the lock is being taken).
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -87,7 +89,8 @@ class AsyncCache:
         version: str | None = None,
         tags: Sequence[str] = (),
     ) -> T:
-        """As `Cache.fetch`, coalescing across the tasks of this event loop."""
+        """As `Cache.fetch`, coalescing across the tasks of this event loop first: one task leads (spec/STORES.md
+        §3), the others await its result, or are served the stale value at once while it refreshes one."""
         sync = self.sync
         store_key = sync.store_key(key)
         stats = sync._shared.stats
@@ -96,21 +99,11 @@ class AsyncCache:
             if found.state == "fresh":
                 return found.value  # type: ignore[no-any-return]
             waiting = self._flights.get(store_key)
-            if found.state == "stale":
-                if waiting is not None:
-                    stats.bump("stale_served")
-                    return found.value  # type: ignore[no-any-return]
-                lock = await asyncio.to_thread(sync._try_lock, store_key)
-                if lock is False:
-                    stats.bump("stale_served")
-                    return found.value  # type: ignore[no-any-return]
-                try:
-                    return await self._lead(store_key, loader, ttl, stale, version, tags)
-                finally:
-                    if isinstance(lock, tuple):
-                        await asyncio.to_thread(sync._unlock, *lock)
             if waiting is None:
-                return await self._lead(store_key, loader, ttl, stale, version, tags, cold=True)
+                return await self._lead(store_key, found, loader, ttl, stale, version, tags)
+            if found.state == "stale":
+                stats.bump("stale_served")
+                return found.value  # type: ignore[no-any-return]
             stats.bump("coalesced_waits")
             try:
                 return await asyncio.shield(waiting)
@@ -122,32 +115,37 @@ class AsyncCache:
     async def _lead(
         self,
         store_key: str,
+        found: _Lookup,
         loader: Callable[[], Awaitable[T]] | Callable[[], T],
         ttl: float | None,
         stale: float | None,
         version: str | None,
         tags: Sequence[str],
-        cold: bool = False,
     ) -> T:
-        """Loads as this loop's leader for `store_key`; on a `cold` miss it takes the store lock first, and when
-        another process holds it, awaits that process's value instead (spec/STORES.md §3, one lock policy)."""
+        """Leads this loop's tasks for `store_key` (registered before anything is awaited, so the others wait or
+        serve stale instead of trying the lock too). It takes the store lock and loads; when another process holds
+        the lock it serves `found`'s stale value, or on a cold miss awaits that process's value (spec/STORES.md §3,
+        one lock policy). The lock is released however this ends."""
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._flights[store_key] = future
         lock: tuple[str, bytes] | bool = True
         sync = self.sync
         try:
-            if cold:
-                lock = await asyncio.to_thread(sync._try_lock, store_key)
-                if lock is False:
-                    found = await self._await_other_process(store_key, version)
-                    if found is not _MISSING:
-                        sync._shared.stats.bump("coalesced_across_processes")
-                        future.set_result(found)
-                        return found  # type: ignore[no-any-return]
+            lock = await self._take_lock(store_key)
+            if lock is False:
+                if found.state == "stale":
+                    sync._shared.stats.bump("stale_served")
+                    future.set_result(found.value)
+                    return found.value  # type: ignore[no-any-return]
+                value = await self._await_other_process(store_key, version)
+                if value is not _MISSING:
+                    sync._shared.stats.bump("coalesced_across_processes")
+                    future.set_result(value)
+                    return value  # type: ignore[no-any-return]
             sync._shared.stats.bump("loads")
             result = loader()
-            value: T = await result if inspect.isawaitable(result) else result
-            await asyncio.to_thread(sync._store_quietly, store_key, value, ttl, stale, version, tags)
+            loaded: T = await result if inspect.isawaitable(result) else result
+            await asyncio.to_thread(sync._store_quietly, store_key, loaded, ttl, stale, version, tags)
         except asyncio.CancelledError:
             future.cancel()
             raise
@@ -156,13 +154,39 @@ class AsyncCache:
             future.exception()  # retrieved: no "never retrieved" warning when nobody waited
             raise
         else:
-            future.set_result(value)
-            return value
+            future.set_result(loaded)
+            return loaded
         finally:
             if self._flights.get(store_key) is future:
                 del self._flights[store_key]
             if isinstance(lock, tuple):
                 await asyncio.to_thread(sync._unlock, *lock)
+
+    async def _take_lock(self, store_key: str) -> tuple[str, bytes] | bool:
+        """`Cache._try_lock` in a thread. A caller cancelled while the thread takes the lock (or the event loop
+        shutting down) is gone before it could release it, so the lock is released for it: by the thread when it
+        takes the lock after the caller left, else here, in a thread of its own, when the caller left after."""
+        attempt = _LockAttempt()
+        sync = self.sync
+
+        def take() -> tuple[str, bytes] | bool:
+            lock = sync._try_lock(store_key)
+            with attempt.mutex:
+                attempt.taken = lock
+                abandoned = attempt.abandoned
+            if abandoned and isinstance(lock, tuple):
+                sync._unlock(*lock)
+            return lock
+
+        try:
+            return await asyncio.to_thread(take)
+        except asyncio.CancelledError:
+            with attempt.mutex:
+                attempt.abandoned = True
+                taken = attempt.taken
+            if isinstance(taken, tuple):
+                threading.Thread(target=sync._unlock, args=taken, name="larder-unlock").start()
+            raise
 
     async def _await_other_process(self, store_key: str, version: str | None) -> Any:
         """`Cache._await_other_process` without blocking the loop: the store polled after 5 ms, doubling to 50 ms."""
@@ -176,6 +200,15 @@ class AsyncCache:
                 return found
             if time.monotonic() >= deadline or not await asyncio.to_thread(self.sync._locked, store_key):
                 return _MISSING
+
+
+class _LockAttempt:
+    """A lock being taken in a thread for a task that may be cancelled meanwhile: who releases it."""
+
+    def __init__(self) -> None:
+        self.mutex = threading.Lock()
+        self.abandoned = False
+        self.taken: tuple[str, bytes] | bool | None = None
 
 
 __all__ = ["AsyncCache"]

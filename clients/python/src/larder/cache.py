@@ -463,70 +463,64 @@ class Cache:
         loader's exception reaches every waiting caller and nothing is cached; store failures are absorbed."""
         store_key = self.store_key(key)
         inflight = self._shared.inflight
-        while True:
-            found = self._lookup(store_key, version)
-            if found.state == "fresh":
+        found = self._lookup(store_key, version)
+        if found.state == "fresh":
+            return found.value  # type: ignore[no-any-return]
+        if found.state == "stale":
+            flight = inflight.try_lead(store_key)
+            if flight is None:  # another thread of this process refreshes it
+                self._shared.stats.bump("stale_served")
                 return found.value  # type: ignore[no-any-return]
-            if found.state == "stale":
-                flight = inflight.try_lead(store_key)
-                if flight is None:
-                    self._shared.stats.bump("stale_served")
-                    return found.value  # type: ignore[no-any-return]
-                lock = self._try_lock(store_key)
-                if lock is False:
-                    inflight.finish(store_key, flight, found.value)
-                    self._shared.stats.bump("stale_served")
-                    return found.value  # type: ignore[no-any-return]
-                try:
-                    return self._load_and_store(store_key, flight, loader, ttl, stale, version, tags)
-                finally:
-                    if isinstance(lock, tuple):
-                        self._unlock(*lock)
+        else:
             lead, flight = inflight.join_or_lead(store_key)
-            if lead:
-                # A cold miss takes the store lock too (spec/STORES.md §3, one lock policy): when another process
-                # holds it, its value is awaited instead of loading it a second time.
-                lock = self._try_lock(store_key)
-                if lock is False:
-                    try:
-                        value = self._await_other_process(store_key, version)
-                    except BaseException as error:  # an interrupt: the threads waiting on this leader hear of it
-                        inflight.finish(store_key, flight, error=error)
-                        raise
-                    if value is not _MISSING:
-                        self._shared.stats.bump("coalesced_across_processes")
-                        inflight.finish(store_key, flight, value)
-                        return value  # type: ignore[no-any-return]
-                try:
-                    return self._load_and_store(store_key, flight, loader, ttl, stale, version, tags)
-                finally:
-                    if isinstance(lock, tuple):
-                        self._unlock(*lock)
-            self._shared.stats.bump("coalesced_waits")
-            flight.done.wait()
-            if flight.error is not None:
-                raise flight.error
-            return flight.value  # type: ignore[no-any-return]
+            if not lead:
+                self._shared.stats.bump("coalesced_waits")
+                flight.done.wait()
+                if flight.error is not None:
+                    raise flight.error
+                return flight.value  # type: ignore[no-any-return]
+        return self._lead(store_key, flight, found, loader, ttl, stale, version, tags)
 
-    def _load_and_store(
+    def _lead(
         self,
         store_key: str,
         flight: _Flight,
+        found: _Lookup,
         loader: Callable[[], T],
         ttl: float | None,
         stale: float | None,
         version: str | None,
         tags: Sequence[str],
     ) -> T:
-        self._shared.stats.bump("loads")
+        """Leads this process's callers of `store_key` (spec/STORES.md §3, one lock policy): takes the store lock,
+        loads and stores; when another process holds the lock, serves `found`'s stale value, or on a cold miss
+        awaits that process's value. The waiting threads get what this gets (or its exception, whatever raised it),
+        and the lock is released however this ends."""
+        inflight = self._shared.inflight
+        lock: tuple[str, bytes] | bool = True
         try:
-            value = loader()
-            self._store_quietly(store_key, value, ttl, stale, version, tags)
-        except BaseException as error:
-            self._shared.inflight.finish(store_key, flight, error=error)
+            lock = self._try_lock(store_key)
+            if lock is False:
+                if found.state == "stale":
+                    self._shared.stats.bump("stale_served")
+                    inflight.finish(store_key, flight, found.value)
+                    return found.value  # type: ignore[no-any-return]
+                value = self._await_other_process(store_key, version)
+                if value is not _MISSING:
+                    self._shared.stats.bump("coalesced_across_processes")
+                    inflight.finish(store_key, flight, value)
+                    return value  # type: ignore[no-any-return]
+            self._shared.stats.bump("loads")
+            loaded = loader()
+            self._store_quietly(store_key, loaded, ttl, stale, version, tags)
+            inflight.finish(store_key, flight, loaded)
+            return loaded
+        except BaseException as error:  # the loader's, or an interrupt: the waiting threads hear of it
+            inflight.finish(store_key, flight, error=error)
             raise
-        self._shared.inflight.finish(store_key, flight, value)
-        return value
+        finally:
+            if isinstance(lock, tuple):
+                self._unlock(*lock)
 
     def _store_quietly(
         self,
