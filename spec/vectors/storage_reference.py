@@ -944,6 +944,9 @@ def define_cases():
     case("expires_rfc850_two_digit_year_past_century", "RFC 9110 §5.6.7: a two-digit year is the nearest year with "
          "those digits not more than 50 years ahead: 94 is 1994, long past", exp("Sunday, 06-Nov-94 08:49:37 GMT"),
          stored(0))
+    case("expires_rfc850_year_read_at_the_response_time", "spec/HTTP.md §1.5: a two-digit year is resolved against "
+         "the response's time (2023), not the clock it is replayed on: 74 is 1974 (2074 would be 51 years ahead), "
+         "so this response is long expired", exp("Wednesday, 06-Nov-74 08:49:37 GMT"), stored(0))
     case("expires_upper_case_weekday", "names in dates are case-insensitive", exp(at(3600).replace("Tue", "TUE")),
          stored(3_600_000))
     case("expires_upper_case_month", "names in dates are case-insensitive", exp(at(3600).replace("Nov", "NOV")),

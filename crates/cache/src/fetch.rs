@@ -84,23 +84,9 @@ impl<S: Store> Cache<S> {
                 }
                 Lookup::Miss => match self.shared.inflight.join_or_lead(&store_key) {
                     Role::Lead(lead) => {
-                        let lock = match self.try_lock(&store_key, self.shared.lock_ttl).await {
-                            LockState::Held => match self.await_other_process::<T>(&store_key, version).await {
-                                Some(value) => {
-                                    CacheCounters::bump(&self.shared.counters.coalesced_across_processes);
-                                    lead.finish(Ok(Arc::new(value.clone())));
-                                    return Ok(value);
-                                }
-                                None => None,
-                            },
-                            LockState::Acquired(lock) => Some(self.hold(lock)),
-                            LockState::Unavailable => None,
-                        };
-                        let result = self.load_and_store(&store_key, options, take(&mut loader), lead).await;
-                        if let Some(lock) = lock {
-                            lock.release().await;
-                        }
-                        return result;
+                        return self
+                            .load_once_across_processes(&store_key, version, options, take(&mut loader), lead)
+                            .await
                     }
                     Role::Wait(waiter) => {
                         CacheCounters::bump(&self.shared.counters.coalesced_waits);
@@ -155,19 +141,74 @@ impl<S: Store> Cache<S> {
         Ok(keys.iter().zip(found).filter_map(|(key, value)| value.or_else(|| loaded.remove(*key))).collect())
     }
 
-    /// Polls the store for the fresh value another process is computing under the lock (5 ms, doubling up to
-    /// 50 ms); `None` when the lock goes away without one or `lock_ttl` passes (spec/STORES.md §3).
-    async fn await_other_process<T: Cacheable>(&self, store_key: &str, version: Option<&str>) -> Option<T> {
+    /// A cold miss's leader under the store lock (spec/STORES.md §3): takes the lock, reads once more, and loads;
+    /// or, while another process holds it, waits for that process's value, taking the lock itself if it goes away
+    /// without one, and loads without it once `lock_ttl` has passed.
+    async fn load_once_across_processes<T, F, Fut, E>(
+        &self,
+        store_key: &str,
+        version: Option<&str>,
+        options: &WriteOptions,
+        loader: F,
+        lead: Lead<Outcome>,
+    ) -> Result<T, CacheError>
+    where
+        T: Cacheable,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: Into<BoxError>,
+    {
         let deadline = tokio::time::Instant::now() + self.shared.lock_ttl;
+        let found = |value: T, lead: Lead<Outcome>| {
+            lead.finish(Ok(Arc::new(value.clone())));
+            Ok(value)
+        };
+        loop {
+            match self.try_lock(store_key, self.shared.lock_ttl).await {
+                LockState::Acquired(lock) => {
+                    let held = self.hold(lock);
+                    // A holder that released just before may have written the value.
+                    if let Lookup::Fresh(value) = self.lookup::<T>(store_key, version).await {
+                        held.release().await;
+                        return found(value, lead);
+                    }
+                    let result = self.load_and_store(store_key, options, loader, lead).await;
+                    held.release().await;
+                    return result;
+                }
+                LockState::Unavailable => return self.load_and_store(store_key, options, loader, lead).await,
+                LockState::Held => match self.await_other_process::<T>(store_key, version, deadline).await {
+                    Waited::Value(value) => {
+                        CacheCounters::bump(&self.shared.counters.coalesced_across_processes);
+                        return found(value, lead);
+                    }
+                    Waited::Released => continue,
+                    Waited::TimedOut => return self.load_and_store(store_key, options, loader, lead).await,
+                },
+            }
+        }
+    }
+
+    /// Polls the store for the fresh value another process is computing under the lock (5 ms, doubling up to
+    /// 50 ms), until it appears, the lock goes away without it, or `deadline`.
+    async fn await_other_process<T: Cacheable>(
+        &self,
+        store_key: &str,
+        version: Option<&str>,
+        deadline: tokio::time::Instant,
+    ) -> Waited<T> {
         let mut pause = std::time::Duration::from_millis(5);
         loop {
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(std::time::Duration::from_millis(50));
             if let Lookup::Fresh(value) = self.lookup::<T>(store_key, version).await {
-                return Some(value);
+                return Waited::Value(value);
             }
-            if tokio::time::Instant::now() >= deadline || !self.is_locked(store_key).await {
-                return None;
+            if tokio::time::Instant::now() >= deadline {
+                return Waited::TimedOut;
+            }
+            if !self.is_locked(store_key).await {
+                return Waited::Released;
             }
         }
     }
@@ -214,6 +255,14 @@ impl<S: Store> Cache<S> {
         }
         Ok(())
     }
+}
+
+/// What waiting for another process's value came to.
+enum Waited<T> {
+    Value(T),
+    /// The lock went away without a value (its holder crashed, failed, or could not store).
+    Released,
+    TimedOut,
 }
 
 /// The loader, which a caller uses at most once (every path that takes it returns).

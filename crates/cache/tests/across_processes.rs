@@ -77,3 +77,27 @@ async fn a_burst_of_reads_of_a_stale_entry_across_processes_refreshes_it_once() 
     assert!(values.iter().all(|v| v == "computed #1" || v == "computed #2"), "{values:?}");
     assert!(values.iter().filter(|v| *v == "computed #1").count() >= PROCESSES * CALLERS - 1, "the rest got stale");
 }
+
+/// A holder that goes away without a value (crashed, failed, could not store) does not let every waiter load:
+/// they try to take the lock in turn, and one loads while the others wait for its value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn when_the_holder_leaves_without_a_value_one_waiter_loads() {
+    let server = Memcached::start().expect("memcached");
+    let caches = caches(&format!("memcached://{}", server.address())).await;
+    let larder_cache::LockState::Acquired(lock) =
+        caches[0].try_lock(&caches[0].store_key("orphan"), Duration::from_secs(5)).await
+    else {
+        panic!("the lock is free");
+    };
+    let runs = Arc::new(AtomicUsize::new(0));
+    let waiting = {
+        let (others, runs) = (caches[1..].to_vec(), runs.clone());
+        tokio::spawn(async move { burst(&others, "orphan", &runs).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "nobody loads while the lock is held");
+    caches[0].unlock(lock).await;
+    let values = waiting.await.expect("task");
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "one waiter took the lock and loaded");
+    assert!(values.iter().all(|v| v == "computed #1"), "{values:?}");
+}

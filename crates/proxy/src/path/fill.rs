@@ -282,7 +282,11 @@ impl<S: Store> Proxy<S> {
         match self.storage.try_lock(&plan.fill_key, self.settings.wait_limit).await {
             LockState::Acquired(lock) => {
                 let held = self.storage.hold(lock);
-                let result = self.fetch_and_store(ctx, plan).await;
+                // A holder that released just before may have stored the response (spec/STORES.md §3, step 3).
+                let result = match self.fresh_in_store(ctx, plan).await {
+                    Some(answer) => (answer, FillOutcome::Stored),
+                    None => self.fetch_and_store(ctx, plan).await,
+                };
                 held.release().await;
                 result
             }
@@ -302,24 +306,34 @@ impl<S: Store> Proxy<S> {
         }
     }
 
-    /// Polls the store for the response another process is fetching; `None` when it gave up without one.
+    /// Polls the store for the response another process is fetching; `None` when it gave up without one. The
+    /// front does not queue for the lock when its holder leaves without a response (as `fetch` does): such a holder
+    /// almost always found the response may not be stored, and its waiters then go upstream side by side.
     async fn await_other_process(self: &Arc<Self>, ctx: &RequestContext, plan: &FillPlan) -> Option<Answer> {
         let deadline = tokio::time::Instant::now() + self.settings.wait_limit;
         let mut pause = Duration::from_millis(5);
         loop {
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(50));
-            let now = self.clock.now_ms();
-            if let Lookup::Found(found, _) = self.storage.lookup(&ctx.key, |names| ctx.vary_view(names)).await {
-                if found.is_fresh(now) {
-                    Metrics::bump(&self.metrics.coalesced_across_processes);
-                    let verdict = Verdict::forwarded(Outcome::Collapsed, plan.fwd).with_ttl(ttl_seconds(&found, now));
-                    return Some(self.serve_stored(ctx, *found, verdict).await);
-                }
+            if let Some(answer) = self.fresh_in_store(ctx, plan).await {
+                Metrics::bump(&self.metrics.coalesced_across_processes);
+                return Some(answer);
             }
             if tokio::time::Instant::now() >= deadline || !self.storage.is_locked(&plan.fill_key).await {
                 return None;
             }
+        }
+    }
+
+    /// The answer from a fresh response the store holds for this request now, if it holds one.
+    async fn fresh_in_store(self: &Arc<Self>, ctx: &RequestContext, plan: &FillPlan) -> Option<Answer> {
+        let now = self.clock.now_ms();
+        match self.storage.lookup(&ctx.key, |names| ctx.vary_view(names)).await {
+            Lookup::Found(found, _) if found.is_fresh(now) => {
+                let verdict = Verdict::forwarded(Outcome::Collapsed, plan.fwd).with_ttl(ttl_seconds(&found, now));
+                Some(self.serve_stored(ctx, *found, verdict).await)
+            }
+            _ => None,
         }
     }
 

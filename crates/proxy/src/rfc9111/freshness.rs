@@ -14,10 +14,17 @@ pub fn heuristically_cacheable(status: StatusCode) -> bool {
     matches!(status.as_u16(), 200 | 203 | 204 | 206 | 300 | 301 | 308 | 404 | 405 | 410 | 414 | 451 | 501)
 }
 
-/// An HTTP-date (IMF-fixdate, or the two obsolete forms RFC 9110 requires recipients to accept) in ms.
+/// An HTTP-date (IMF-fixdate, or the two obsolete forms RFC 9110 requires recipients to accept) in ms, read at the
+/// present time.
 pub fn parse_http_date(text: &str) -> Option<u64> {
+    parse_http_date_at(text, larder_format::now_ms())
+}
+
+/// An HTTP-date read at `now_ms` (a response's time, spec/HTTP.md §1.5): RFC 850's two-digit year is resolved
+/// against that year, so a decision about a stored response does not depend on the clock it is replayed on.
+pub fn parse_http_date_at(text: &str, now_ms: u64) -> Option<u64> {
     // ms per year of 365.2425 days: 3652425 * 86400 * 1000 / 10000.
-    let now_year = 1970 + larder_format::now_ms() as i64 / (365_2425 * 8_640);
+    let now_year = 1970 + now_ms as i64 / (365_2425 * 8_640);
     super::date::parse(text, now_year)
 }
 
@@ -27,8 +34,8 @@ pub fn format_http_date(ms: u64) -> String {
 }
 
 /// The `Date` header in ms, if present and valid.
-pub fn date_ms(headers: &HeaderMap) -> Option<u64> {
-    headers.get(DATE).and_then(|v| v.to_str().ok()).and_then(parse_http_date)
+pub fn date_ms(headers: &HeaderMap, response_time_ms: u64) -> Option<u64> {
+    headers.get(DATE).and_then(|v| v.to_str().ok()).and_then(|v| parse_http_date_at(v, response_time_ms))
 }
 
 /// The `Age` header in seconds: the first element of the first line, if it is delta-seconds; otherwise 0 (ignored).
@@ -40,7 +47,7 @@ pub fn age_seconds(headers: &HeaderMap) -> u64 {
 
 /// RFC 9111 §4.2.3: how old the response already was when it arrived, in ms.
 pub fn corrected_initial_age_ms(headers: &HeaderMap, request_time_ms: u64, response_time_ms: u64) -> u64 {
-    let apparent = date_ms(headers).map_or(0, |date| response_time_ms.saturating_sub(date));
+    let apparent = date_ms(headers, response_time_ms).map_or(0, |date| response_time_ms.saturating_sub(date));
     let delay = response_time_ms.saturating_sub(request_time_ms);
     let corrected_age_value = age_seconds(headers).saturating_mul(1000).saturating_add(delay);
     apparent.max(corrected_age_value)
@@ -75,8 +82,12 @@ pub fn lifetime_ms(
         let mut lines = headers.get_all(EXPIRES).iter();
         if let Some(first) = lines.next() {
             // Several Expires lines, or one that is not an HTTP-date, mean "already expired".
-            let expires = if lines.next().is_some() { None } else { first.to_str().ok().and_then(parse_http_date) };
-            let date = date_ms(headers).unwrap_or(response_time_ms);
+            let expires = if lines.next().is_some() {
+                None
+            } else {
+                first.to_str().ok().and_then(|v| parse_http_date_at(v, response_time_ms))
+            };
+            let date = date_ms(headers, response_time_ms).unwrap_or(response_time_ms);
             let lifetime = expires.map_or(0, |e| e.saturating_sub(date)).min(MAX_DELTA_SECONDS * 1000);
             return Some((lifetime, LifetimeSource::Expires));
         }
@@ -85,8 +96,11 @@ pub fn lifetime_ms(
     if !heuristically_cacheable(status) && !directives.public {
         return None;
     }
-    let last_modified = headers.get(LAST_MODIFIED).and_then(|v| v.to_str().ok()).and_then(parse_http_date)?;
-    let date = date_ms(headers).unwrap_or(response_time_ms);
+    let last_modified = headers
+        .get(LAST_MODIFIED)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| parse_http_date_at(v, response_time_ms))?;
+    let date = date_ms(headers, response_time_ms).unwrap_or(response_time_ms);
     let lifetime = (date.saturating_sub(last_modified) / 10).min(cap.as_millis() as u64);
     Some((lifetime, LifetimeSource::Heuristic))
 }
