@@ -80,3 +80,10 @@ def test_url_keys_are_the_base_key_and_its_four_alternates() -> None:
     assert alternate_key(base, "gzip") == larder.safe_key(f"{base}\n\x00coding:gzip")
     with pytest.raises(ValueError, match="coding"):
         alternate_key(base, "deflate")
+
+
+def test_header_values_are_bytes_read_as_utf8_with_replacement() -> None:
+    """FORMAT.md §5.4: a value that is not UTF-8 enters the selecting values with each invalid sequence replaced
+    by U+FFFD, as Rust's from_utf8_lossy does; UTF-8 bytes select as the text they encode."""
+    assert selecting_values(["x"], [("X", "é".encode())]) == selecting_values(["x"], [("X", "é")]) == "x:é\n"
+    assert selecting_values(["x"], [("X", b"a\xffb\xc3")]) == "x:a\ufffdb\ufffd\n"

@@ -361,3 +361,19 @@ def test_django_middleware_and_decorator(django_pages: None) -> None:
     response = asyncio.run(middleware(factory.get("/async", HTTP_HOST="shop.example")))
     assert response.status_code == 200
     assert pages.find(PageRequest("GET", "http", "shop.example", "/async")) is not None
+
+
+def test_variants_select_on_the_bytes_received_as_every_language_does() -> None:
+    """WSGI, ASGI and Django give header values as the latin-1 code points of the bytes received: the variant key
+    is computed from those bytes (UTF-8, invalid sequences as U+FFFD), as the front computes it."""
+    pages = PageCache("memory://")
+    headers = [("Cache-Control", "max-age=60"), ("Vary", "X-Name")]
+    received = "é".encode().decode("latin-1")  # what a WSGI server hands over for the UTF-8 bytes of "é"
+    key = pages.save(request(headers=(("x-name", received),)), 200, headers, b"utf-8")
+    marker = larder.decode(pages.store.get("GET:http://shop.example/p") or b"").value
+    assert key == variant_key("GET:http://shop.example/p", marker, [("X-Name", "é")])
+    invalid = pages.save(request(headers=(("x-name", "\xff"),)), 200, headers, b"not utf-8")
+    assert invalid == variant_key("GET:http://shop.example/p", marker, [("X-Name", "\ufffd")])
+    found = pages.find(request(headers=(("x-name", received),)))
+    assert found is not None
+    assert found[1].value.body == b"utf-8"

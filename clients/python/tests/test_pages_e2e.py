@@ -147,6 +147,23 @@ def test_the_front_serves_what_the_wsgi_middleware_wrote(dead_front: DeadFront) 
     assert larder.purge(dead_front.larder.admin, tag="wsgi-e2e") is None
 
 
+def test_the_front_selects_variants_on_header_bytes_as_the_app_did(dead_front: DeadFront) -> None:
+    """FORMAT.md §5.4: header values are bytes, UTF-8 or not (invalid sequences read as U+FFFD), so a variant the app
+    wrote for a non-ASCII header value is the one the front selects for the same bytes."""
+    from larder.wsgi import PageCacheMiddleware
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        start_response("200 OK", [("Cache-Control", "max-age=60"), ("Vary", "X-Name")])
+        return [environ["HTTP_X_NAME"].encode("latin-1")]
+
+    wrapped = PageCacheMiddleware(app, dead_front.pages)
+    for sent in ("Grüße".encode(), b"\xff\xfe"):
+        # A WSGI server hands the bytes over as latin-1 code points.
+        run_wsgi(wrapped, wsgi_environ(dead_front, "/bytes", X_NAME=sent.decode("latin-1")))
+        status, _, body = get(dead_front.larder.port, "/bytes", {"X-Name": sent})  # type: ignore[dict-item]
+        assert (status, body) == (200, sent)
+
+
 def test_the_front_serves_what_the_asgi_middleware_wrote(dead_front: DeadFront) -> None:
     from larder.asgi import PageCacheMiddleware
 

@@ -24,8 +24,8 @@ HASHED_PREFIX_LEN: Final = 180
 #: Query parameters dropped from HTTP keys unless told otherwise.
 DEFAULT_DROP: Final = ("utm_*", "gclid", "fbclid", "msclkid")
 
-#: A request's header lines: (name, value) pairs in order, duplicates kept.
-RequestHeaders = Sequence[tuple[str, str]]
+#: A request's header lines: (name, value) pairs in order, duplicates kept; a value is text, or the bytes received.
+RequestHeaders = Sequence[tuple[str, str | bytes]]
 
 #: The bytes memcached refuses in a key: controls, space and DEL.
 _UNSAFE: Final = re.compile("[\x00-\x20\x7f]")
@@ -99,12 +99,13 @@ def selecting_values(names: Sequence[str], request_headers: RequestHeaders) -> s
     `name:` and the elements of every line of that header (split on `,`, trimmed of spaces and tabs, joined with
     `,`) and a newline, or `name`, NUL, `absent` and a newline when the request lacks it.
 
-    `request_headers` are the request's (name, value) lines in order; names compare case-insensitively (ASCII).
+    `request_headers` are the request's (name, value) lines in order; names compare case-insensitively (ASCII). A
+    value given as bytes is read as UTF-8, each invalid sequence replaced by U+FFFD, as every language does.
     """
     out = []
     for name in names:
         wanted = _ascii_lower(name)
-        lines = [value for n, value in request_headers if _ascii_lower(n) == wanted]
+        lines = [_text(value) for n, value in request_headers if _ascii_lower(n) == wanted]
         if not lines:
             out.append(name + "\u0000absent\n")
             continue
@@ -151,6 +152,10 @@ def url_keys(base_key: str) -> list[str]:
     """`base_key` and its four alternates (identity, gzip, br, zstd): what a URL purge removes (spec/FORMAT.md
     §5.5). Removing a base key that holds a Vary marker makes every variant under it unreachable."""
     return [base_key, *(alternate_key(base_key, coding) for coding in CONTENT_ENCODINGS)]
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else value
 
 
 def _param_name(part: str) -> str:

@@ -71,7 +71,8 @@ CONSUMED: Final = frozenset({"surrogate-control", "surrogate-key", "cache-tag"})
 @dataclass(frozen=True)
 class PageRequest:
     """A request as the app received it. `target` is the path and query as sent (not decoded); `headers` are its
-    (name, value) lines in order (names in any case)."""
+    (name, value) lines in order, names in any case, values as WSGI, ASGI and Django give them: the latin-1 code
+    points of the bytes received (a value that is not latin-1 is taken as text)."""
 
     method: str
     scheme: str
@@ -235,7 +236,7 @@ class PageCache:
             expires_at=marker_meta.expires_at,
             stale_ms=marker_meta.stale_ms,
         )
-        key = variant_key(base, marker, request.headers)
+        key = variant_key(base, marker, _received(request))
         self.store.set(key, entry)
         self.store.set(base, marker_bytes)
         return key
@@ -268,7 +269,7 @@ class PageCache:
         marker = _Marker.of(entry)
         if marker is None:
             return None
-        key = variant_key(base, marker.map(), request.headers)
+        key = variant_key(base, marker.map(), _received(request))
         variant = _decode(self.store.get(key))
         return (key, variant) if variant is not None and variant.kind == "response" else None
 
@@ -404,10 +405,18 @@ def _prepare(
 
 
 def _header_bytes(value: str) -> bytes:
+    """A header value's bytes: WSGI's, ASGI's (as the middlewares decode them) and Django's header strings are
+    latin-1 code points of the bytes received; a str that is not latin-1 is taken as text, in UTF-8."""
     try:
-        return value.encode("latin-1")  # WSGI's and Django's header strings are latin-1 code points
+        return value.encode("latin-1")
     except UnicodeEncodeError:
         return value.encode("utf-8")
+
+
+def _received(request: PageRequest) -> list[tuple[str, bytes]]:
+    """The request's header lines with their values as received, for selecting values (FORMAT.md §5.4): bytes
+    that are not UTF-8 then read as U+FFFD in every language, and UTF-8 as the text it encodes."""
+    return [(name, _header_bytes(value)) for name, value in request.headers]
 
 
 def _tags_of(lines: HeaderLines) -> list[str]:

@@ -10,7 +10,7 @@ from typing import Any
 import larder
 from larder.keys import alternate_key, url_keys, variant_key
 
-from . import Case, each, header_pairs, section
+from . import Case, each, section, vector_bytes
 
 
 def cases(document: dict[str, Any]) -> list[Case]:
@@ -40,7 +40,8 @@ def check_namespaced(case: dict[str, Any]) -> None:
 
 
 def check_variant(case: dict[str, Any]) -> None:
-    key = variant_key(case["base_key"], case["marker"], header_pairs(case["request_headers"]))
+    lines = [(name, vector_bytes(value)) for name, value in case["request_headers"]]  # values are bytes (§5.4)
+    key = variant_key(case["base_key"], case["marker"], lines)
     assert key == case["variant_key"], f"{key!r}"
 
 
