@@ -1,7 +1,9 @@
 """fetch's one lock policy (spec/STORES.md §3), for `Cache` and `AsyncCache`: whoever computes takes the store lock
-first, on a cold miss and on a refresh alike; a leader that finds it held serves its stale value when it has one,
-else polls the store after 5 ms, each pause doubling to 50 ms, until a value appears, the lock goes, or `lock_ttl`
-passes; the lock is released after a failure or a cancellation too, even one that came while it was being taken.
+first, on a cold miss and on a refresh alike, and reads the key once more once it holds it; a leader that finds it
+held serves its stale value when it has one, else polls the store after 5 ms, each pause doubling to 50 ms, until a
+value appears, or the lock goes (then it tries to take it: one waiter loads, the others wait for it), or `lock_ttl`
+has passed since it began waiting (then it loads without the lock); the lock is released after a failure or a
+cancellation too, even one that came while it was being taken.
 
 Bursts on one key run the loader once: in real processes (cold misses, and reads of an entry gone stale), and in
 several independent store clients, as several processes have them, for threads and for tasks."""
@@ -19,7 +21,7 @@ from typing import Any
 import pytest
 
 from larder import AsyncCache, Cache
-from larder.stores import Store, lock_key
+from larder.stores import Store, lock_key, open_store
 from larder.stores.memory import MemoryStore
 from servers import Memcached
 
@@ -253,6 +255,79 @@ def test_a_stale_leader_that_finds_the_lock_held_serves_stale_at_once() -> None:
     assert cache.fetch("k", lambda: "mine") == "old"
     assert time.monotonic() - started < 0.5, "no polling"
     assert cache.stats().loads == 0
+
+
+def waiters(count: int) -> tuple[Store, list[Cache], str]:
+    """`count` caches on one memory store, each with its own coalescing, as processes have; the key's lock taken by
+    yet another process."""
+    store = open_store("memory://")
+    caches = [Cache(store, lock_ttl=10) for _ in range(count)]
+    return store, caches, held_elsewhere(store, caches[0])
+
+
+def test_when_the_lock_goes_without_a_value_one_waiter_loads_and_the_others_wait_for_it() -> None:
+    store, caches, lock = waiters(5)
+    calls: list[int] = []
+
+    def loader() -> str:
+        calls.append(1)
+        time.sleep(0.3)  # the others find the lock held again, by this waiter
+        return "one"
+
+    release = threading.Timer(0.2, lambda: store.delete_if(lock, b"another process"))  # it crashed, say
+    release.start()
+    assert burst(caches, loader) == ["one"] * 5
+    release.join()
+    assert calls == [1], "one waiter took the lock and loaded, not all of them"
+    assert sum(c.stats().coalesced_across_processes for c in caches) == 4
+    assert store.get(lock) is None
+
+
+def test_async_waiters_do_the_same() -> None:
+    store, caches, lock = waiters(5)
+    calls: list[int] = []
+
+    async def loader() -> str:
+        calls.append(1)
+        await asyncio.sleep(0.3)
+        return "one"
+
+    async def main() -> list[str]:
+        asyncio.get_running_loop().call_later(0.2, store.delete_if, lock, b"another process")
+        return list(await asyncio.gather(*(AsyncCache(c).fetch("k", loader) for c in caches)))
+
+    assert asyncio.run(main()) == ["one"] * 5
+    assert calls == [1]
+    assert store.get(lock) is None
+
+
+class JustReleased(MemoryStore):
+    """A memory store where another process writes "k" and releases its lock just before this one takes it."""
+
+    def __init__(self, value: bytes) -> None:
+        super().__init__()
+        self.value = value
+
+    def add(self, key: str, value: bytes, ttl: float | None = None) -> bool:
+        if key.startswith("larder#"):
+            self.set("k", self.value)
+        return super().add(key, value, ttl)
+
+
+@pytest.mark.parametrize("stale", [False, True])
+def test_a_leader_holding_the_lock_reads_the_key_once_more_first(stale: bool) -> None:
+    cache = Cache("memory://")
+    store = JustReleased(cache.encode("theirs", ttl=60)[0])
+    cache = Cache(store)
+    if stale:
+        MemoryStore.set(store, "k", cache.encode("old", ttl=0.05, stale=60)[0])
+        time.sleep(0.1)
+    assert cache.fetch("k", lambda: "mine") == "theirs"
+    assert cache.stats().loads == 0
+    assert store.get(lock_key("", "k")) is None, "released"
+    acache = AsyncCache(JustReleased(cache.encode("theirs too", ttl=60)[0]))
+    assert asyncio.run(acache.fetch("k", lambda: "mine")) == "theirs too"
+    assert acache.stats().loads == 0
 
 
 # --- release ------------------------------------------------------------------------------------------------------

@@ -17,7 +17,16 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from .cache import _MISSING, LOCK_POLL_FIRST, LOCK_POLL_MOST, Cache, CacheStats, _Lookup
+from .cache import (
+    _MISSING,
+    LOCK_GONE,
+    LOCK_POLL_FIRST,
+    LOCK_POLL_MOST,
+    WAITED_LOCK_TTL,
+    Cache,
+    CacheStats,
+    _Lookup,
+)
 from .stores import Store
 
 T = TypeVar("T")
@@ -123,22 +132,34 @@ class AsyncCache:
         tags: Sequence[str],
     ) -> T:
         """Leads this loop's tasks for `store_key` (registered before anything is awaited, so the others wait or
-        serve stale instead of trying the lock too). It takes the store lock and loads; when another process holds
-        the lock it serves `found`'s stale value, or on a cold miss awaits that process's value (spec/STORES.md §3,
-        one lock policy). The lock is released however this ends."""
+        serve stale instead of trying the lock too) through the one lock policy, as `Cache._lead` does
+        (spec/STORES.md §3). The lock is released however this ends."""
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._flights[store_key] = future
         lock: tuple[str, bytes] | bool = True
         sync = self.sync
+        waited_since: float | None = None
         try:
-            lock = await self._take_lock(store_key)
-            if lock is False:
+            while True:
+                lock = await self._take_lock(store_key)
+                if isinstance(lock, tuple):
+                    value = await asyncio.to_thread(sync._peek, store_key, version)
+                    if value is not _MISSING:
+                        sync._shared.stats.bump("coalesced_across_processes")
+                        future.set_result(value)
+                        return value  # type: ignore[no-any-return]
+                if lock is not False:
+                    break
                 if found.state == "stale":
                     sync._shared.stats.bump("stale_served")
                     future.set_result(found.value)
                     return found.value  # type: ignore[no-any-return]
-                value = await self._await_other_process(store_key, version)
-                if value is not _MISSING:
+                if waited_since is None:
+                    waited_since = time.monotonic()
+                value = await self._await_other_process(store_key, version, waited_since + sync.lock_ttl)
+                if value is WAITED_LOCK_TTL:
+                    break
+                if value is not LOCK_GONE:
                     sync._shared.stats.bump("coalesced_across_processes")
                     future.set_result(value)
                     return value  # type: ignore[no-any-return]
@@ -188,9 +209,8 @@ class AsyncCache:
                 threading.Thread(target=sync._unlock, args=taken, name="larder-unlock").start()
             raise
 
-    async def _await_other_process(self, store_key: str, version: str | None) -> Any:
+    async def _await_other_process(self, store_key: str, version: str | None, deadline: float) -> Any:
         """`Cache._await_other_process` without blocking the loop: the store polled after 5 ms, doubling to 50 ms."""
-        deadline = time.monotonic() + self.sync.lock_ttl
         pause = LOCK_POLL_FIRST
         while True:
             await asyncio.sleep(pause)
@@ -198,8 +218,10 @@ class AsyncCache:
             found = await asyncio.to_thread(self.sync._peek, store_key, version)
             if found is not _MISSING:
                 return found
-            if time.monotonic() >= deadline or not await asyncio.to_thread(self.sync._locked, store_key):
-                return _MISSING
+            if time.monotonic() >= deadline:
+                return WAITED_LOCK_TTL
+            if not await asyncio.to_thread(self.sync._locked, store_key):
+                return LOCK_GONE
 
 
 class _LockAttempt:

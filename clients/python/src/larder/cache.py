@@ -53,6 +53,9 @@ LOCK_POLL_FIRST: Final = 0.005
 LOCK_POLL_MOST: Final = 0.05
 
 _MISSING: Final = object()
+#: What waiting for another process's value can end in, besides the value (spec/STORES.md §3, step 4).
+LOCK_GONE: Final = object()
+WAITED_LOCK_TTL: Final = object()
 
 
 @dataclass
@@ -492,21 +495,36 @@ class Cache:
         version: str | None,
         tags: Sequence[str],
     ) -> T:
-        """Leads this process's callers of `store_key` (spec/STORES.md §3, one lock policy): takes the store lock,
-        loads and stores; when another process holds the lock, serves `found`'s stale value, or on a cold miss
-        awaits that process's value. The waiting threads get what this gets (or its exception, whatever raised it),
-        and the lock is released however this ends."""
+        """Leads this process's callers of `store_key` through the one lock policy (spec/STORES.md §3). Holding the
+        lock, it reads the key once more (a holder that released just before may have written it), else loads and
+        stores. When another process holds it: a refresh serves `found`'s stale value; a cold miss waits for that
+        process's value, and when the lock goes without one tries to take it again, so that one waiter loads, not
+        all; after `lock_ttl` of waiting it loads without the lock. The waiting threads get what this gets (or its
+        exception, whatever raised it), and the lock is released however this ends."""
         inflight = self._shared.inflight
         lock: tuple[str, bytes] | bool = True
+        waited_since: float | None = None
         try:
-            lock = self._try_lock(store_key)
-            if lock is False:
+            while True:
+                lock = self._try_lock(store_key)
+                if isinstance(lock, tuple):
+                    value = self._peek(store_key, version)
+                    if value is not _MISSING:
+                        self._shared.stats.bump("coalesced_across_processes")
+                        inflight.finish(store_key, flight, value)
+                        return value  # type: ignore[no-any-return]
+                if lock is not False:
+                    break
                 if found.state == "stale":
                     self._shared.stats.bump("stale_served")
                     inflight.finish(store_key, flight, found.value)
                     return found.value  # type: ignore[no-any-return]
-                value = self._await_other_process(store_key, version)
-                if value is not _MISSING:
+                if waited_since is None:
+                    waited_since = time.monotonic()
+                value = self._await_other_process(store_key, version, waited_since + self.lock_ttl)
+                if value is WAITED_LOCK_TTL:
+                    break
+                if value is not LOCK_GONE:
                     self._shared.stats.bump("coalesced_across_processes")
                     inflight.finish(store_key, flight, value)
                     return value  # type: ignore[no-any-return]
@@ -563,10 +581,10 @@ class Cache:
         """Whether the store lock of `store_key` is held (a store that does not answer: not held)."""
         return self._get_raw(lock_key("", store_key)) is not None
 
-    def _await_other_process(self, store_key: str, version: str | None) -> Any:
+    def _await_other_process(self, store_key: str, version: str | None, deadline: float) -> Any:
         """The value another process computes under the lock: the store polled after 5 ms, each pause doubling up to
-        50 ms; `_MISSING` when the lock goes away without a value or `lock_ttl` passes (then this caller loads)."""
-        deadline = time.monotonic() + self.lock_ttl
+        50 ms; `LOCK_GONE` when the lock goes away without a value, `WAITED_LOCK_TTL` once `deadline` (monotonic)
+        has passed."""
         pause = LOCK_POLL_FIRST
         while True:
             time.sleep(pause)
@@ -574,8 +592,10 @@ class Cache:
             value = self._peek(store_key, version)
             if value is not _MISSING:
                 return value
-            if time.monotonic() >= deadline or not self._locked(store_key):
-                return _MISSING
+            if time.monotonic() >= deadline:
+                return WAITED_LOCK_TTL
+            if not self._locked(store_key):
+                return LOCK_GONE
 
     def _unlock(self, key: str, token: bytes) -> None:
         try:
