@@ -33,7 +33,7 @@ demo:
 	cargo build --release -p larder-cli
 	./target/release/larder demo
 
-test: services lint-rust test-rust test-python test-django test-ruby test-activesupport test-tour
+test: services lint-rust test-rust test-python test-django test-ruby test-activesupport conformance test-tour
 
 # Installs (apt-get, only what is missing) the servers the tests start themselves through larder-testkit.
 services:

@@ -79,13 +79,17 @@ def random_case(rng: random.Random, index: int, now_ms: int | None = None) -> di
             headers.append(["Cache-Control", directives(rng, DIRECTIVES, numbers)])
     if rng.random() < 0.25:
         headers.append(["CDN-Cache-Control", directives(rng, SF_DIRECTIVES, numbers)])
+        if rng.random() < 0.2:
+            # A second line, perhaps empty: the lines are one field joined with commas.
+            headers.insert(rng.randrange(len(headers) + 1), ["CDN-Cache-Control", rng.choice(["", "private", "max-age=60", ":aG=:", "?0"])])
     if rng.random() < 0.15:
         headers.append(["Surrogate-Control", rng.choice(['content="ESI/1.0"', "max-age=60", "no-store", "max-age=60+30", "max-age=60;edge", ""])])
     date = response_time - (rng.choice([0, 10_000]) if front else rng.choice([0, 0, 1000, 10_000, -5000]))
     if rng.random() < 0.85:
         headers.append(["Date", http_date(date) if rng.random() < 0.95 else "yesterday"])
     if rng.random() < 0.3:
-        expires = [http_date(date + rng.choice([-10_000, 0, 60_000, 3_600_000]), rng.choice([0, 0, 1, 2])), "0", "-1", "Thu, 32 Jan 2026 00:00:00 GMT"]
+        expires = [http_date(date + rng.choice([-10_000, 0, 60_000, 3_600_000]), rng.choice([0, 0, 1, 2])), "0", "-1",
+                   "Thu, 32 Jan 2026 00:00:00 GMT", "Wednesday, 06-Nov-74 08:49:37 GMT", "Monday, 06-Nov-73 08:49:37 GMT"]
         headers.append(["Expires", rng.choice(expires)])
     if rng.random() < 0.2:
         headers.append(["Age", rng.choice(["0", "10", "100000", "-5", "x", "1, 2"])])

@@ -1408,6 +1408,9 @@ def define_cases():
          [cdn("max-age=600"), cdn("&&"), ("Cache-Control", "max-age=60")], stored(60_000))
     case("cdn_empty", "RFC 9213 §2.2: an empty targeted field is ignored", [cdn(""), ("Cache-Control", "max-age=60")],
          stored(60_000))
+    case("cdn_empty_first_line", "RFC 9213 §2.1 / RFC 8941 §4.2: a field's lines are joined with commas before "
+         "parsing, so an empty first line makes the dictionary invalid (`, private`) and the field is ignored",
+         [cdn(""), cdn("private"), ("Cache-Control", "max-age=60")], stored(60_000))
     case("targeted_list_first_wins", "RFC 9213 §2.2: the first valid field of the target list governs",
          [("Larder-Cache-Control", "max-age=600"), cdn("max-age=60")], stored(600_000),
          rules={"targeted_fields": ["Larder-Cache-Control", "CDN-Cache-Control"]})

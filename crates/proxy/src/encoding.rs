@@ -73,6 +73,10 @@ fn decoding(body: &[u8], coding: ContentEncoding) -> Result<Box<dyn std::io::Rea
 /// Decodes a stored body to identity, refusing to produce more than `max` bytes.
 pub fn decode(body: &[u8], coding: ContentEncoding, max: usize) -> Result<Bytes, String> {
     use std::io::Read;
+    if body.is_empty() {
+        // An empty body in any coding is empty content (a 204 that names its coding).
+        return Ok(Bytes::new());
+    }
     let mut out = Vec::new();
     decoding(body, coding)?
         .take(max as u64 + 1)
@@ -98,7 +102,7 @@ pub fn offered_coding(setting: &str) -> Result<Option<ContentEncoding>, String> 
 /// How many bytes `body` decodes to, if at most `max`, without keeping the decoded bytes (a fill checks this
 /// before it stores a compressed body, so that no later request can be made to decode more than `max`).
 pub fn decoded_len_within(body: &[u8], coding: ContentEncoding, max: usize) -> Result<usize, String> {
-    if coding == ContentEncoding::Identity {
+    if coding == ContentEncoding::Identity || body.is_empty() {
         return if body.len() <= max { Ok(body.len()) } else { Err(too_large(max)) };
     }
     let mut reader = decoding(body, coding)?;
@@ -164,6 +168,15 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert(ACCEPT_ENCODING, HeaderValue::from_static(value));
         Accepted::from_request(&h)
+    }
+
+    #[test]
+    fn an_empty_body_in_any_coding_is_empty_content() {
+        for coding in ContentEncoding::ALL {
+            assert_eq!(decode(b"", *coding, 10), Ok(Bytes::new()), "{coding:?}");
+            assert_eq!(decoded_len_within(b"", *coding, 10), Ok(0), "{coding:?}");
+        }
+        assert!(decode(b"not gzip", ContentEncoding::Gzip, 100).is_err(), "a body that is not its coding still fails");
     }
 
     #[test]

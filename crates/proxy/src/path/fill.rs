@@ -541,6 +541,10 @@ impl<S: Store> Proxy<S> {
     async fn decodes_within_limit(&self, headers: &http::HeaderMap, body: &bytes::Bytes) -> Result<(), String> {
         let mut codings = headers.get_all(CONTENT_ENCODING).iter();
         let (Some(value), None) = (codings.next(), codings.next()) else { return Ok(()) };
+        if body.is_empty() {
+            // No content to decode (a 204, a HEAD-like answer): nothing can grow from it.
+            return Ok(());
+        }
         let Some(coding) = value.to_str().ok().and_then(|v| v.trim().parse::<ContentEncoding>().ok()) else {
             return Ok(());
         };

@@ -117,14 +117,18 @@ impl Directives {
     /// cache ignores it and falls back to the next field. Members larder does not know are ignored whatever their
     /// value; parameters are ignored.
     pub fn parse_structured<'a>(values: impl IntoIterator<Item = &'a HeaderValue>) -> Option<Directives> {
+        // The lines are one field joined with ", " (RFC 9110 §5.3), empty ones included: an empty first line makes
+        // the dictionary invalid, as it would be sent as one line.
         let mut joined = String::new();
+        let mut lines = 0;
         for value in values {
-            if !joined.is_empty() {
+            if lines > 0 {
                 joined.push_str(", ");
             }
             joined.push_str(value.to_str().ok()?);
+            lines += 1;
         }
-        if joined.is_empty() {
+        if lines == 0 || joined.is_empty() {
             return None;
         }
         let dict: sfv::Dictionary = sfv::Parser::new(&joined).with_version(sfv::Version::Rfc8941).parse().ok()?;
