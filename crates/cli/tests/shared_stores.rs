@@ -24,12 +24,16 @@ fn free_addr() -> SocketAddr {
 
 /// An app that counts its requests and answers `/<path>` with a page cacheable for a minute.
 fn counting_app() -> (String, Arc<AtomicU64>) {
+    counting_app_with(Duration::from_millis(5), 60)
+}
+
+/// An app that counts its requests, takes `delay` for each and says `max-age=max_age`.
+fn counting_app_with(delay: Duration, max_age: u64) -> (String, Arc<AtomicU64>) {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
         runtime.block_on(async move {
-            let origin =
-                larder_proxy::origin::Origin::start(Duration::from_millis(5), 16, 2000, 60).await.expect("app");
+            let origin = larder_proxy::origin::Origin::start(delay, 16, 2000, max_age).await.expect("app");
             tx.send((origin.url(), origin.requests.clone())).expect("send");
             std::future::pending::<()>().await;
         });
@@ -163,6 +167,30 @@ fn keys_carrying_memcached_commands_never_reach_the_server() {
     let (status, answer) = admin(&proxy, "POST", "/purge", br#"{"tag":"t"}"#);
     assert_eq!(status, 200);
     assert!(answer.contains(r#"{"purged":null,"recorded":true}"#), "memcached records, not counts: {answer}");
+}
+
+/// The one lock policy across processes (spec/STORES.md §3): three `larder serve` processes on one memcached, a
+/// burst of requests for a page gone stale: one refresh reaches the app, the clients wait for it (within
+/// `stale_wait`) and get the refreshed page.
+#[test]
+fn three_proxy_processes_refresh_a_stale_page_once() {
+    let server = Memcached::start().expect("memcached");
+    let (app, requests) = counting_app_with(Duration::from_millis(300), 1);
+    let url = format!("memcached://{}", server.address());
+    let proxies: Vec<Proxy> = (0..3).map(|_| serve(&app, &url, &[])).collect();
+    assert_eq!(get(&proxies[0], "/stale"), (200, "MISS".to_owned()));
+    assert_eq!(requests.load(Ordering::SeqCst), 1);
+    std::thread::sleep(Duration::from_millis(2_100));
+    let clients: Vec<_> = (0..12)
+        .map(|i| {
+            let addr = proxies[i % 3].listen;
+            std::thread::spawn(move || request(addr, "GET", "/stale"))
+        })
+        .collect();
+    for client in clients {
+        assert_eq!(client.join().expect("client").0, 200);
+    }
+    assert_eq!(requests.load(Ordering::SeqCst), 2, "twelve clients over three processes, one refresh upstream");
 }
 
 #[test]
