@@ -208,6 +208,10 @@ impl<S: Store> Cache<S> {
                 return Waited::TimedOut;
             }
             if !self.is_locked(store_key).await {
+                // The holder may have written the value between the look above and its release.
+                if let Lookup::Fresh(value) = self.lookup::<T>(store_key, version).await {
+                    return Waited::Value(value);
+                }
                 return Waited::Released;
             }
         }

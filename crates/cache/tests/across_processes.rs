@@ -27,7 +27,7 @@ async fn caches(url: &str) -> Vec<Shared> {
 
 /// Every caller of every cache fetches `key` at once with a loader that takes 200 ms; what each got.
 async fn burst(caches: &[Shared], key: &str, runs: &Arc<AtomicUsize>) -> Vec<String> {
-    let options = WriteOptions::ttl(Duration::from_secs(1)).with_stale(Duration::from_secs(60));
+    let options = WriteOptions::ttl(Duration::from_secs(2)).with_stale(Duration::from_secs(60));
     let mut tasks = Vec::new();
     for cache in caches {
         for _ in 0..CALLERS {
@@ -70,8 +70,9 @@ async fn a_burst_of_reads_of_a_stale_entry_across_processes_refreshes_it_once() 
     let runs = Arc::new(AtomicUsize::new(0));
     burst(&caches, "page", &runs).await;
     assert_eq!(runs.load(Ordering::SeqCst), 1);
-    // memcached's expiry is in whole seconds and the entry is fresh for 1 s: past it, well inside the stale window.
-    tokio::time::sleep(Duration::from_millis(1_600)).await;
+    // The entry is fresh for 2 s (long enough for every waiter of a loaded machine to find it fresh): past that,
+    // well inside the stale window.
+    tokio::time::sleep(Duration::from_millis(2_600)).await;
     let values = burst(&caches, "page", &runs).await;
     assert_eq!(runs.load(Ordering::SeqCst), 2, "one refresh in all processes");
     assert!(values.iter().all(|v| v == "computed #1" || v == "computed #2"), "{values:?}");

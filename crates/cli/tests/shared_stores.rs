@@ -3,7 +3,7 @@
 //! is invisible to clients (the failure drills of spec/STORES.md §4.3 and issue 8).
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -18,13 +18,58 @@ fn larder() -> Command {
     Command::new(env!("CARGO_BIN_EXE_larder"))
 }
 
+/// A loopback address no other test of this process is handed (testkit's `free_port`): two proxies started at
+/// once must not both be given a port the OS freed a moment ago.
 fn free_addr() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("address")
+    SocketAddr::from(([127, 0, 0, 1], larder_testkit::free_port()))
 }
 
 /// An app that counts its requests and answers `/<path>` with a page cacheable for a minute.
 fn counting_app() -> (String, Arc<AtomicU64>) {
     counting_app_with(Duration::from_millis(5), 60)
+}
+
+/// An app on a thread of its own that answers every request after 300 ms with `max-age=1` the first time and
+/// `max-age=60` after, and counts them.
+fn aging_app() -> (String, Arc<AtomicU64>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("address"));
+    let requests = Arc::new(AtomicU64::new(0));
+    let counted = requests.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let counted = counted.clone();
+            std::thread::spawn(move || {
+                let mut stream = stream;
+                let mut reader = std::io::BufReader::new(stream.try_clone().expect("clone"));
+                loop {
+                    let mut head = String::new();
+                    loop {
+                        let mut line = String::new();
+                        if std::io::BufRead::read_line(&mut reader, &mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        head.push_str(&line);
+                    }
+                    let n = counted.fetch_add(1, Ordering::SeqCst) + 1;
+                    std::thread::sleep(Duration::from_millis(300));
+                    let max_age = if n == 1 { 1 } else { 60 };
+                    let body = format!("page #{n}");
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\ncache-control: max-age={max_age}\r\ncontent-length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if stream.write_all(answer.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, requests)
 }
 
 /// An app that counts its requests, takes `delay` for each and says `max-age=max_age`.
@@ -175,7 +220,9 @@ fn keys_carrying_memcached_commands_never_reach_the_server() {
 #[test]
 fn three_proxy_processes_refresh_a_stale_page_once() {
     let server = Memcached::start().expect("memcached");
-    let (app, requests) = counting_app_with(Duration::from_millis(300), 1);
+    // Fresh for 1 s the first time, so it goes stale soon; for a minute after, so that a process that finds the
+    // refreshed page a little late (the machine may be loaded) still finds it fresh.
+    let (app, requests) = aging_app();
     let url = format!("memcached://{}", server.address());
     let proxies: Vec<Proxy> = (0..3).map(|_| serve(&app, &url, &[])).collect();
     assert_eq!(get(&proxies[0], "/stale"), (200, "MISS".to_owned()));

@@ -319,8 +319,16 @@ impl<S: Store> Proxy<S> {
                 Metrics::bump(&self.metrics.coalesced_across_processes);
                 return Some(answer);
             }
-            if tokio::time::Instant::now() >= deadline || !self.storage.is_locked(&plan.fill_key).await {
+            if tokio::time::Instant::now() >= deadline {
                 return None;
+            }
+            if !self.storage.is_locked(&plan.fill_key).await {
+                // The holder may have stored the response between the look above and its release.
+                let stored = self.fresh_in_store(ctx, plan).await;
+                if stored.is_some() {
+                    Metrics::bump(&self.metrics.coalesced_across_processes);
+                }
+                return stored;
             }
         }
     }
