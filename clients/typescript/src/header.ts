@@ -1,0 +1,182 @@
+// The entry header of FORMAT.md §1: 23 fixed bytes, then the optional stale window, version and tags. Reading it
+// needs no payload work, so stores and the front can read expiry and tags cheaply. Times are u64 ms: a number
+// when it fits in 2^53, else a bigint, so nothing is rounded.
+
+import { utf8, utf8OrUndefined } from "./bytes.js";
+import { COMPRESSORS, type Compressor } from "./compressors.js";
+import { InvalidEntry } from "./errors.js";
+
+export const MAGIC = [0xc1, 0x4c] as const;
+export const FORMAT_VERSION = 1;
+export const FIXED_HEADER = 23;
+export const COMPRESSOR_OFFSET = 5;
+export const KINDS = ["value", "response"] as const;
+export const SERIALIZERS = ["raw", "msgpack", "json", "text"] as const;
+export type Kind = (typeof KINDS)[number];
+export type Serializer = (typeof SERIALIZERS)[number];
+/** Milliseconds since the epoch (or a duration), u64: a number up to 2^53 − 1, a bigint beyond. */
+export type Millis = number | bigint;
+
+const FLAG_STALE = 0x01;
+const FLAG_VERSION = 0x02;
+const FLAG_TAGS = 0x04;
+const U64_MAX = 2n ** 64n - 1n;
+
+export interface Header {
+  kind: Kind;
+  serializer: Serializer;
+  compressor: Compressor;
+  createdAt: Millis;
+  /** 0 = never expires. */
+  expiresAt: Millis;
+  staleMs: Millis;
+  /** undefined = no version (the empty string is a version). */
+  version: string | undefined;
+  tags: string[];
+  /** The header's length in bytes: the payload starts here. */
+  size: number;
+}
+
+/** The moment past which an entry may not be served even stale (ms), or undefined for never. */
+export function hardExpiry(expiresAt: Millis, staleMs: Millis): number | undefined {
+  if (Number(expiresAt) === 0) return undefined;
+  return Number(expiresAt) + Number(staleMs);
+}
+
+function millis(value: bigint): Millis {
+  return value <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(value) : value;
+}
+
+function truncated(what: string, need: number, have: number): InvalidEntry {
+  return new InvalidEntry("truncated", `${what} needs ${need} bytes, the entry has ${have}`);
+}
+
+/** expires_at of an entry (fixed offset 15), or undefined when the bytes are not an entry's header. */
+export function peekExpiresAt(data: Uint8Array): Millis | undefined {
+  if (data.length < FIXED_HEADER || data[0] !== MAGIC[0] || data[1] !== MAGIC[1] || data[2] !== FORMAT_VERSION)
+    return undefined;
+  return millis(new DataView(data.buffer, data.byteOffset, data.byteLength).getBigUint64(15, true));
+}
+
+export function readHeader(data: Uint8Array): Header {
+  const n = data.length;
+  if (n < 2) {
+    if (n === 1 && data[0] !== MAGIC[0]) throw new InvalidEntry("bad_magic", "first byte is not 0xc1");
+    throw truncated("the magic", 2, n);
+  }
+  if (data[0] !== MAGIC[0] || data[1] !== MAGIC[1])
+    throw new InvalidEntry("bad_magic", `first two bytes are ${hex2(data[0])} ${hex2(data[1])}, not c1 4c`);
+  if (n < 3) throw truncated("the format byte", 3, n);
+  if (data[2] !== FORMAT_VERSION) throw new InvalidEntry("unsupported_version", `format ${data[2]} (expected 1)`);
+  if (n < FIXED_HEADER) throw truncated("the fixed header", FIXED_HEADER, n);
+  const kind = KINDS[data[3] as number];
+  if (kind === undefined) throw new InvalidEntry("unknown_codec", `kind ${data[3]}`);
+  const serializer = SERIALIZERS[data[4] as number];
+  if (serializer === undefined) throw new InvalidEntry("unknown_codec", `serializer ${data[4]}`);
+  const compressor = COMPRESSORS[data[5] as number];
+  if (compressor === undefined) throw new InvalidEntry("unknown_codec", `compressor ${data[5]}`);
+  const flags = data[6] as number;
+  if (flags & 0xf8) throw new InvalidEntry("bad_header", `reserved flag bits set (flags 0x${hex2(flags)})`);
+  if (kind === "response" && serializer !== "msgpack")
+    throw new InvalidEntry("bad_header", `a response entry with serializer ${serializer} (must be msgpack)`);
+  const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
+  const createdAt = millis(view.getBigUint64(7, true));
+  const expiresAt = millis(view.getBigUint64(15, true));
+  let pos = FIXED_HEADER;
+  let staleMs: Millis = 0;
+  if (flags & FLAG_STALE) {
+    if (pos + 8 > n) throw truncated("the stale window", pos + 8, n);
+    staleMs = millis(view.getBigUint64(pos, true));
+    pos += 8;
+  }
+  const readString = (what: string): string => {
+    if (pos + 2 > n) throw truncated(`the ${what} length`, pos + 2, n);
+    const length = view.getUint16(pos, true);
+    pos += 2;
+    if (pos + length > n) throw truncated(`the ${what}`, pos + length, n);
+    const text = utf8OrUndefined(data.subarray(pos, pos + length));
+    if (text === undefined) throw new InvalidEntry("bad_header", `the ${what} is not UTF-8`);
+    pos += length;
+    return text;
+  };
+  let version: string | undefined;
+  if (flags & FLAG_VERSION) version = readString("version");
+  const tags: string[] = [];
+  if (flags & FLAG_TAGS) {
+    if (pos + 2 > n) throw truncated("the tag count", pos + 2, n);
+    const count = view.getUint16(pos, true);
+    pos += 2;
+    for (let i = 0; i < count; i++) tags.push(readString("tag"));
+  }
+  return { kind, serializer, compressor, createdAt, expiresAt, staleMs, version, tags, size: pos };
+}
+
+function hex2(b: number | undefined): string {
+  return (b ?? 0).toString(16).padStart(2, "0");
+}
+
+function u64(value: Millis, what: string): bigint {
+  const big = typeof value === "bigint" ? value : Number.isInteger(value) ? BigInt(value) : undefined;
+  if (big === undefined || big < 0n || big > U64_MAX) throw new RangeError(`${what} must be an integer in 0..2^64-1`);
+  return big;
+}
+
+export interface HeaderFields {
+  kind: Kind;
+  serializer: Serializer;
+  compressor: Compressor;
+  createdAt: Millis;
+  expiresAt: Millis;
+  staleMs: Millis;
+  version: string | undefined;
+  tags: readonly string[];
+}
+
+function packString(text: string, what: string): Uint8Array {
+  if (!text.isWellFormed()) throw new RangeError(`the ${what} has a lone surrogate (not UTF-8)`);
+  const bytes = utf8(text);
+  if (bytes.length > 0xffff) throw new RangeError(`the ${what} is ${bytes.length} bytes, at most 65535`);
+  return bytes;
+}
+
+/** The header bytes for these fields. */
+export function packHeader(f: HeaderFields): Uint8Array {
+  const stale = u64(f.staleMs, "staleMs");
+  const version = f.version === undefined ? undefined : packString(f.version, "version");
+  if (f.tags.length > 0xffff) throw new RangeError(`${f.tags.length} tags, at most 65535`);
+  const tags = f.tags.map((t) => packString(t, "tag"));
+  let size = FIXED_HEADER + (stale > 0n ? 8 : 0);
+  if (version !== undefined) size += 2 + version.length;
+  if (tags.length > 0) size += 2 + tags.reduce((sum, t) => sum + 2 + t.length, 0);
+  const out = new Uint8Array(size);
+  const view = new DataView(out.buffer);
+  out[0] = MAGIC[0];
+  out[1] = MAGIC[1];
+  out[2] = FORMAT_VERSION;
+  out[3] = KINDS.indexOf(f.kind);
+  out[4] = SERIALIZERS.indexOf(f.serializer);
+  out[5] = COMPRESSORS.indexOf(f.compressor);
+  out[6] = (stale > 0n ? FLAG_STALE : 0) | (version !== undefined ? FLAG_VERSION : 0) | (tags.length ? FLAG_TAGS : 0);
+  view.setBigUint64(7, u64(f.createdAt, "createdAt"), true);
+  view.setBigUint64(15, u64(f.expiresAt, "expiresAt"), true);
+  let pos = FIXED_HEADER;
+  if (stale > 0n) {
+    view.setBigUint64(pos, stale, true);
+    pos += 8;
+  }
+  if (version !== undefined) {
+    view.setUint16(pos, version.length, true);
+    out.set(version, pos + 2);
+    pos += 2 + version.length;
+  }
+  if (tags.length > 0) {
+    view.setUint16(pos, tags.length, true);
+    pos += 2;
+    for (const t of tags) {
+      view.setUint16(pos, t.length, true);
+      out.set(t, pos + 2);
+      pos += 2 + t.length;
+    }
+  }
+  return out;
+}

@@ -1,0 +1,13 @@
+// larder's TypeScript client for Node: the entry format, keys and ring every larder language shares
+// (spec/FORMAT.md, spec/STORES.md), and the stores and cache built on them.
+
+export * from "./bytes.js";
+export * from "./compressors.js";
+export * from "./entry.js";
+export * from "./errors.js";
+export * from "./header.js";
+export * from "./json.js";
+export * from "./msgpack.js";
+export * from "./response.js";
+export * from "./serializers.js";
+export * from "./value.js";
