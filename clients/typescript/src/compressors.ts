@@ -85,8 +85,14 @@ function bounded(codec: string, maxSize: number, run: (limit: number) => ZlibRes
 }
 
 function brotliDecompress(data: Uint8Array, maxSize: number): Uint8Array {
-  const r = bounded("brotli", maxSize, (limit) =>
-    zlib.brotliDecompressSync(asBuffer(data), { maxOutputLength: limit, info: true } as zlib.BrotliOptions) as unknown as ZlibResult,
+  const r = bounded(
+    "brotli",
+    maxSize,
+    (limit) =>
+      zlib.brotliDecompressSync(asBuffer(data), {
+        maxOutputLength: limit,
+        info: true,
+      } as zlib.BrotliOptions) as unknown as ZlibResult,
   );
   if (r.buffer.length > maxSize)
     throw new InvalidEntry("too_large", `brotli payload decompresses to more than the ${maxSize}-byte limit`);
@@ -120,8 +126,10 @@ function gzipDecompress(data: Uint8Array, maxSize: number): Uint8Array {
   if (flags & 0x02) pos += 2;
   if (pos > data.length) corrupt("header cut short");
   const body = data.subarray(pos);
-  const r = bounded("gzip", maxSize, (limit) =>
-    zlib.inflateRawSync(asBuffer(body), { maxOutputLength: limit, info: true }) as unknown as ZlibResult,
+  const r = bounded(
+    "gzip",
+    maxSize,
+    (limit) => zlib.inflateRawSync(asBuffer(body), { maxOutputLength: limit, info: true }) as unknown as ZlibResult,
   );
   if (r.buffer.length > maxSize)
     throw new InvalidEntry("too_large", `gzip payload decompresses to more than the ${maxSize}-byte limit`);

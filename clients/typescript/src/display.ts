@@ -44,7 +44,9 @@ export function displayJson(value: Value, limit = Number.POSITIVE_INFINITY): str
       case "boolean":
         return v ? "true" : "false";
       case "number":
-        return Number.isInteger(v) && !Object.is(v, -0) && Math.abs(v) <= Number.MAX_SAFE_INTEGER ? String(v) : floatText(v);
+        return Number.isInteger(v) && !Object.is(v, -0) && Math.abs(v) <= Number.MAX_SAFE_INTEGER
+          ? String(v)
+          : floatText(v);
       case "bigint":
         return v.toString();
       case "string":

@@ -2,8 +2,17 @@
 // compressed only when it is long enough and the compressed form is strictly shorter (§3).
 
 import { concat } from "./bytes.js";
-import { type Compressor, COMPRESSORS, compress, DEFAULT_MAX_SIZE, decompress } from "./compressors.js";
-import { COMPRESSOR_OFFSET, type Header, hardExpiry, type Kind, type Millis, packHeader, readHeader, type Serializer } from "./header.js";
+import { COMPRESSORS, type Compressor, compress, DEFAULT_MAX_SIZE, decompress } from "./compressors.js";
+import {
+  COMPRESSOR_OFFSET,
+  type Header,
+  hardExpiry,
+  type Kind,
+  type Millis,
+  packHeader,
+  readHeader,
+  type Serializer,
+} from "./header.js";
 import type { DecodeMode } from "./msgpack.js";
 import { HttpResponse } from "./response.js";
 import { deserialize, serialize } from "./serializers.js";
@@ -88,7 +97,8 @@ function build(kind: Kind, serializer: Serializer, payload: Uint8Array, o: Encod
   const compressor = o.compressor ?? "lz4";
   if (!COMPRESSORS.includes(compressor)) throw new RangeError(`unknown compressor ${String(compressor)}`);
   const threshold = o.threshold ?? DEFAULT_THRESHOLD;
-  if (!Number.isSafeInteger(threshold) || threshold < 0) throw new RangeError("threshold must be a non-negative integer");
+  if (!Number.isSafeInteger(threshold) || threshold < 0)
+    throw new RangeError("threshold must be a non-negative integer");
   const createdAt = o.createdAt ?? nowMs();
   if (o.ttlMs !== undefined && o.expiresAt !== undefined) throw new RangeError("give ttlMs or expiresAt, not both");
   let expiresAt: Millis = o.expiresAt ?? 0;

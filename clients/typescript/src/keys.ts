@@ -128,7 +128,11 @@ export interface VaryMarker {
 
 function markerFields(marker: unknown): [string[], string | undefined] {
   const get = (k: string): unknown =>
-    marker instanceof Map ? marker.get(k) : typeof marker === "object" && marker !== null ? (marker as Record<string, unknown>)[k] : undefined;
+    marker instanceof Map
+      ? marker.get(k)
+      : typeof marker === "object" && marker !== null
+        ? (marker as Record<string, unknown>)[k]
+        : undefined;
   if (typeof marker !== "object" || marker === null || Array.isArray(marker))
     throw new RangeError("a Vary marker is a map");
   const vary = get("vary");
@@ -141,7 +145,11 @@ function markerFields(marker: unknown): [string[], string | undefined] {
 }
 
 /** The key of the variant a request selects under `marker` (FORMAT.md §5.4). */
-export function variantKey(baseKey: string, marker: VaryMarker | Map<unknown, unknown>, requestHeaders: RequestHeaders): string {
+export function variantKey(
+  baseKey: string,
+  marker: VaryMarker | Map<unknown, unknown>,
+  requestHeaders: RequestHeaders,
+): string {
   const [vary, generation] = markerFields(marker);
   const selecting = selectingValues(vary, requestHeaders);
   if (generation === undefined) return safeKey(`${baseKey}\n${selecting}`);

@@ -46,7 +46,8 @@ function lz4Literals(data: Uint8Array, prefix: Uint8Array): Uint8Array {
 }
 
 export function lz4Decompress(data: Uint8Array, maxSize: number): Uint8Array {
-  if (data.length < 4) throw new InvalidEntry("corrupt_payload", `lz4 payload of ${data.length} bytes has no size prefix`);
+  if (data.length < 4)
+    throw new InvalidEntry("corrupt_payload", `lz4 payload of ${data.length} bytes has no size prefix`);
   const declared = new DataView(data.buffer, data.byteOffset, data.byteLength).getUint32(0, true);
   if (declared > maxSize)
     throw new InvalidEntry("too_large", `payload of ${declared} bytes exceeds the ${maxSize}-byte limit`);

@@ -61,23 +61,47 @@ export function encodeMsgpack(value: Value): Uint8Array {
 }
 
 function write(w: Writer, value: Value, level: number): void {
-  if (value === null || value === undefined) return w.u8(0xc0);
+  if (value === null || value === undefined) {
+    w.u8(0xc0);
+    return;
+  }
   switch (typeof value) {
-    case "boolean":
-      return w.u8(value ? 0xc3 : 0xc2);
+    case "boolean": {
+      w.u8(value ? 0xc3 : 0xc2);
+      return;
+    }
     case "number":
-      if (Number.isSafeInteger(value) && !Object.is(value, -0)) return writeInt(w, BigInt(value), value);
-      return writeFloat(w, value);
-    case "bigint":
-      return writeInt(w, value, undefined);
-    case "string":
-      return writeStr(w, value);
+      if (Number.isSafeInteger(value) && !Object.is(value, -0)) {
+        writeInt(w, BigInt(value), value);
+        return;
+      }
+      {
+        writeFloat(w, value);
+        return;
+      }
+    case "bigint": {
+      writeInt(w, value, undefined);
+      return;
+    }
+    case "string": {
+      writeStr(w, value);
+      return;
+    }
     default:
       break;
   }
-  if (value instanceof Float) return writeFloat(w, value.value);
-  if (value instanceof Uint8Array) return writeBin(w, value);
-  if (value instanceof Ext) return writeExt(w, value);
+  if (value instanceof Float) {
+    writeFloat(w, value.value);
+    return;
+  }
+  if (value instanceof Uint8Array) {
+    writeBin(w, value);
+    return;
+  }
+  if (value instanceof Ext) {
+    writeExt(w, value);
+    return;
+  }
   if (level >= MAX_NESTING) throw new EncodeError(`value nested more than ${MAX_NESTING} levels deep`);
   if (Array.isArray(value)) {
     writeLength(w, value.length, 0x90, 0xdc, 0xdd, 15);
@@ -127,18 +151,24 @@ function writeInt(w: Writer, big: bigint, small: number | undefined): void {
   if (big >= 0n) {
     if (big > UINT64_MAX) throw new EncodeError(`integer ${big} outside the MessagePack range [-2^63, 2^64-1]`);
     const n = small ?? (big <= 0xffffffffn ? Number(big) : undefined);
-    if (n !== undefined && n < 0x80) return w.u8(n);
+    if (n !== undefined && n < 0x80) {
+      w.u8(n);
+      return;
+    }
     if (n !== undefined && n <= 0xff) {
       w.u8(0xcc);
-      return w.u8(n);
+      w.u8(n);
+      return;
     }
     if (n !== undefined && n <= 0xffff) {
       w.u8(0xcd);
-      return w.u16(n);
+      w.u16(n);
+      return;
     }
     if (n !== undefined && n <= 0xffffffff) {
       w.u8(0xce);
-      return w.u32(n);
+      w.u32(n);
+      return;
     }
     w.u8(0xcf);
     w.ensure(8);
@@ -148,18 +178,24 @@ function writeInt(w: Writer, big: bigint, small: number | undefined): void {
   }
   if (big < INT64_MIN) throw new EncodeError(`integer ${big} outside the MessagePack range [-2^63, 2^64-1]`);
   const n = small ?? (big >= -0x80000000n ? Number(big) : undefined);
-  if (n !== undefined && n >= -32) return w.u8(n & 0xff);
+  if (n !== undefined && n >= -32) {
+    w.u8(n & 0xff);
+    return;
+  }
   if (n !== undefined && n >= -0x80) {
     w.u8(0xd0);
-    return w.u8(n & 0xff);
+    w.u8(n & 0xff);
+    return;
   }
   if (n !== undefined && n >= -0x8000) {
     w.u8(0xd1);
-    return w.u16(n & 0xffff);
+    w.u16(n & 0xffff);
+    return;
   }
   if (n !== undefined && n >= -0x80000000) {
     w.u8(0xd2);
-    return w.u32(n >>> 0);
+    w.u32(n >>> 0);
+    return;
   }
   w.u8(0xd3);
   w.ensure(8);

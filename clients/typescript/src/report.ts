@@ -1,7 +1,6 @@
 // What `inspect` prints (spec/CLI.md): an entry's header and value as labelled lines or as one JSON object, and
 // on request its body. The text is specified to the byte so every language's inspect can be compared.
 
-
 import { DEFAULT_MAX_SIZE } from "./compressors.js";
 import { bytesJson, bytesText, CUT_AT, cutText, DisplayTooLarge, displayJson } from "./display.js";
 import { decodePayload } from "./entry.js";
@@ -31,7 +30,10 @@ export function valueDisplay(serializer: Serializer, payload: Uint8Array): strin
     return displayJson(value, limit);
   } catch (e) {
     if (e instanceof DisplayTooLarge)
-      throw new InvalidEntry("too_large", `displaying this ${payload.length}-byte payload would take more than ${limit} characters`);
+      throw new InvalidEntry(
+        "too_large",
+        `displaying this ${payload.length}-byte payload would take more than ${limit} characters`,
+      );
     throw e;
   }
 }
@@ -114,4 +116,3 @@ export function inspectText(data: Uint8Array, options: { json?: boolean; maxSize
   const report = Report.of(data, options.maxSize ?? DEFAULT_MAX_SIZE);
   return options.json ? report.json() : report.human();
 }
-

@@ -34,7 +34,7 @@ export class Ring {
     const total = members.reduce((sum, [, s]) => sum + (s.weight ?? 1), 0);
     const points: Array<[number, number]> = [];
     for (const [index, server] of members) {
-      const count = Math.floor(((server.weight ?? 1) / total) * POINTS_PER_SERVER / 4 * members.length + 1e-10) * 4;
+      const count = Math.floor(((((server.weight ?? 1) / total) * POINTS_PER_SERVER) / 4) * members.length + 1e-10) * 4;
       for (let n = 0; n < count / 4; n++) {
         const digest = createHash("md5").update(pointName(server, n), "utf8").digest();
         for (let x = 0; x < 4; x++) points.push([digest.readUInt32LE(4 * x), index]);

@@ -21,7 +21,9 @@ const require = createRequire(import.meta.url);
 const binding = require("@bokuweb/zstd-wasm") as { init(): Promise<void> };
 // The package exports only its simple functions; its emscripten Module (malloc, ZSTD_decompress with our own
 // buffer sizes) sits beside its entry point, reached by absolute path.
-const moduleHolder = require(join(dirname(require.resolve("@bokuweb/zstd-wasm")), "module.js")) as { Module: ZstdModule };
+const moduleHolder = require(join(dirname(require.resolve("@bokuweb/zstd-wasm")), "module.js")) as {
+  Module: ZstdModule;
+};
 await binding.init();
 const zstd = moduleHolder.Module;
 

@@ -35,7 +35,9 @@ export function casesOf(path: string): Case[] {
   const name = basename(path);
   const lister = FILES[name];
   if (lister === undefined)
-    throw new Unknown(`${name} is not a vector file this runner knows: add it to clients/typescript/test/conformance.ts`);
+    throw new Unknown(
+      `${name} is not a vector file this runner knows: add it to clients/typescript/test/conformance.ts`,
+    );
   let document: Value;
   try {
     document = readVectorText(readFileSync(path, "utf8"));
@@ -60,7 +62,14 @@ export interface FileReport {
 }
 
 export function judge(path: string): FileReport {
-  const report: FileReport = { language: "typescript", file: basename(path), status: "pass", cases: 0, failed: [], reason: null };
+  const report: FileReport = {
+    language: "typescript",
+    file: basename(path),
+    status: "pass",
+    cases: 0,
+    failed: [],
+    reason: null,
+  };
   let listed: Case[];
   try {
     listed = casesOf(path);

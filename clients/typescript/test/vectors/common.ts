@@ -68,8 +68,7 @@ function mapEntries(value: Value): Array<[Value, Value]> | undefined {
 
 /** Whether two values are equal telling apart what JSON equality blurs: integers vs floats, float bits, map order. */
 export function sameJson(actual: Value, expected: Value): boolean {
-  if (expected === null || typeof expected === "boolean" || typeof expected === "string")
-    return actual === expected;
+  if (expected === null || typeof expected === "boolean" || typeof expected === "string") return actual === expected;
   if (typeof expected === "number" || typeof expected === "bigint") return actual === expected;
   if (expected instanceof Float) {
     if (!(actual instanceof Float)) return false;
@@ -92,7 +91,10 @@ export function sameJson(actual: Value, expected: Value): boolean {
 
 export function show(value: unknown): string {
   try {
-    return JSON.stringify(value, (_k, v) => (typeof v === "bigint" ? `${v}n` : v instanceof Map ? [...v] : v)).slice(0, 300);
+    return JSON.stringify(value, (_k, v) => (typeof v === "bigint" ? `${v}n` : v instanceof Map ? [...v] : v)).slice(
+      0,
+      300,
+    );
   } catch {
     return String(value);
   }

@@ -5,7 +5,7 @@
 import { fromBase64, fromHex, toHex } from "../../src/bytes.js";
 import type { Compressor } from "../../src/compressors.js";
 import { DEFAULT_MAX_SIZE } from "../../src/compressors.js";
-import { decode, type Entry, encode, encodeResponse, type EncodeOptions } from "../../src/entry.js";
+import { decode, type EncodeOptions, type Entry, encode, encodeResponse } from "../../src/entry.js";
 import { InvalidEntry } from "../../src/errors.js";
 import { peekExpiresAt, readHeader, type Serializer } from "../../src/header.js";
 import { inspectText } from "../../src/report.js";
@@ -61,8 +61,18 @@ function checkValid(c: Value): void {
 function checkDecoded(entry: Entry, c: Value): void {
   const o = get(c, "options");
   const got = [entry.kind, entry.serializer, entry.compressor, entry.createdAt, entry.expiresAt, entry.staleMs];
-  const want = [get(c, "kind"), get(o, "serializer"), get(c, "stored_compressor"), get(o, "created_at"), get(o, "expires_at"), get(o, "stale_ms")];
-  assert(got.every((g, i) => g === want[i]), `header ${show(got)} != ${show(want)}`);
+  const want = [
+    get(c, "kind"),
+    get(o, "serializer"),
+    get(c, "stored_compressor"),
+    get(o, "created_at"),
+    get(o, "expires_at"),
+    get(o, "stale_ms"),
+  ];
+  assert(
+    got.every((g, i) => g === want[i]),
+    `header ${show(got)} != ${show(want)}`,
+  );
   assert(entry.version === (get(o, "version") ?? undefined), `version ${entry.version}`);
   assert(sameJson(entry.tags, get(o, "tags")), `tags ${show(entry.tags)}`);
   if (get(c, "kind") === "response") {
@@ -70,7 +80,13 @@ function checkDecoded(entry: Entry, c: Value): void {
     const r = entry.value;
     assert(r instanceof HttpResponse, "not a response");
     assert(r.status === want.status, "status");
-    assert(sameJson(r.headers.map(([n, v]) => [n, v]), want.headers.map(([n, v]) => [n, v])), "headers");
+    assert(
+      sameJson(
+        r.headers.map(([n, v]) => [n, v]),
+        want.headers.map(([n, v]) => [n, v]),
+      ),
+      "headers",
+    );
     assert(Buffer.from(r.body).equals(Buffer.from(want.body)), "body");
     assert(r.contentEncoding === want.contentEncoding, "content_encoding");
   } else {

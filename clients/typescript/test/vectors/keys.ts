@@ -9,21 +9,30 @@ import { assert, type Case, each, get, list, section, str, vectorBytes } from ".
 export function cases(document: Value): Case[] {
   const sections: Array<[string, (c: Value) => void]> = [
     ["http", checkHttp],
-    ["safe", (c) => {
-      const got = safeKey(str(get(c, "key"), "key"));
-      assert(got === get(c, "safe"), got);
-    }],
-    ["namespaced", (c) => {
-      const got = namespacedKey(str(get(c, "namespace"), "namespace"), str(get(c, "key"), "key"));
-      assert(got === get(c, "full"), got);
-    }],
+    [
+      "safe",
+      (c) => {
+        const got = safeKey(str(get(c, "key"), "key"));
+        assert(got === get(c, "safe"), got);
+      },
+    ],
+    [
+      "namespaced",
+      (c) => {
+        const got = namespacedKey(str(get(c, "namespace"), "namespace"), str(get(c, "key"), "key"));
+        assert(got === get(c, "full"), got);
+      },
+    ],
     ["variants", checkVariant],
-    ["alternates", (c) => {
-      const entryKey = str(get(c, "entry_key"), "entry_key");
-      const got = alternateKey(entryKey, str(get(c, "coding"), "coding") as ContentEncoding);
-      assert(got === get(c, "alternate_key"), got);
-      assert(urlKeys(entryKey).includes(got), "urlKeys holds every alternate of the key");
-    }],
+    [
+      "alternates",
+      (c) => {
+        const entryKey = str(get(c, "entry_key"), "entry_key");
+        const got = alternateKey(entryKey, str(get(c, "coding"), "coding") as ContentEncoding);
+        assert(got === get(c, "alternate_key"), got);
+        assert(urlKeys(entryKey).includes(got), "urlKeys holds every alternate of the key");
+      },
+    ],
   ];
   return sections.flatMap(([name, check]) => each(section(document, name), check, `${name}/`));
 }

@@ -24,7 +24,10 @@ const secrets = (c: Value): string[] => list(get(c, "secrets"), "secrets").map((
 
 function opaque(c: Value, extType: number, data: Uint8Array): void {
   const value = decode(hex(c, "entry_hex")).value;
-  assert(value instanceof Ext && value.type === extType && toHex(value.data) === toHex(data), "the entry holds the ext, opaque");
+  assert(
+    value instanceof Ext && value.type === extType && toHex(value.data) === toHex(data),
+    "the entry holds the ext, opaque",
+  );
 }
 
 function refuses(signer: Signer, extType: number, data: Uint8Array): boolean {
@@ -61,7 +64,10 @@ function checkRotation(c: Value): void {
   const extType = num(get(c, "ext_type"), "ext_type");
   const data = hex(c, "data_hex");
   const [current, ...fallbacks] = secrets(c) as [string, ...string[]];
-  assert(toHex(new Signer(current, fallbacks).verify(extType, data)) === get(c, "payload_hex"), "verified with a fallback");
+  assert(
+    toHex(new Signer(current, fallbacks).verify(extType, data)) === get(c, "payload_hex"),
+    "verified with a fallback",
+  );
   assert(refuses(new Signer(current), extType, data), "verified without the fallback");
   const written = new Signer(current, fallbacks).sign(extType, hex(c, "payload_hex"));
   assert(refuses(new Signer(fallbacks[0] as string), extType, written), "writers sign with the current secret only");

@@ -51,7 +51,11 @@ function checkStoreKey(c: Value): void {
     assert(got === get(c, "stored_key"), got);
     assert(keyProblem(key) === undefined, String(keyProblem(key)));
   } else if (kind === "internal") {
-    const got = internalKey(str(get(c, "prefix"), "prefix"), str(get(c, "purpose"), "purpose"), str(get(c, "name"), "name"));
+    const got = internalKey(
+      str(get(c, "prefix"), "prefix"),
+      str(get(c, "purpose"), "purpose"),
+      str(get(c, "name"), "name"),
+    );
     assert(got === get(c, "stored_key"), got);
     assert(keyProblem(got) === undefined, "larder's own keys pass the rule they impose");
   } else if (kind === "refused") {
