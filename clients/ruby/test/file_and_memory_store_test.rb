@@ -49,7 +49,7 @@ class FileStoreTest < Minitest::Test
     elsewhere = Larder::Stores::File.new(File.join(outside, "store"))
     elsewhere.set("linked", entry("outside the root"))
     foreign = plant_foreign_files(precious, File.join(outside, "store", sha("linked")[0, 2]))
-    Array.new(5) { |i| store.set(unique("mine-#{i}"), entry(i, tags: ["t"])) }
+    keys_beside_the_link(5).each_with_index { |key, i| store.set(key, entry(i, tags: ["t"])) }
     assert_equal({ files: 5, foreign_files: foreign.size }, store.stats.slice(:files, :foreign_files))
     delete_all_ways
     foreign.each { |path| assert File.symlink?(path) || File.exist?(path), "#{path} was deleted" }
@@ -76,6 +76,11 @@ class FileStoreTest < Minitest::Test
     %w[file-link dir-link].each { |key| assert_equal "outside #{key}", Larder.decode(elsewhere.get(key)).value }
   ensure
     FileUtils.rm_rf(outside) if outside
+  end
+
+  # Fresh keys whose shard is not the linked directory (a write there is refused: it never goes through a link).
+  def keys_beside_the_link(count)
+    (0..).lazy.map { |i| unique("mine-#{i}") }.reject { |key| sha(key)[0, 2] == sha("linked")[0, 2] }.first(count)
   end
 
   # Every operation that deletes files by scanning: purges, clear, capacity eviction.
