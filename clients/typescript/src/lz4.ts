@@ -8,14 +8,15 @@ import { InvalidEntry } from "./errors.js";
 /** The most an LZ4 block can expand: 255 output bytes per input byte, plus 16. */
 export const LZ4_MAX_RATIO = 255;
 
-// One hash table for every call: a stale slot can only propose a match that compressBlock checks against the
-// current input (and offsets past the position are refused), so it never needs clearing.
+// One hash table for every call, cleared before each: compressBlock trusts a slot that points at or past the
+// current position (a stale slot from an earlier input gave a zero offset: found by the round-trip property test).
 const hashTable = new Uint32Array(1 << 16);
 
 export function lz4Compress(data: Uint8Array): Uint8Array {
   const bound = lz4js.compressBound(data.length);
   const out = new Uint8Array(4 + bound);
   new DataView(out.buffer).setUint32(0, data.length, true);
+  hashTable.fill(0);
   const n = data.length === 0 ? 0 : lz4js.compressBlock(data, out.subarray(4), 0, data.length, hashTable);
   if (n === 0) {
     // lz4js gives up on incompressible input: write it as one literal run, which is a valid block.
