@@ -2,6 +2,7 @@
 
 require_relative "test_helper"
 require "active_support/cache/larder_store"
+require "tmpdir"
 
 # LarderStore's options in the shapes ActiveSupport 7.1+ documents (serializer:, compressor:, coder:), and what each
 # writes into the larder entry. Runs on the installed ActiveSupport (6.1 here); see README for what was verified where.
@@ -95,13 +96,33 @@ class LarderStoreOptionsTest < Minitest::Test
     assert_equal [{ "v" => 1 }, "v2"], [read.value, read.version]
   end
 
+  # On memory://, as ActiveSupport's MemoryStore: no compression unless the store or the call asks for it (compress:
+  # true, or a compressor:); every other store compresses by default (test_compress_and_compress_threshold_...).
+  def test_memory_is_not_compressed_by_default
+    large = "0" * 2048
+    plain = store
+    plain.write("k", large)
+    assert_equal "none", entry(plain, "k").compressor
+    plain.write("k", large, compress: true)
+    assert_equal "lz4", entry(plain, "k").compressor, "the call's compress: true"
+    zstd = store(compressor: :zstd)
+    zstd.write("k", large)
+    assert_equal "zstd", entry(zstd, "k").compressor, "a compressor: asks for compression"
+    assert_equal large, plain.read("k")
+    Dir.mktmpdir("larder-options") do |root|
+      remote = ActiveSupport::Cache::LarderStore.new(Larder::Stores::File.new(root))
+      remote.write("k", large)
+      assert_equal "lz4", entry(remote, "k").compressor, "a store other than memory:// compresses by default"
+    end
+  end
+
   # compress: and compress_threshold: as Rails documents them, per store and per call: a payload below the threshold
   # is stored uncompressed, one at or above it compressed when that makes it smaller, none with compress: false.
   def test_compress_and_compress_threshold_per_store_and_per_call
     small = "0" * 100
     large = "0" * 2048
     random = Random.new(7).bytes(2048)
-    cache = store
+    cache = store(compress: true) # memory:// compresses only when asked (test_memory_is_not_compressed_by_default)
     {
       ["small", small, {}] => "none", ["large", large, {}] => "lz4", ["random", random, {}] => "none",
       ["small-low", small, { compress_threshold: 1 }] => "lz4",

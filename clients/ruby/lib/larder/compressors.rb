@@ -34,7 +34,7 @@ module Larder
 
     # `data` compressed with the compressor called `name`, at `level` (nil = the codec's default).
     def compress(name, data, level = nil)
-      data = data.b
+      data = data.b unless data.encoding == Encoding::BINARY
       level = DEFAULT_LEVELS[name] if level.nil?
       case name
       when "none" then data.dup
@@ -50,7 +50,7 @@ module Larder
     # Decompresses `data`, refusing to produce more than `max_size` bytes. Raises only InvalidEntry (and
     # MissingLibrary when the codec's system library is absent).
     def decompress(name, data, max_size = DEFAULT_MAX_SIZE)
-      data = data.b
+      data = data.b unless data.encoding == Encoding::BINARY
       case name
       when "none"
         check_size(data.bytesize, max_size)

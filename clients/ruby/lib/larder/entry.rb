@@ -49,6 +49,17 @@ module Larder
       build("value", serializer, payload, **options)
     end
 
+    # Encodes a value entry around a payload already serialized with `serializer` (a binary String, or an Array of
+    # binary Strings that make it up in order). Options as for `encode`.
+    def encode_serialized(payload, serializer:, compressor: "lz4", threshold: DEFAULT_THRESHOLD, level: nil,
+                          created_at: nil, ttl_ms: nil, expires_at: nil, stale_ms: 0, version: nil, tags: [])
+      raise ArgumentError, "unknown serializer #{serializer.inspect}" unless Header::SERIALIZERS.include?(serializer)
+
+      build("value", serializer, payload, compressor: compressor, threshold: threshold, level: level,
+                                          created_at: created_at, ttl_ms: ttl_ms, expires_at: expires_at,
+                                          stale_ms: stale_ms, version: version, tags: tags)
+    end
+
     # Encodes an HttpResponse as a kind-1 entry (always serializer msgpack). Options as for `encode`.
     def encode_response(response, **options)
       unless response.is_a?(HttpResponse)
@@ -76,7 +87,6 @@ module Larder
     def decode_payload(data, max_size: Compressors::DEFAULT_MAX_SIZE)
       raise TypeError, "an entry is a String, not #{data.class}" unless data.is_a?(String)
 
-      data = data.b
       header = Header.read(data)
       offset = header.payload_offset
       payload = Compressors.decompress(header.compressor, data.byteslice(offset, data.bytesize - offset), max_size)
@@ -85,6 +95,14 @@ module Larder
 
     private
 
+    def expiry_from_ttl(created_at, ttl_ms)
+      raise ArgumentError, "ttl_ms must be a non-negative Integer" unless ttl_ms.is_a?(Integer) && ttl_ms >= 0
+
+      ttl_ms.zero? ? 0 : [created_at + ttl_ms, Header::U64_MAX].min
+    end
+
+    # `payload`: the serialized payload, as one binary String or as an Array of binary Strings to be written one
+    # after the other (so a large value is copied once, into the entry, and not first into a payload).
     def build(kind, serializer, payload, compressor: "lz4", threshold: DEFAULT_THRESHOLD, level: nil, created_at: nil,
               ttl_ms: nil, expires_at: nil, stale_ms: 0, version: nil, tags: [])
       raise ArgumentError, "unknown compressor #{compressor.inspect}" unless Header::COMPRESSORS.include?(compressor)
@@ -92,21 +110,24 @@ module Larder
       raise ArgumentError, "give ttl_ms or expires_at, not both" if ttl_ms && expires_at
 
       created_at ||= now_ms
-      if ttl_ms
-        raise ArgumentError, "ttl_ms must be a non-negative Integer" unless ttl_ms.is_a?(Integer) && ttl_ms >= 0
-
-        expires_at = ttl_ms.zero? ? 0 : [created_at + ttl_ms, Header::U64_MAX].min
-      end
-      header = Header.pack(kind: kind, serializer: serializer, compressor: "none", created_at: created_at,
-                           expires_at: expires_at || 0, stale_ms: stale_ms, version: version, tags: tags)
-      if compressor != "none" && payload.bytesize >= threshold
-        compressed = Compressors.compress(compressor, payload, level)
-        if compressed.bytesize < payload.bytesize
-          header.setbyte(Header::COMPRESSOR_OFFSET, Header::COMPRESSORS.index(compressor))
+      expires_at = expiry_from_ttl(created_at, ttl_ms) if ttl_ms
+      parts = payload.is_a?(Array) ? payload : [payload]
+      size = parts.sum(&:bytesize)
+      if compressor != "none" && size >= threshold
+        whole = parts.size == 1 ? parts.first : parts.each_with_object(String.new(capacity: size)) { |p, o| o << p }
+        compressed = Compressors.compress(compressor, whole, level)
+        if compressed.bytesize < size
+          header = Header.pack(kind: kind, serializer: serializer, compressor: compressor, created_at: created_at,
+                               expires_at: expires_at || 0, stale_ms: stale_ms, version: version, tags: tags,
+                               capacity: 64 + compressed.bytesize)
           return header << compressed
         end
       end
-      header << payload
+      header = Header.pack(kind: kind, serializer: serializer, compressor: "none", created_at: created_at,
+                           expires_at: expires_at || 0, stale_ms: stale_ms, version: version, tags: tags,
+                           capacity: 64 + size)
+      parts.each { |part| header << part }
+      header
     end
   end
 end

@@ -26,11 +26,13 @@ module Larder
 
     U16_MAX = 0xFFFF
     U64_MAX = 0xFFFF_FFFF_FFFF_FFFF
+    NO_TAGS = [].freeze
 
     # A parsed entry header. Times are ms since the Unix epoch; `expires_at == 0` means never. `payload_offset` is
     # the number of bytes the header takes: the payload starts there.
+    # (Positional: a keyword_init Struct costs a Hash per entry read.)
     Fields = Struct.new(:kind, :serializer, :compressor, :created_at, :expires_at, :stale_ms, :version, :tags,
-                        :payload_offset, keyword_init: true) do
+                        :payload_offset) do
       # The moment past which the entry may not be served at all, even stale; nil = never.
       def hard_expiry
         Header.hard_expiry(expires_at, stale_ms)
@@ -48,34 +50,37 @@ module Larder
 
     # Only `expires_at`, the cheapest check a store can make; nil if `data` does not start like an entry.
     def peek_expires_at(data)
-      return nil if data.bytesize < FIXED_HEADER_LEN || data.byteslice(0, 2).b != MAGIC
+      return nil if data.bytesize < FIXED_HEADER_LEN || data.getbyte(0) != 0xC1 || data.getbyte(1) != 0x4C
 
-      data.byteslice(EXPIRES_AT_OFFSET, 8).unpack1("Q<")
+      data.unpack1("@#{EXPIRES_AT_OFFSET}Q<")
     end
 
     # Parses the header of `data` (the whole entry, or at least its header) without looking at the payload.
     # Raises InvalidEntry (truncated, bad_magic, unsupported_version, unknown_codec, bad_header).
+    #
+    # Every read is by byte offset (getbyte, unpack1 with "@offset"), whatever the String's encoding, so the entry
+    # is never copied: this runs on every read of every store.
     def read(data)
-      view = data.b
-      length = view.bytesize
+      length = data.bytesize
+      magic = length >= 2 && data.getbyte(0) == 0xC1 && data.getbyte(1) == 0x4C
       if length < 3
-        raise bad_magic(view.byteslice(0, 2)) if length >= 2 && view.byteslice(0, 2) != MAGIC
+        raise bad_magic(data.byteslice(0, 2)) if length >= 2 && !magic
 
         raise truncated("fixed header", FIXED_HEADER_LEN, length)
       end
-      raise bad_magic(view.byteslice(0, 2)) if view.byteslice(0, 2) != MAGIC
+      raise bad_magic(data.byteslice(0, 2)) unless magic
 
-      version_byte = view.getbyte(2)
+      version_byte = data.getbyte(2)
       if version_byte != FORMAT_VERSION
         raise InvalidEntry.new("unsupported_version",
                                "format version #{version_byte} (this reader knows version #{FORMAT_VERSION})")
       end
       raise truncated("fixed header", FIXED_HEADER_LEN, length) if length < FIXED_HEADER_LEN
 
-      kind = name(KINDS, view.getbyte(3), "kind")
-      serializer = name(SERIALIZERS, view.getbyte(4), "serializer")
-      compressor = name(COMPRESSORS, view.getbyte(5), "compressor")
-      flags = view.getbyte(6)
+      kind = name(KINDS, data.getbyte(3), "kind")
+      serializer = name(SERIALIZERS, data.getbyte(4), "serializer")
+      compressor = name(COMPRESSORS, data.getbyte(5), "compressor")
+      flags = data.getbyte(6)
       if flags.anybits?(RESERVED_FLAGS)
         raise InvalidEntry.new("bad_header",
                                format("reserved flag bits set: %#04x", flags))
@@ -84,10 +89,13 @@ module Larder
         raise InvalidEntry.new("bad_header", "an HTTP response entry must use msgpack, not #{serializer}")
       end
 
-      created_at, expires_at = view.unpack("@7Q<Q<")
-      stale_ms, version, tags, pos = read_optional(view, flags)
-      Fields.new(kind: kind, serializer: serializer, compressor: compressor, created_at: created_at,
-                 expires_at: expires_at, stale_ms: stale_ms, version: version, tags: tags.freeze, payload_offset: pos)
+      created_at = data.unpack1("@7Q<")
+      expires_at = data.unpack1("@15Q<")
+      return Fields.new(kind, serializer, compressor, created_at, expires_at, 0, nil, NO_TAGS, FIXED_HEADER_LEN) if
+        flags.zero?
+
+      stale_ms, version, tags, pos = read_optional(data, flags)
+      Fields.new(kind, serializer, compressor, created_at, expires_at, stale_ms, version, tags.freeze, pos)
     end
 
     # The optional fields (stale window, version, tags) that `flags` announce, and the offset after them.
@@ -117,11 +125,10 @@ module Larder
 
     # The header bytes for these fields (a mutable binary String). Raises ArgumentError for what the format
     # cannot hold.
-    def pack(kind:, serializer:, compressor:, created_at:, expires_at:, stale_ms:, version:, tags:)
-      { created_at: created_at, expires_at: expires_at, stale_ms: stale_ms }.each do |field, value|
-        raise TypeError, "#{field} must be an Integer, not #{value.class}" unless value.is_a?(Integer)
-        raise ArgumentError, "#{field} #{value} is outside 0..2^64-1" unless value.between?(0, U64_MAX)
-      end
+    def pack(kind:, serializer:, compressor:, created_at:, expires_at:, stale_ms:, version:, tags:, capacity: 64)
+      check_time(:created_at, created_at)
+      check_time(:expires_at, expires_at)
+      check_time(:stale_ms, stale_ms)
       raise TypeError, "tags must be an Array of strings, not a single string" if tags.is_a?(String)
 
       tags = Array(tags)
@@ -129,18 +136,24 @@ module Larder
       flags |= FLAG_STALE if stale_ms.positive?
       flags |= FLAG_VERSION unless version.nil?
       flags |= FLAG_TAGS unless tags.empty?
-      out = MAGIC.dup
-      out << [FORMAT_VERSION, id(KINDS, kind, "kind"), id(SERIALIZERS, serializer, "serializer"),
-              id(COMPRESSORS, compressor, "compressor"), flags, created_at, expires_at].pack("C5Q<Q<")
-      out << [stale_ms].pack("Q<") if stale_ms.positive?
+      # `capacity`: the whole entry's expected size, so that appending the payload does not grow the String again.
+      out = String.new(capacity: capacity, encoding: Encoding::BINARY)
+      [MAGIC, FORMAT_VERSION, id(KINDS, kind, "kind"), id(SERIALIZERS, serializer, "serializer"),
+       id(COMPRESSORS, compressor, "compressor"), flags, created_at, expires_at].pack("a2C5Q<Q<", buffer: out)
+      [stale_ms].pack("Q<", buffer: out) if stale_ms.positive?
       out << pack_string("version", version) unless version.nil?
       unless tags.empty?
         raise ArgumentError, "#{tags.size} tags; the format allows at most #{U16_MAX}" if tags.size > U16_MAX
 
-        out << [tags.size].pack("S<")
+        [tags.size].pack("S<", buffer: out)
         tags.each { |tag| out << pack_string("tag", tag) }
       end
       out
+    end
+
+    def check_time(field, value)
+      raise TypeError, "#{field} must be an Integer, not #{value.class}" unless value.is_a?(Integer)
+      raise ArgumentError, "#{field} #{value} is outside 0..2^64-1" unless value.between?(0, U64_MAX)
     end
 
     def pack_string(field, text)
@@ -156,8 +169,10 @@ module Larder
     end
 
     def id(names, name, what)
-      names.index(name.to_s) || raise(ArgumentError,
-                                      "unknown #{what} #{name.inspect} (expected one of: #{names.join(', ')})")
+      found = names.index(name) || names.index(name.to_s)
+      return found if found
+
+      raise ArgumentError, "unknown #{what} #{name.inspect} (expected one of: #{names.join(', ')})"
     end
 
     def name(names, wire_id, what)

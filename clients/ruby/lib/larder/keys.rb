@@ -19,6 +19,8 @@ module Larder
     # Query parameters dropped from HTTP keys unless told otherwise.
     DEFAULT_DROP = %w[utm_* gclid fbclid msclkid].freeze
     UNSAFE = /[\x00-\x20\x7F]/n
+    # The same bytes, for matching UTF-8 text (a /n regexp warns on it).
+    UNSAFE_TEXT = /[\x00-\x20\x7F]/
     DEFAULT_PORTS = { "http" => ":80", "https" => ":443" }.freeze
     # The codings an alternate may be in (spec/FORMAT.md §5.5), in the order url_keys lists their keys.
     CODINGS = %w[identity gzip br zstd].freeze
@@ -29,6 +31,12 @@ module Larder
     # Bytes that are not UTF-8 are hashed too (a Ruby String can hold them; every other language's keys are text, so
     # this changes no key they can make): stores take only UTF-8 keys (see key_problem).
     def safe_key(key)
+      # The common case (a UTF-8 key memcached takes), checked without copying it: every read and write runs this.
+      if key.is_a?(String) && key.encoding == Encoding::UTF_8 && key.bytesize <= MAX_KEY_LEN && key.valid_encoding? &&
+         !key.match?(UNSAFE_TEXT)
+        return key.frozen? ? key : key.dup
+      end
+
       raw = key.to_s.b
       if raw.bytesize <= MAX_KEY_LEN && !raw.match?(UNSAFE)
         text = key.to_s.dup.force_encoding(Encoding::UTF_8)
@@ -48,6 +56,13 @@ module Larder
 
     # Why a store refuses a purge prefix (the rule of keys, but the empty prefix is allowed), or nil.
     def prefix_problem(prefix)
+      if prefix.encoding == Encoding::UTF_8 && prefix.valid_encoding? # the common case, without a copy
+        return "longer than #{MAX_KEY_LEN} bytes" if prefix.bytesize > MAX_KEY_LEN
+        return "holds a control byte or a space (0x00-0x20, 0x7F)" if prefix.match?(UNSAFE_TEXT)
+
+        return nil
+      end
+
       raw = prefix.b
       return "longer than #{MAX_KEY_LEN} bytes" if raw.bytesize > MAX_KEY_LEN
       return "holds a control byte or a space (0x00-0x20, 0x7F)" if raw.match?(UNSAFE)

@@ -30,6 +30,14 @@ module Larder
       MessagePack.pack(MessagePack::ExtensionValue.new(RUBY_MARSHAL, data))
     end
 
+    # `dump`'s payload as the parts Larder.encode_serialized takes: a plain String as its MessagePack head and its
+    # own bytes (so a large one is copied once, into the entry), anything else as dump's one String.
+    def dump_parts(value, signer:, marshal: :when_needed, off: nil)
+      return [Serializers.string_head(value), value.b] if marshal != :always && plain_string?(value)
+
+      [dump(value, signer: signer, marshal: marshal, off: off)]
+    end
+
     # The value of a msgpack payload; for a top-level ext RUBY_MARSHAL, the Ruby object, when `signer` verifies it
     # and `marshal` is true. Raises InvalidEntry for a payload that is not MessagePack, SignedExt::Refused for an
     # ext 101 value it will not load (the caller reads a miss). Marshal.load never sees unsigned bytes.

@@ -16,8 +16,13 @@ module Larder
     # Arrays and maps may nest this deep in a value (spec/FORMAT.md §2): a container inside 100 others is too deep.
     MAX_NESTING = 100
     # Markers after which the msgpack gem allocates a claimed length up front (array32, map32): payloads holding
-    # such a byte are walked by MsgpackReader before the gem sees them.
-    LARGE_CLAIMS = /[\xDD\xDF]/n
+    # such a byte are walked by MsgpackReader before the gem sees them (large_claims?).
+    ARRAY32 = "\xDD".b.freeze
+    MAP32 = "\xDF".b.freeze
+    # The str and bin markers with a length field: marker => [bytes of the length, its unpack format].
+    SIZED_STRINGS = { 0xD9 => [1, "@1C"], 0xDA => [2, "@1n"], 0xDB => [4, "@1N"],
+                      0xC4 => [1, "@1C"], 0xC5 => [2, "@1n"], 0xC6 => [4, "@1N"] }.freeze
+    UNPACK_OPTIONS = { allow_unknown_ext: true }.freeze
 
     module_function
 
@@ -68,6 +73,24 @@ module Larder
       end
     end
 
+    # The MessagePack head of a String (str for UTF-8 and US-ASCII text, bin for binary), as the msgpack gem writes
+    # it: the head followed by the String's bytes is `MessagePack.pack(text)`, without first copying the bytes into
+    # a payload of their own.
+    def string_head(text)
+      size = text.bytesize
+      if text.encoding == Encoding::BINARY
+        return [0xC4, size].pack("CC") if size <= 0xFF
+        return [0xC5, size].pack("Cn") if size <= 0xFFFF
+        return [0xC6, size].pack("CN") if size <= 0xFFFF_FFFF
+      else
+        return [0xA0 | size].pack("C") if size <= 31
+        return [0xD9, size].pack("CC") if size <= 0xFF
+        return [0xDA, size].pack("Cn") if size <= 0xFFFF
+        return [0xDB, size].pack("CN") if size <= 0xFFFF_FFFF
+      end
+      raise ArgumentError, "a #{size}-byte string is longer than MessagePack can hold"
+    end
+
     # The value in a decompressed `payload`. Raises only InvalidEntry (kind bad_value).
     #
     # MessagePack maps become Hashes (the last of duplicate keys wins), str becomes a UTF-8 String and bin a binary
@@ -83,20 +106,52 @@ module Larder
       end
     end
 
+    # The one MessagePack object in `payload` (the msgpack gem's C unpacker, fed the payload by reference; its
+    # full_unpack refuses trailing bytes). Raises only InvalidEntry (kind bad_value).
+    #
+    # A payload that is exactly one str or bin (a rendered fragment or page, the commonest value) is answered without
+    # the unpacker, as it would answer: a new String of those bytes, UTF-8 for str and binary for bin; a suffix of
+    # the payload, so Ruby shares the payload's buffer instead of copying it.
     def msgpack_value(payload, factory = nil)
-      MsgpackReader.check_whole(payload) if payload.match?(LARGE_CLAIMS)
-      unpacker = (factory || MessagePack::DefaultFactory).unpacker(allow_unknown_ext: true)
-      unpacker.feed(payload)
-      value = unpacker.read
-      raise InvalidEntry.new("bad_value", "msgpack: bytes after the value") unless unpacker.buffer.empty?
-
-      value
+      payload = payload.b unless payload.encoding == Encoding::BINARY
+      head = single_string_head(payload)
+      if head
+        text = payload.byteslice(head, payload.bytesize - head)
+        return payload.getbyte(0).between?(0xC4, 0xC6) ? text : text.force_encoding(Encoding::UTF_8)
+      end
+      MsgpackReader.check_whole(payload) if large_claims?(payload)
+      if factory
+        unpacker = factory.unpacker(UNPACK_OPTIONS)
+        unpacker.feed_reference(payload)
+        unpacker.full_unpack
+      else
+        MessagePack.unpack(payload, UNPACK_OPTIONS)
+      end
     rescue InvalidEntry
       raise
     rescue EOFError
       raise InvalidEntry.new("bad_value", "msgpack: payload ends early")
     rescue StandardError => e
       raise InvalidEntry.new("bad_value", "msgpack: #{e.message}")
+    end
+
+    # Whether a (binary) payload that is not a single string may hold an array32 or map32 head: only one with a 0xDD
+    # or 0xDF byte can (both looked for with memchr).
+    def large_claims?(payload)
+      payload.include?(ARRAY32) || payload.include?(MAP32)
+    end
+
+    # When `payload` is exactly one str or bin object (its head's length reaches the payload's end), the length of
+    # that head; else nil.
+    def single_string_head(payload)
+      marker = payload.getbyte(0)
+      return nil if marker.nil?
+      return (payload.bytesize == 1 + (marker & 0x1F) ? 1 : nil) if marker.between?(0xA0, 0xBF)
+
+      width, format = SIZED_STRINGS[marker]
+      return nil if width.nil? || payload.bytesize <= width
+
+      payload.bytesize == 1 + width + payload.unpack1(format) ? 1 + width : nil
     end
 
     # A text payload as a UTF-8 String; invalid UTF-8 is a bad_value error.

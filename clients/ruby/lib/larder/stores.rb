@@ -93,12 +93,12 @@ module Larder
 
       # The moment (ms) past which `value` may not be returned (spec/STORES.md §2), or nil for never: the earlier of
       # now + ttl and the entry's hard expiry.
-      def self.expiry_ms(value, ttl, now = Larder.now_ms)
-        candidates = []
-        candidates << (now + (ttl * 1000).ceil) if ttl
+      def self.expiry_ms(value, ttl, now = nil)
         hard = entry_hard_expiry(value)
-        candidates << hard if hard
-        candidates.min
+        return hard if ttl.nil?
+
+        by_ttl = (now || Larder.now_ms) + (ttl * 1000).ceil
+        hard.nil? || by_ttl < hard ? by_ttl : hard
       end
 
       # The hard expiry of an entry (expires_at + stale_ms), or nil when it never expires or is not an entry.

@@ -59,6 +59,7 @@ module ActiveSupport
 
       # How long past expiry an entry is kept when race_condition_ttl is set (as MemCacheStore does).
       RACE_WINDOW_MS = 300_000
+      NO_TAGS = [].freeze
       # serializer: => [larder serializer, when Marshal is used (Larder::RubyValues)].
       SERIALIZERS = { larder: ["msgpack", :when_needed], msgpack: ["msgpack", :never],
                       message_pack: ["msgpack", :never], marshal: ["msgpack", :always],
@@ -92,6 +93,11 @@ module ActiveSupport
         store = options.delete(:store) || url || "memory://"
         @larder = store.is_a?(String) ? Larder::Stores.open(store) : store
         @lock_policy = Larder::LockPolicy.new(@larder, lock_ttl: (options.delete(:lock_ttl) || 10).to_f)
+        # As ActiveSupport's MemoryStore: the process's own memory is not compressed unless asked (`compress: true`
+        # or a `compressor:`), since no network is saved, only CPU spent on every write and read.
+        if @larder.is_a?(Larder::Stores::Memory) && !options.key?(:compress) && !options.key?(:compressor)
+          options[:compress] = false
+        end
         choose_serializer(options.delete(:serializer) || :larder)
         compressor = larder_compressor(options.delete(:compressor))
         @compressor = compressor # used unless the call's (or the store's) compress: is false
@@ -154,6 +160,19 @@ module ActiveSupport
 
       private
 
+      # ActiveSupport 6.1's Entry.new compresses a value with Zlib itself when the options say `compress:` (its
+      # default), and LarderStore would then inflate it again to build the larder entry, which is compressed by the
+      # entry's own rule (FORMAT.md §3): a deflate and an inflate for nothing on every write (80% of a 64 KiB write).
+      # So the Entry is told not to compress, and the caller's choice travels to serialize_entry as
+      # `larder_compress:`.
+      def merged_options(call_options)
+        options = super
+        return options if options[:compress] == false && !options.key?(:larder_compress)
+
+        chosen = options.fetch(:larder_compress) { options.fetch(:compress, true) }
+        options.merge(compress: false, larder_compress: chosen)
+      end
+
       # A normalized ActiveSupport key (namespace:key) as a larder safe key (FORMAT.md §5.1).
       def larder_key(key)
         Larder::Keys.safe_key(key)
@@ -192,11 +211,14 @@ module ActiveSupport
       # `compress:` and `compress_threshold:` arrive merged (the call's over the store's), as Rails documents them:
       # a payload of at least the threshold (default 1 KiB) is compressed, and kept so only when that made it
       # smaller (spec/FORMAT.md §3); `compress: false` stores it as it is.
-      def serialize_entry(entry, raw: false, race_condition_ttl: nil, unless_exist: false, tags: [], compress: true,
-                          compress_threshold: nil, **)
-        compression = { compressor: compress == false ? "none" : @compressor,
-                        threshold: Integer(compress_threshold || Larder::DEFAULT_THRESHOLD) }
-        to_larder(entry, raw, race_condition_ttl && !unless_exist, tags, compression)
+      def serialize_entry(entry, raw: false, race_condition_ttl: nil, unless_exist: false, tags: nil, compress: true,
+                          larder_compress: compress, compress_threshold: nil, **)
+        return entry.value.to_s.b if raw
+
+        compressor = larder_compress == false ? "none" : @compressor
+        threshold = compress_threshold.nil? ? Larder::DEFAULT_THRESHOLD : Integer(compress_threshold)
+        to_larder(entry, race_condition_ttl && !unless_exist, tags.nil? ? NO_TAGS : Array(tags).map(&:to_s),
+                  compressor, threshold)
       end
 
       def write_serialized_entry(key, data, unless_exist: false, raw: false, expires_in: nil, **)
@@ -216,29 +238,28 @@ module ActiveSupport
       end
 
       # A larder entry, or a bare counter for raw values.
-      def to_larder(entry, raw, race, tags, compression)
-        return entry.value.to_s.b if raw
-
+      def to_larder(entry, race, tags, compressor, threshold)
         expires_at = entry.expires_at ? (entry.expires_at * 1000).round : 0
         stale = race && expires_at.positive? ? RACE_WINDOW_MS : 0
-        options = { **compression, created_at: (Time.now.to_r * 1000).round, expires_at: expires_at,
-                                   stale_ms: stale, version: entry.version&.to_s, tags: Array(tags).map(&:to_s) }
+        version = entry.version&.to_s
+        if @serializer == "msgpack" && !@custom_coder && !@value_serializer
+          # The common case, with its keywords spelt out (no options Hash per write).
+          parts = Larder::RubyValues.dump_parts(entry.value, signer: @marshal == :never ? nil : signer,
+                                                             marshal: @marshal, off: marshal_off)
+          return Larder.encode_serialized(parts, serializer: "msgpack", compressor: compressor, threshold: threshold,
+                                                 created_at: now_ms, expires_at: expires_at, stale_ms: stale,
+                                                 version: version, tags: tags)
+        end
+
+        options = { compressor: compressor, threshold: threshold, created_at: now_ms, expires_at: expires_at,
+                    stale_ms: stale, version: version, tags: tags }
         if @custom_coder
           Larder.encode(@custom_coder.dump(entry).b, serializer: "raw", **options)
         elsif @value_serializer
           Larder.encode(@value_serializer.dump(entry.value).b, serializer: "raw", **options)
-        elsif @serializer == "msgpack"
-          payload = Larder::RubyValues.dump(entry.value, signer: @marshal == :never ? nil : signer, marshal: @marshal,
-                                                         off: marshal_off)
-          encode_payload(payload, options)
         else
           Larder.encode(entry.value, serializer: @serializer, **options)
         end
-      end
-
-      # A larder entry around an already serialized msgpack payload.
-      def encode_payload(payload, options)
-        Larder.encode(payload, serializer: "raw", **options).tap { |data| data.setbyte(4, 1) }
       end
 
       # The ActiveSupport entry for stored bytes: a larder value entry, or a bare value (a counter). Anything this
@@ -308,6 +329,12 @@ module ActiveSupport
         secret.is_a?(String) && !secret.empty? ? secret : nil
       rescue StandardError
         nil
+      end
+
+      # Time.now in ms, rounded (ActiveSupport's clock, which its tests stub), without a Rational.
+      def now_ms
+        now = Time.now
+        (now.to_i * 1000) + ((now.nsec + 500_000) / 1_000_000)
       end
 
       # An ActiveSupport entry with the larder header's times (ActiveSupport 6.1 keeps created_at and expires_in).
