@@ -185,7 +185,7 @@ function responseFromJson(document: Value): HttpResponse {
     : new Uint8Array(0);
   const encoding = doc?.get("content_encoding") ?? "identity";
   if (typeof encoding !== "string") throw new Failure(2, '"content_encoding" must be a string');
-  const canonical = /^[\x00-\x7f]*$/.test(encoding) ? encoding.toLowerCase() : encoding;
+  const canonical = [...encoding].every((c) => c.charCodeAt(0) < 128) ? encoding.toLowerCase() : encoding;
   if (!(CONTENT_ENCODINGS as readonly string[]).includes(canonical))
     throw new Failure(2, `unknown content encoding '${encoding}' (expected identity, gzip, br or zstd)`);
   try {

@@ -1,0 +1,193 @@
+// What every store shares (spec/STORES.md §2, §3): the Store interface, the key checks made before anything is
+// sent, the expiry rule, counters and a remote server's health (failures, ejection, probation).
+
+import { entryHardExpiry } from "../entry.js";
+import { InvalidEntry } from "../errors.js";
+import { readHeader } from "../header.js";
+import { keyProblem, prefixProblem } from "../keys.js";
+import { InvalidKey } from "./errors.js";
+
+export interface StoreStats {
+  hits: number;
+  misses: number;
+  inserts: number;
+  evictions: number;
+  expirations: number;
+  entries: number;
+  bytes: number;
+  capacityBytes: number;
+}
+
+export const emptyStats = (): StoreStats => ({
+  hits: 0,
+  misses: 0,
+  inserts: 0,
+  evictions: 0,
+  expirations: 0,
+  entries: 0,
+  bytes: 0,
+  capacityBytes: 0,
+});
+
+/** A counter's value: a number within ±2^53, else a bigint (signed 64 bits). */
+export type Counter = number | bigint;
+
+/** Async operations on keys and entry bytes. `ttlMs` (undefined = only the entry's own expiry) is a store-side
+ * expiry on top of the entry's own: a store never returns a value past expiry(value, ttl) (STORES.md §2). Keys
+ * are safe keys (FORMAT.md §5.1), checked before anything is sent. */
+export interface Store {
+  readonly backend: string;
+  get(key: string): Promise<Uint8Array | undefined>;
+  /** One result per key, in order. */
+  getMany(keys: readonly string[]): Promise<Array<Uint8Array | undefined>>;
+  set(key: string, value: Uint8Array, ttlMs?: number): Promise<void>;
+  setMany(items: ReadonlyArray<readonly [string, Uint8Array]>, ttlMs?: number): Promise<void>;
+  /** Stores only if absent (or expired); true if it stored. */
+  add(key: string, value: Uint8Array, ttlMs?: number): Promise<boolean>;
+  /** Adds delta to the counter at key (STORES.md §3); undefined when missing and not `create`. */
+  incr(key: string, delta: number | bigint, ttlMs?: number, create?: boolean): Promise<Counter | undefined>;
+  /** Deletes key only while it holds exactly `expected`; true if it deleted. */
+  deleteIf(key: string, expected: Uint8Array): Promise<boolean>;
+  delete(key: string): Promise<boolean>;
+  /** How many of the keys were present. */
+  deleteMany(keys: readonly string[]): Promise<number>;
+  clear(): Promise<void>;
+  /** How many entries were removed, or null where the purge is recorded instead (memcached, §4.4). */
+  purgePrefix(prefix: string): Promise<number | null>;
+  purgeTag(tag: string): Promise<number | null>;
+  stats(): Promise<StoreStats>;
+  /** The largest value a write under a short key can store. */
+  maxValueBytes(): number;
+  close(): Promise<void>;
+}
+
+export function checkKey(backend: string, key: string): string {
+  if (typeof key !== "string") throw new InvalidKey(backend, String(key), "a key is a string");
+  const problem = keyProblem(key);
+  if (problem !== undefined) throw new InvalidKey(backend, key, problem);
+  return key;
+}
+
+export function checkKeys(backend: string, keys: readonly string[]): void {
+  for (const key of keys) checkKey(backend, key);
+}
+
+export function checkPrefix(backend: string, prefix: string): string {
+  const problem = prefixProblem(prefix);
+  if (problem !== undefined) throw new InvalidKey(backend, prefix, problem);
+  return prefix;
+}
+
+export function checkTtl(ttlMs: number | undefined): void {
+  if (ttlMs !== undefined && (!Number.isFinite(ttlMs) || ttlMs < 0))
+    throw new RangeError(`a ttl is >= 0 ms, not ${ttlMs}`);
+}
+
+/** The entry's hard expiry (ms), or undefined for never or a value that is not an entry. */
+export function valueHardExpiry(value: Uint8Array): number | undefined {
+  try {
+    return entryHardExpiry(readHeader(value));
+  } catch (e) {
+    if (e instanceof InvalidEntry) return undefined;
+    throw e;
+  }
+}
+
+/** The entry's tags; none for a value that is not an entry. */
+export function entryTags(value: Uint8Array): string[] {
+  try {
+    return readHeader(value).tags;
+  } catch (e) {
+    if (e instanceof InvalidEntry) return [];
+    throw e;
+  }
+}
+
+/** The moment (ms) past which `value` must not be returned: the earlier of now + ttl and the entry's hard expiry. */
+export function expiresAtMs(value: Uint8Array, ttlMs: number | undefined, now: number): number | undefined {
+  const fromTtl = ttlMs === undefined ? undefined : now + Math.ceil(ttlMs);
+  const hard = valueHardExpiry(value);
+  if (fromTtl !== undefined && hard !== undefined) return Math.min(fromTtl, hard);
+  return fromTtl ?? hard;
+}
+
+export const THIRTY_DAYS_SECS = 30 * 24 * 3600;
+
+/** memcached's exptime: 0 = never; relative seconds up to 30 days, a Unix time beyond; -1 when already past. */
+export function memcachedExptime(expiresAt: number | undefined, now: number): number {
+  if (expiresAt === undefined) return 0;
+  if (expiresAt <= now) return -1;
+  const relative = Math.ceil((expiresAt - now) / 1000);
+  if (relative <= THIRTY_DAYS_SECS) return relative;
+  return Math.ceil(expiresAt / 1000);
+}
+
+export const I64_MIN = -(2n ** 63n);
+export const I64_MAX = 2n ** 63n - 1n;
+
+/** The counter a stored value holds: optional `-` and digits within signed 64 bits, trailing spaces allowed. */
+export function parseCounter(value: Uint8Array): bigint | undefined {
+  const text = Buffer.from(value).toString("latin1").replace(/ +$/, "");
+  if (!/^-?[0-9]{1,20}$/.test(text)) return undefined;
+  const n = BigInt(text);
+  return n >= I64_MIN && n <= I64_MAX ? n : undefined;
+}
+
+export function saturate(n: bigint): bigint {
+  return n < I64_MIN ? I64_MIN : n > I64_MAX ? I64_MAX : n;
+}
+
+export function counterValue(n: bigint): Counter {
+  return n >= -BigInt(Number.MAX_SAFE_INTEGER) && n <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(n) : n;
+}
+
+/** `failures` consecutive failures eject a server for `retryAfterMs`. */
+export interface FailurePolicy {
+  failures: number;
+  retryAfterMs: number;
+}
+
+/** A remote server's health (STORES.md §1): consecutive failures, ejection, probation, errors counted. */
+export class Health {
+  private consecutive = 0;
+  private ejectedUntil = 0;
+  private probation = false;
+  errors = 0;
+
+  /** Records one request's outcome; true when this failure ejects the server. */
+  record(ok: boolean, policy: FailurePolicy, now: number): boolean {
+    if (ok) {
+      this.consecutive = 0;
+      this.probation = false;
+      return false;
+    }
+    this.errors++;
+    this.consecutive++;
+    if (this.consecutive >= policy.failures || this.probation) {
+      this.ejectedUntil = now + policy.retryAfterMs;
+      this.consecutive = 0;
+      this.probation = false;
+      return true;
+    }
+    return false;
+  }
+
+  /** Puts the server back (on probation) once its ejection is over; true if it changed. */
+  readmitIfDue(now: number): boolean {
+    if (this.ejectedUntil !== 0 && this.ejectedUntil <= now) {
+      this.ejectedUntil = 0;
+      this.probation = true;
+      return true;
+    }
+    return false;
+  }
+
+  admits(now: number): boolean {
+    this.readmitIfDue(now);
+    return this.ejectedUntil === 0;
+  }
+
+  isEjected(): boolean {
+    return this.ejectedUntil !== 0;
+  }
+}

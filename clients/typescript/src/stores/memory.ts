@@ -1,0 +1,237 @@
+// `memory://?capacity=256M&max_entries=N`: the process's own store (spec/STORES.md §8). Bounded by bytes (keys +
+// values + a fixed per-entry overhead) and optionally by a number of entries; the least recently used entry goes
+// first (a Map's insertion order, refreshed on read). Purges are exact. The largest value is 1/16 of capacity.
+
+import { utf8 } from "../bytes.js";
+import {
+  type Counter,
+  checkKey,
+  checkKeys,
+  checkPrefix,
+  checkTtl,
+  counterValue,
+  emptyStats,
+  entryTags,
+  expiresAtMs,
+  parseCounter,
+  type Store,
+  type StoreStats,
+  saturate,
+} from "./base.js";
+import { NotACounter, TooLarge } from "./errors.js";
+import type { StoreUrl } from "./url.js";
+
+export const DEFAULT_CAPACITY = 256 * 1024 * 1024;
+export const ENTRY_OVERHEAD = 96;
+
+interface Slot {
+  value: Uint8Array;
+  expiresAt: number | undefined;
+  weight: number;
+}
+
+export interface MemoryOptions {
+  capacity?: number;
+  maxEntries?: number;
+}
+
+export class MemoryStore implements Store {
+  readonly backend = "memory";
+  readonly capacity: number;
+  readonly maxEntries: number;
+  private readonly maxWeight: number;
+  private readonly slots = new Map<string, Slot>();
+  private weight = 0;
+  private readonly counters: StoreStats;
+
+  constructor(options: MemoryOptions = {}) {
+    this.capacity = options.capacity ?? DEFAULT_CAPACITY;
+    if (!(this.capacity > 0)) throw new RangeError("capacity must be positive");
+    this.maxEntries = options.maxEntries ?? 0;
+    this.maxWeight = Math.max(Math.floor(this.capacity / 16), 1);
+    this.counters = { ...emptyStats(), capacityBytes: this.capacity };
+  }
+
+  static fromUrl(url: StoreUrl): MemoryStore {
+    url.noHosts();
+    const capacity = url.takeSize("capacity", DEFAULT_CAPACITY);
+    const maxEntries = url.takeNumber("max_entries", 0, 0, 2 ** 32 - 1);
+    url.finish();
+    if (capacity <= 0) throw url.error("capacity must be positive");
+    return new MemoryStore({ capacity, maxEntries });
+  }
+
+  maxValueBytes(): number {
+    return this.maxWeight - ENTRY_OVERHEAD;
+  }
+
+  private live(key: string, now: number): Slot | undefined {
+    const slot = this.slots.get(key);
+    if (slot === undefined) return undefined;
+    if (slot.expiresAt !== undefined && slot.expiresAt <= now) {
+      this.remove(key, slot);
+      this.counters.expirations++;
+      return undefined;
+    }
+    return slot;
+  }
+
+  private remove(key: string, slot: Slot): void {
+    this.slots.delete(key);
+    this.weight -= slot.weight;
+  }
+
+  /** The value at key if live, refreshing its recency; synchronous (the Cache's hot path uses it). */
+  getNow(key: string): Uint8Array | undefined {
+    checkKey(this.backend, key);
+    const slot = this.live(key, Date.now());
+    if (slot === undefined) {
+      this.counters.misses++;
+      return undefined;
+    }
+    this.slots.delete(key);
+    this.slots.set(key, slot);
+    this.counters.hits++;
+    return slot.value;
+  }
+
+  async get(key: string): Promise<Uint8Array | undefined> {
+    return this.getNow(key);
+  }
+
+  async getMany(keys: readonly string[]): Promise<Array<Uint8Array | undefined>> {
+    checkKeys(this.backend, keys);
+    return keys.map((k) => this.getNow(k));
+  }
+
+  private put(key: string, value: Uint8Array, ttlMs: number | undefined, now: number): void {
+    const weight = utf8(key).length + value.length + ENTRY_OVERHEAD;
+    if (weight > this.maxWeight) throw new TooLarge(this.backend, key, value.length, this.maxValueBytes());
+    const expiresAt = expiresAtMs(value, ttlMs, now);
+    const old = this.slots.get(key);
+    if (old !== undefined) this.remove(key, old);
+    if (expiresAt !== undefined && expiresAt <= now) return;
+    this.slots.set(key, { value: value.slice(), expiresAt, weight });
+    this.weight += weight;
+    this.counters.inserts++;
+    this.evict();
+  }
+
+  private evict(): void {
+    for (const [key, slot] of this.slots) {
+      if (this.weight <= this.capacity && (this.maxEntries === 0 || this.slots.size <= this.maxEntries)) break;
+      this.remove(key, slot);
+      this.counters.evictions++;
+    }
+  }
+
+  async set(key: string, value: Uint8Array, ttlMs?: number): Promise<void> {
+    checkKey(this.backend, key);
+    checkTtl(ttlMs);
+    this.put(key, value, ttlMs, Date.now());
+  }
+
+  async setMany(items: ReadonlyArray<readonly [string, Uint8Array]>, ttlMs?: number): Promise<void> {
+    checkKeys(
+      this.backend,
+      items.map(([k]) => k),
+    );
+    checkTtl(ttlMs);
+    const now = Date.now();
+    for (const [k, v] of items) this.put(k, v, ttlMs, now);
+  }
+
+  async add(key: string, value: Uint8Array, ttlMs?: number): Promise<boolean> {
+    checkKey(this.backend, key);
+    checkTtl(ttlMs);
+    const now = Date.now();
+    if (this.live(key, now) !== undefined) return false;
+    const expiresAt = expiresAtMs(value, ttlMs, now);
+    if (expiresAt !== undefined && expiresAt <= now) return false;
+    this.put(key, value, ttlMs, now);
+    return true;
+  }
+
+  async incr(key: string, delta: number | bigint, ttlMs?: number, create = true): Promise<Counter | undefined> {
+    checkKey(this.backend, key);
+    checkTtl(ttlMs);
+    const now = Date.now();
+    const slot = this.live(key, now);
+    const d = BigInt(delta);
+    if (slot === undefined) {
+      if (!create) return undefined;
+      const n = saturate(d);
+      this.put(key, utf8(n.toString()), ttlMs, now);
+      return counterValue(n);
+    }
+    const current = parseCounter(slot.value);
+    if (current === undefined) throw new NotACounter(this.backend, key);
+    const n = saturate(current + d);
+    const value = utf8(n.toString());
+    this.remove(key, slot);
+    const weight = utf8(key).length + value.length + ENTRY_OVERHEAD;
+    this.slots.set(key, { value, expiresAt: slot.expiresAt, weight });
+    this.weight += weight;
+    return counterValue(n);
+  }
+
+  async deleteIf(key: string, expected: Uint8Array): Promise<boolean> {
+    checkKey(this.backend, key);
+    const slot = this.live(key, Date.now());
+    if (slot === undefined || !Buffer.from(slot.value).equals(Buffer.from(expected))) return false;
+    this.remove(key, slot);
+    return true;
+  }
+
+  async delete(key: string): Promise<boolean> {
+    return (await this.deleteMany([key])) === 1;
+  }
+
+  async deleteMany(keys: readonly string[]): Promise<number> {
+    checkKeys(this.backend, keys);
+    const now = Date.now();
+    let n = 0;
+    for (const key of keys) {
+      const slot = this.live(key, now);
+      if (slot !== undefined) {
+        this.remove(key, slot);
+        n++;
+      }
+    }
+    return n;
+  }
+
+  async clear(): Promise<void> {
+    this.slots.clear();
+    this.weight = 0;
+  }
+
+  async purgePrefix(prefix: string): Promise<number> {
+    checkPrefix(this.backend, prefix);
+    let n = 0;
+    for (const [key, slot] of [...this.slots]) {
+      if (key.startsWith(prefix)) {
+        this.remove(key, slot);
+        n++;
+      }
+    }
+    return n;
+  }
+
+  async purgeTag(tag: string): Promise<number> {
+    let n = 0;
+    for (const [key, slot] of [...this.slots]) {
+      if (entryTags(slot.value).includes(tag)) {
+        this.remove(key, slot);
+        n++;
+      }
+    }
+    return n;
+  }
+
+  async stats(): Promise<StoreStats> {
+    return { ...this.counters, entries: this.slots.size, bytes: this.weight };
+  }
+
+  async close(): Promise<void> {}
+}
