@@ -12,11 +12,12 @@ defmodule Larder.MixProject do
       start_permanent: Mix.env() == :prod,
       deps: [],
       escript: [main_module: Larder.CLI, name: "larder-ex", app: nil],
-      test_coverage: [summary: false]
+      test_coverage: [summary: false],
+      elixirc_paths: if(Mix.env() == :test, do: ["lib", "test/support"], else: ["lib"])
     ]
   end
 
   def application do
-    [extra_applications: [:logger, :crypto]]
+    [extra_applications: [:logger, :crypto], mod: {Larder.Application, []}]
   end
 end

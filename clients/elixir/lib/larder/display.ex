@@ -93,6 +93,17 @@ defmodule Larder.Display do
 
   defp enter(_, _), do: :ok
 
+  @doc "Whether `value` holds an array or map inside `max` others (map keys count as inside their map)."
+  def nests_deeper?(value, max), do: depth(value) > max
+
+  defp depth(%Ordered{pairs: pairs}),
+    do: 1 + Enum.reduce(pairs, 0, fn {k, v}, m -> max(m, max(depth(k), depth(v))) end)
+
+  defp depth(%_{}), do: 0
+  defp depth(m) when is_map(m), do: depth(%Ordered{pairs: Enum.to_list(m)})
+  defp depth(l) when is_list(l), do: 1 + Enum.reduce(l, 0, &max(depth(&1), &2))
+  defp depth(_), do: 0
+
   @doc "The display JSON of a value that is not a container."
   def scalar(nil), do: "null"
   def scalar(true), do: "true"
@@ -142,8 +153,12 @@ defmodule Larder.Display do
     sign =
       if f < 0.0 or (f == 0.0 and <<f::float>> == <<0x8000000000000000::64>>), do: "-", else: ""
 
-    {digits, exponent} = shortest_digits(abs(f))
-    if digits == "", do: sign <> "0.0", else: sign <> repr(digits, exponent)
+    if f == 0.0 do
+      sign <> "0.0"
+    else
+      {digits, exponent} = shortest_digits(abs(f))
+      sign <> repr(digits, exponent)
+    end
   end
 
   defp shortest_digits(f) do
