@@ -60,6 +60,8 @@ func appendMsgpack(b []byte, value any, level int) ([]byte, error) {
 		return appendStr(b, v), nil
 	case []byte:
 		return appendBin(b, v), nil
+	case BigInt:
+		return b, fmt.Errorf("integer %s is outside the MessagePack range [-2^63, 2^64-1]", string(v))
 	case Ext:
 		return appendExt(b, v), nil
 	case *Ext:
@@ -318,8 +320,9 @@ func checkMsgpack(data []byte) error {
 
 // mpReader reads MessagePack from a byte slice; it never allocates more than the bytes it has justify.
 type mpReader struct {
-	data []byte
-	pos  int
+	data    []byte
+	pos     int
+	lenient bool // a str that is not UTF-8 comes back as []byte (for display) instead of an error
 }
 
 func errEnds() error { return invalid(BadValue, "msgpack: payload ends early") }
@@ -465,6 +468,9 @@ func (r *mpReader) value(level int) (any, error) {
 			return nil, err
 		}
 		if !utf8.Valid(b) {
+			if r.lenient {
+				return append([]byte{}, b...), nil
+			}
 			return nil, invalid(BadValue, "msgpack: str is not UTF-8")
 		}
 		return string(b), nil
