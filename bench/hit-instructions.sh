@@ -10,13 +10,22 @@
 # (`serve --workers 1`) runs under callgrind in front of it; one keep-alive client sends 200 warm-up requests, the
 # counters are zeroed, then it sends N requests (all cache hits, checked) and the counters are dumped. The figure is
 # the serving thread's instructions divided by N: request parsing, lookup, response, HTTP and system-call wrappers.
-# LARDER_BASELINE_BIN=PATH measures a second binary the same way, for a ratio.
+# LARDER_BASELINE_BIN=PATH measures a second binary the same way, for a ratio. With --store memcached, larder
+# serves from a memcached it starts on loopback (no L1): the count is then larder's side of a remote hit (the
+# multi-get, its reply, decoding the entry), memcached's own work not included.
 #
-# Usage: bench/hit-instructions.sh [N]   (default 5000; needs valgrind and python3; LARDER_BIN as bench/peers.sh)
+# Usage: bench/hit-instructions.sh [--store memcached] [N]   (default 5000; needs valgrind and python3; LARDER_BIN
+#        as bench/peers.sh)
 set -euo pipefail
 
+STORE=""
+if [[ ${1:-} == --store ]]; then
+    [[ ${2:-} == memcached ]] || { echo "hit-instructions.sh: --store takes 'memcached'" >&2; exit 2; }
+    STORE=memcached
+    shift 2
+fi
 N=${1:-5000}
-[[ $N =~ ^[1-9][0-9]*$ ]] || { echo "usage: bench/hit-instructions.sh [REQUESTS]" >&2; exit 2; }
+[[ $N =~ ^[1-9][0-9]*$ ]] || { echo "usage: bench/hit-instructions.sh [--store memcached] [REQUESTS]" >&2; exit 2; }
 BENCH_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
 REPO_ROOT=$(cd -- "$BENCH_DIR/.." && pwd -P)
 LARDER=${LARDER_BIN:-$REPO_ROOT/target/release/larder}
@@ -70,12 +79,21 @@ ORIGIN_PORT=$(free_port)
 python3 "$TMP/origin.py" "$ORIGIN_PORT" &
 PIDS+=("$!")
 
+STORE_ARGS=()
+if [[ $STORE == memcached ]]; then
+    command -v memcached >/dev/null || { echo "hit-instructions.sh: memcached is needed (apt-get install memcached)" >&2; exit 1; }
+    MEMCACHED_PORT=$(free_port)
+    memcached -l 127.0.0.1 -p "$MEMCACHED_PORT" -U 0 -m 256 -u "$(id -un)" &
+    PIDS+=("$!")
+    STORE_ARGS=(--store "memcached://127.0.0.1:$MEMCACHED_PORT")
+fi
+
 measure() { # NAME BINARY: prints instructions per request
     local name=$1 binary=$2 port pid i total
     port=$(free_port)
     valgrind --tool=callgrind --callgrind-out-file="$TMP/$name.out" "$binary" serve \
         --upstream "http://127.0.0.1:$ORIGIN_PORT" --listen "127.0.0.1:$port" --no-admin --workers 1 \
-        >"$TMP/$name.log" 2>&1 &
+        ${STORE_ARGS[@]+"${STORE_ARGS[@]}"} >"$TMP/$name.log" 2>&1 &
     pid=$!
     PIDS+=("$pid")
     for ((i = 0; i < 300; i++)); do
@@ -93,7 +111,9 @@ measure() { # NAME BINARY: prints instructions per request
 }
 
 larder_ir=$(measure larder "$LARDER")
-echo "larder:   $larder_ir instructions per cached 10 KB hit ($N keep-alive requests, $LARDER)"
+where="from memory"
+[[ -z $STORE ]] || where="from $STORE, no L1"
+echo "larder:   $larder_ir instructions per cached 10 KB hit $where ($N keep-alive requests, $LARDER)"
 if [[ -n ${LARDER_BASELINE_BIN:-} ]]; then
     baseline_ir=$(measure baseline "$LARDER_BASELINE_BIN")
     echo "baseline: $baseline_ir instructions per cached 10 KB hit ($LARDER_BASELINE_BIN)"

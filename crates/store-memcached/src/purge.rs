@@ -15,11 +15,12 @@ use crate::store::Inner;
 /// Prefix purges kept in the list at most.
 const MAX_PREFIX_LINES: usize = 1000;
 
-impl Inner {
-    pub(crate) fn prefix_list_key(&self) -> String {
-        internal_key(&self.prefix, "prefixes", "")
-    }
+/// The key of the store's list of prefix purges.
+pub(crate) fn prefix_list_key(prefix: &str) -> String {
+    internal_key(prefix, "prefixes", "")
+}
 
+impl Inner {
     fn tag_key(&self, tag: &str) -> String {
         internal_key(&self.prefix, "tag", tag)
     }
@@ -88,7 +89,7 @@ impl Inner {
             // No stored key contains these bytes (FORMAT.md §5.1): nothing can match.
             return Ok(());
         }
-        let key = self.prefix_list_key();
+        let key = self.prefix_list_key.clone();
         for _ in 0..50 {
             let now = larder_format::now_ms();
             let current = self.get_with_cas(&key).await?;
