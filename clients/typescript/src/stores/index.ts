@@ -1,0 +1,24 @@
+// Opening a store by URL (spec/STORES.md §1): the scheme picks the backend, which takes the options it knows.
+
+import type { Store } from "./base.js";
+import { MemcachedStore } from "./memcached.js";
+import { MemoryStore } from "./memory.js";
+import { StoreUrl } from "./url.js";
+
+export * from "./base.js";
+export * from "./errors.js";
+export { type MemcachedOptions, MemcachedStore } from "./memcached.js";
+export { type MemoryOptions, MemoryStore } from "./memory.js";
+export { parseDurationMs, parseSize, redact, StoreUrl } from "./url.js";
+
+export function openStore(url: string): Store {
+  const parsed = StoreUrl.parse(url);
+  switch (parsed.scheme) {
+    case "memory":
+      return MemoryStore.fromUrl(parsed);
+    case "memcached":
+      return MemcachedStore.fromUrl(parsed);
+    default:
+      throw parsed.error(`unknown store scheme ${parsed.scheme}:// (this client knows memory://, memcached://)`);
+  }
+}

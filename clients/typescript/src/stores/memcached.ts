@@ -1,0 +1,616 @@
+// `memcached://h1:11211,h2:11211?…`: a pool of memcached servers (spec/STORES.md §4), speaking the meta protocol
+// (mg, ms, md, ma) pipelined over a few connections per server; keys go to servers by the ketama ring; a server
+// that fails `failures` times in a row is ejected for `retry_after` and its keys move to the others (the failing
+// request is retried once on the key's new server); purges are records checked on read (§4.4).
+//
+// Replies are bounded as §2 says: a line of 8 KiB, a value of max_item (refused when its length is announced), only
+// the replies the command can get; the timeout is a total deadline for each request, connecting included.
+
+import { utf8 } from "../bytes.js";
+import { InvalidEntry } from "../errors.js";
+import { readHeader } from "../header.js";
+import { internalKey, storedKey } from "../keys.js";
+import { Ring, type RingServer } from "../ring.js";
+import {
+  type Counter,
+  checkKey,
+  checkPrefix,
+  checkTtl,
+  counterValue,
+  emptyStats,
+  expiresAtMs,
+  type FailurePolicy,
+  Health,
+  I64_MAX,
+  memcachedExptime,
+  type Store,
+  type StoreStats,
+} from "./base.js";
+import { NotACounter, ServerError, type StoreError, StoreTimeout, TooLarge, Unsupported } from "./errors.js";
+import type { StoreUrl } from "./url.js";
+import { Connection, ConnectionPool, type ReplyParser, WireFailure } from "./wire.js";
+
+const BACKEND = "memcached";
+/** memcached's per-item overhead (48-byte header + CAS) that counts against its item size. */
+export const ITEM_OVERHEAD = 56;
+const MAX_LINE = 8192;
+const MAX_PREFIX_LINES = 1000;
+const MAX_STAT_LINES = 10_000;
+const GET_REPLIES = new Set(["VA", "EN"]);
+const SET_REPLIES = new Set(["HD", "NS", "NF", "EX"]);
+const DELETE_REPLIES = new Set(["HD", "NF", "EX"]);
+const INCR_REPLIES = new Set(["VA", "NF", "EN", "NS", "EX"]);
+const STATUS = new Set(["HD", "NS", "EX", "NF", "EN", "MN", "OK", "END"]);
+const ERRORS = new Set(["ERROR", "CLIENT_ERROR", "SERVER_ERROR"]);
+
+/** One meta reply: code VA, HD, NS, EX, NF, EN, MN, OK, END, STAT or ERROR. */
+export interface Reply {
+  code: string;
+  data?: Uint8Array;
+  flags: string[];
+  message?: string;
+}
+
+function flag(reply: Reply, letter: string): string | undefined {
+  return reply.flags.find((f) => f.startsWith(letter))?.slice(1);
+}
+
+/** The meta reply parser for a server whose values are at most `maxValue` bytes. */
+export function replyParser(maxValue: number): ReplyParser<Reply> {
+  return (buf, pos) => {
+    const end = buf.indexOf("\r\n", pos, "latin1");
+    if (end === -1) {
+      if (buf.length - pos > MAX_LINE) throw new WireFailure(`malformed reply: a line longer than ${MAX_LINE} bytes`);
+      return undefined;
+    }
+    if (end - pos > MAX_LINE) throw new WireFailure(`malformed reply: a line longer than ${MAX_LINE} bytes`);
+    const line = buf.toString("latin1", pos, end);
+    const tokens = line.split(" ");
+    const code = tokens[0] as string;
+    if (code === "VA") {
+      const length = tokens[1] ?? "";
+      if (!/^[0-9]{1,12}$/.test(length))
+        throw new WireFailure(`malformed reply: ${JSON.stringify(line.slice(0, 100))}`);
+      const n = Number(length);
+      if (n > maxValue) throw new WireFailure(`malformed reply: a value of ${n} bytes (max_item is ${maxValue})`);
+      const start = end + 2;
+      if (buf.length < start + n + 2) return undefined;
+      if (buf[start + n] !== 13 || buf[start + n + 1] !== 10)
+        throw new WireFailure("malformed reply: a value without CRLF");
+      return [{ code, data: new Uint8Array(buf.subarray(start, start + n)), flags: tokens.slice(2) }, start + n + 2];
+    }
+    if (STATUS.has(code) || code === "STAT") return [{ code, flags: tokens.slice(1) }, end + 2];
+    if (ERRORS.has(code)) return [{ code: "ERROR", flags: [], message: line }, end + 2];
+    throw new WireFailure(`malformed reply: ${JSON.stringify(line.slice(0, 100))}`);
+  };
+}
+
+class Server {
+  readonly health = new Health();
+  readonly pool: ConnectionPool<Reply>;
+  constructor(
+    readonly name: string,
+    host: string,
+    port: number,
+    poolSize: number,
+    maxValue: number,
+    connectTimeoutMs: number,
+    onFailure: (server: Server) => void,
+  ) {
+    const parse = replyParser(maxValue);
+    this.pool = new ConnectionPool(
+      poolSize,
+      () => new Connection<Reply>({ host, port, connectTimeoutMs, onFailure: () => onFailure(this) }, parse),
+    );
+  }
+
+  /** Sends `request` and reads `expect` replies (or, without, until END/OK, at most `most`), each of a code in
+   * `allowed` or an error answer; anything else is a failure of the server. */
+  exchange(
+    request: Buffer,
+    expect: number | undefined,
+    timeoutMs: number,
+    allowed: Set<string>,
+    most = 1,
+  ): Promise<Reply[]> {
+    return this.pool.pick().request(
+      request,
+      (reply, replies) => {
+        if (!allowed.has(reply.code) && reply.code !== "ERROR")
+          throw new WireFailure(`malformed reply: ${reply.code} is not an answer to this request`);
+        if (expect !== undefined) return replies.length === expect;
+        if (reply.code === "END" || reply.code === "OK" || (reply.code === "ERROR" && replies.length === 1))
+          return true;
+        if (replies.length > most) throw new WireFailure(`malformed reply: more than ${most} lines`);
+        return false;
+      },
+      timeoutMs,
+    );
+  }
+}
+
+const getCmd = (key: string, flags: string): string => `mg ${key} ${flags}\r\n`;
+const deleteCmd = (key: string, flags = ""): string => `md ${key}${flags ? ` ${flags}` : ""}\r\n`;
+function setCmd(key: string, value: Uint8Array, exptime: number, mode: string): Buffer {
+  return Buffer.concat([
+    Buffer.from(`ms ${key} ${value.length} T${exptime} F0${mode ? ` ${mode}` : ""}\r\n`, "latin1"),
+    value,
+    Buffer.from("\r\n"),
+  ]);
+}
+
+export interface MemcachedOptions {
+  weights?: number[];
+  prefix?: string;
+  timeoutMs?: number;
+  connectTimeoutMs?: number;
+  pool?: number;
+  failures?: number;
+  retryAfterMs?: number;
+  maxItem?: number;
+  prefixPurge?: boolean;
+  purgeSkewMs?: number;
+  purgeRetentionMs?: number;
+}
+
+export class MemcachedStore implements Store {
+  readonly backend = BACKEND;
+  readonly prefix: string;
+  readonly timeoutMs: number;
+  readonly maxItem: number;
+  readonly prefixPurge: boolean;
+  private readonly policy: FailurePolicy;
+  private readonly purgeSkewMs: number;
+  private readonly purgeRetentionMs: number;
+  private readonly prefixesKey: string;
+  private readonly ringServers: RingServer[];
+  readonly servers: Server[];
+  private ring: Ring;
+  private nextReadmitCheck = 0;
+
+  /** `hosts`: [host as written in the URL (IPv6 in brackets), port]. */
+  constructor(hosts: ReadonlyArray<readonly [string, number]>, o: MemcachedOptions = {}) {
+    if (hosts.length === 0) throw new RangeError("memcached needs at least one server");
+    const weights = o.weights ?? hosts.map(() => 1);
+    this.prefix = o.prefix ?? "";
+    this.timeoutMs = o.timeoutMs ?? 250;
+    this.maxItem = o.maxItem ?? 1 << 20;
+    if (this.maxItem <= ITEM_OVERHEAD + 250) throw new RangeError("max_item is too small");
+    this.prefixPurge = o.prefixPurge ?? true;
+    this.policy = { failures: o.failures ?? 2, retryAfterMs: o.retryAfterMs ?? 5000 };
+    this.purgeSkewMs = o.purgeSkewMs ?? 1000;
+    this.purgeRetentionMs = o.purgeRetentionMs ?? 30 * 86_400_000;
+    this.prefixesKey = internalKey(this.prefix, "prefixes", "");
+    this.ringServers = hosts.map(([host, port], i) => ({ host, port, weight: weights[i] ?? 1 }));
+    this.servers = hosts.map(([host, port]) => {
+      const bare = host.startsWith("[") ? host.slice(1, -1) : host;
+      return new Server(`${host}:${port}`, bare, port, o.pool ?? 2, this.maxItem, o.connectTimeoutMs ?? 500, (s) =>
+        this.recordFailure(s),
+      );
+    });
+    this.ring = new Ring(this.ringServers);
+  }
+
+  static fromUrl(url: StoreUrl): MemcachedStore {
+    if (url.path !== "" && url.path !== "/") throw url.error("memcached:// takes no path");
+    const hosts = url.requireHosts();
+    const o: MemcachedOptions = {
+      prefix: url.take("prefix") ?? "",
+      timeoutMs: url.takeDurationMs("timeout", 250),
+      connectTimeoutMs: url.takeDurationMs("connect_timeout", 500),
+      pool: url.takeNumber("pool", 2, 1, 64),
+      failures: url.takeNumber("failures", 2, 1, 1000),
+      retryAfterMs: url.takeDurationMs("retry_after", 5000),
+      maxItem: url.takeSize("max_item", 1 << 20),
+      prefixPurge: url.takeBool("prefix_purge", true),
+      purgeSkewMs: url.takeDurationMs("purge_skew", 1000),
+      purgeRetentionMs: url.takeDurationMs("purge_retention", 30 * 86_400_000),
+    };
+    const weightsText = url.take("weights");
+    if (weightsText !== undefined) {
+      const parts = weightsText.split(",").map((w) => w.trim());
+      if (parts.length !== hosts.length || !parts.every((p) => /^[0-9]+$/.test(p) && Number(p) > 0))
+        throw url.error(`weights=${JSON.stringify(weightsText)}: one whole number > 0 per host, in order`);
+      o.weights = parts.map(Number);
+    }
+    url.finish();
+    if ((o.maxItem as number) <= ITEM_OVERHEAD + 250) throw url.error("max_item is too small");
+    return new MemcachedStore(
+      hosts.map((h) => [h.written, h.port ?? 11211] as const),
+      o,
+    );
+  }
+
+  // ------------------------------------------------------------------------------------------------ routing
+
+  /** A connection failed: one failure against its server; ejection rebuilds the ring. */
+  private recordFailure(server: Server): void {
+    if (server.health.record(false, this.policy, Date.now())) this.rebuild();
+  }
+
+  private rebuild(): void {
+    this.ring = new Ring(this.ringServers, (i) => !(this.servers[i] as Server).health.isEjected());
+  }
+
+  private route(stored: string): number {
+    const now = Date.now();
+    if (now >= this.nextReadmitCheck) {
+      this.nextReadmitCheck = now + 100;
+      let changed = false;
+      for (const s of this.servers) changed = s.health.readmitIfDue(now) || changed;
+      if (changed) this.rebuild();
+    }
+    const index = this.ring.serverFor(stored);
+    if (index === undefined) {
+      for (const s of this.servers) s.health.errors++;
+      throw new ServerError(
+        BACKEND,
+        "every server is ejected after failures; retrying after retry_after",
+        this.servers.map((s) => s.name).join(","),
+      );
+    }
+    return index;
+  }
+
+  /** The server (host:port) a caller's key goes to now. */
+  serverOf(key: string): string {
+    return (this.servers[this.route(this.stored(key))] as Server).name;
+  }
+
+  private stored(key: string): string {
+    return storedKey(this.prefix, checkKey(BACKEND, key));
+  }
+
+  private error(server: Server, failure: WireFailure): StoreError {
+    if (failure.timeout) return new StoreTimeout(BACKEND, server.name, this.timeoutMs);
+    return new ServerError(BACKEND, failure.message, server.name);
+  }
+
+  /** One batch to the key's server; a failure that ejects the server is retried once on the key's new server. */
+  private async exchange(
+    routeKey: string,
+    request: Buffer,
+    expect: number,
+    allowed: Set<string>,
+  ): Promise<[Server, Reply[]]> {
+    for (let attempt = 0; ; attempt++) {
+      const server = this.servers[this.route(routeKey)] as Server;
+      try {
+        const replies = await server.exchange(request, expect, this.timeoutMs, allowed);
+        server.health.record(true, this.policy, Date.now());
+        return [server, replies];
+      } catch (e) {
+        if (!(e instanceof WireFailure)) throw e;
+        if (!server.health.isEjected() || attempt > 0) throw this.error(server, e);
+      }
+    }
+  }
+
+  private groups(keys: readonly string[]): Map<number, number[]> {
+    const groups = new Map<number, number[]>();
+    keys.forEach((key, i) => {
+      const s = this.route(key);
+      const list = groups.get(s);
+      if (list === undefined) groups.set(s, [i]);
+      else list.push(i);
+    });
+    return groups;
+  }
+
+  private static replyError(server: Server, reply: Reply): ServerError {
+    return new ServerError(BACKEND, reply.message ?? `unexpected reply ${reply.code}`, server.name);
+  }
+
+  private async getStored(keys: readonly string[]): Promise<Array<Uint8Array | undefined>> {
+    const values: Array<Uint8Array | undefined> = new Array(keys.length).fill(undefined);
+    await Promise.all(
+      [...this.groups(keys).values()].map(async (indexes) => {
+        // One `mg <key> v` per key, each reply (VA or EN) paired with its key by position.
+        const request = Buffer.from(indexes.map((i) => getCmd(keys[i] as string, "v")).join(""), "latin1");
+        const [server, replies] = await this.exchange(
+          keys[indexes[0] as number] as string,
+          request,
+          indexes.length,
+          GET_REPLIES,
+        );
+        indexes.forEach((i, n) => {
+          const reply = replies[n] as Reply;
+          if (reply.code === "ERROR") throw MemcachedStore.replyError(server, reply);
+          values[i] = reply.code === "VA" ? reply.data : undefined;
+        });
+      }),
+    );
+    return values;
+  }
+
+  private async setStored(items: ReadonlyArray<readonly [string, Uint8Array, number]>, mode: string): Promise<void> {
+    await Promise.all(
+      [...this.groups(items.map(([k]) => k)).values()].map(async (indexes) => {
+        const request = Buffer.concat(
+          indexes.map((i) => {
+            const [k, v, exptime] = items[i] as [string, Uint8Array, number];
+            return exptime < 0 ? Buffer.from(deleteCmd(k), "latin1") : setCmd(k, v, exptime, mode);
+          }),
+        );
+        const [server, replies] = await this.exchange(
+          (items[indexes[0] as number] as readonly [string, Uint8Array, number])[0],
+          request,
+          indexes.length,
+          SET_REPLIES,
+        );
+        for (const reply of replies) if (reply.code === "ERROR") throw MemcachedStore.replyError(server, reply);
+      }),
+    );
+  }
+
+  private async getWithCas(stored: string): Promise<[Uint8Array, string] | undefined> {
+    const [server, [reply]] = (await this.exchange(
+      stored,
+      Buffer.from(getCmd(stored, "v c"), "latin1"),
+      1,
+      GET_REPLIES,
+    )) as [Server, [Reply]];
+    const cas = flag(reply, "c");
+    if (reply.code === "VA" && cas !== undefined && /^[0-9]+$/.test(cas)) return [reply.data as Uint8Array, cas];
+    if (reply.code === "EN") return undefined;
+    throw MemcachedStore.replyError(server, reply);
+  }
+
+  private async setWith(stored: string, value: Uint8Array, exptime: number, mode: string): Promise<boolean> {
+    const [server, [reply]] = (await this.exchange(stored, setCmd(stored, value, exptime, mode), 1, SET_REPLIES)) as [
+      Server,
+      [Reply],
+    ];
+    if (reply.code === "HD") return true;
+    if (reply.code === "NS" || reply.code === "EX" || reply.code === "NF") return false;
+    throw MemcachedStore.replyError(server, reply);
+  }
+
+  private checkSize(stored: string, value: Uint8Array): void {
+    if (value.length + utf8(stored).length + ITEM_OVERHEAD > this.maxItem)
+      throw new TooLarge(BACKEND, stored, value.length, this.maxValueBytes());
+  }
+
+  private async onEveryServer(request: string, allowed: Set<string>): Promise<Reply[][]> {
+    const results: Reply[][] = [];
+    for (const server of this.servers) {
+      if (server.health.isEjected()) continue;
+      try {
+        results.push(await server.exchange(Buffer.from(request), undefined, this.timeoutMs, allowed, MAX_STAT_LINES));
+        server.health.record(true, this.policy, Date.now());
+      } catch (e) {
+        if (e instanceof WireFailure) throw this.error(server, e);
+        throw e;
+      }
+    }
+    return results;
+  }
+
+  // ------------------------------------------------------------------------------------------ purge records
+
+  private tagKey(tag: string): string {
+    return internalKey(this.prefix, "tag", tag);
+  }
+
+  private async dropPurged(
+    keys: readonly string[],
+    values: Array<Uint8Array | undefined>,
+    prefixList: Uint8Array | undefined,
+  ): Promise<Array<Uint8Array | undefined>> {
+    const prefixes = prefixList ? parsePrefixList(prefixList) : [];
+    const tagged: Array<[number, number, string[]]> = [];
+    values.forEach((value, i) => {
+      if (value === undefined) return;
+      let created: number;
+      let tags: string[];
+      try {
+        const h = readHeader(value);
+        created = Number(h.createdAt);
+        tags = h.tags;
+      } catch (e) {
+        if (e instanceof InvalidEntry) return;
+        throw e;
+      }
+      if (prefixes.some(([at, p]) => (keys[i] as string).startsWith(p) && created <= at + this.purgeSkewMs))
+        values[i] = undefined;
+      else if (tags.length > 0) tagged.push([i, created, tags]);
+    });
+    if (tagged.length === 0) return values;
+    const tags = [...new Set(tagged.flatMap(([, , t]) => t))].sort();
+    const records = await this.getStored(tags.map((t) => this.tagKey(t)));
+    const purgedAt = new Map<string, number>();
+    tags.forEach((tag, i) => {
+      const record = records[i];
+      const text = record === undefined ? undefined : Buffer.from(record).toString("latin1").trim();
+      if (text !== undefined && /^[0-9]+$/.test(text)) purgedAt.set(tag, Number(text));
+    });
+    for (const [i, created, entryTags] of tagged) {
+      if (entryTags.some((t) => purgedAt.has(t) && created <= (purgedAt.get(t) as number) + this.purgeSkewMs))
+        values[i] = undefined;
+    }
+    return values;
+  }
+
+  // ---------------------------------------------------------------------------------------------------- Store
+
+  maxValueBytes(): number {
+    return this.maxItem - ITEM_OVERHEAD - 250;
+  }
+
+  /** Failures counted per server since the store was opened. */
+  serverErrors(): Array<[string, number]> {
+    return this.servers.map((s) => [s.name, s.health.errors]);
+  }
+
+  async get(key: string): Promise<Uint8Array | undefined> {
+    return (await this.getMany([key]))[0];
+  }
+
+  async getMany(keys: readonly string[]): Promise<Array<Uint8Array | undefined>> {
+    if (keys.length === 0) return [];
+    const stored = keys.map((k) => this.stored(k));
+    const asked = this.prefixPurge ? [...stored, this.prefixesKey] : stored;
+    const values = await this.getStored(asked);
+    const prefixList = this.prefixPurge ? values.pop() : undefined;
+    return this.dropPurged(keys, values, prefixList);
+  }
+
+  async set(key: string, value: Uint8Array, ttlMs?: number): Promise<void> {
+    await this.setMany([[key, value]], ttlMs);
+  }
+
+  async setMany(items: ReadonlyArray<readonly [string, Uint8Array]>, ttlMs?: number): Promise<void> {
+    if (items.length === 0) return;
+    checkTtl(ttlMs);
+    const now = Date.now();
+    const batch = items.map(([key, value]) => {
+      const stored = this.stored(key);
+      this.checkSize(stored, value);
+      return [stored, value, memcachedExptime(expiresAtMs(value, ttlMs, now), now)] as const;
+    });
+    await this.setStored(batch, "");
+  }
+
+  async add(key: string, value: Uint8Array, ttlMs?: number): Promise<boolean> {
+    const stored = this.stored(key);
+    checkTtl(ttlMs);
+    this.checkSize(stored, value);
+    const now = Date.now();
+    const exptime = memcachedExptime(expiresAtMs(value, ttlMs, now), now);
+    if (exptime < 0) return false;
+    return this.setWith(stored, value, exptime, "ME");
+  }
+
+  async incr(key: string, delta: number | bigint, ttlMs?: number, create = true): Promise<Counter | undefined> {
+    const stored = this.stored(key);
+    checkTtl(ttlMs);
+    const d = BigInt(delta);
+    const magnitude = d < 0n ? -d : d;
+    let request = `ma ${stored} v D${magnitude} ${d < 0n ? "MD" : "MI"}`;
+    if (create) {
+      const now = Date.now();
+      const exptime = Math.max(memcachedExptime(ttlMs === undefined ? undefined : now + Math.ceil(ttlMs), now), 0);
+      request += ` N${exptime} J${d > 0n ? d : 0n}`;
+    }
+    const [server, [reply]] = (await this.exchange(
+      stored,
+      Buffer.from(`${request}\r\n`, "latin1"),
+      1,
+      INCR_REPLIES,
+    )) as [Server, [Reply]];
+    if (reply.code === "VA") {
+      const text = Buffer.from(reply.data as Uint8Array)
+        .toString("latin1")
+        .trim();
+      if (!/^[0-9]{1,20}$/.test(text))
+        throw new ServerError(BACKEND, `counter ${JSON.stringify(text.slice(0, 40))}`, server.name);
+      const n = BigInt(text);
+      return counterValue(n > I64_MAX ? I64_MAX : n);
+    }
+    if (reply.code === "NF" || reply.code === "EN") return undefined;
+    if (reply.code === "ERROR" && (reply.message ?? "").includes("non-numeric")) throw new NotACounter(BACKEND, key);
+    throw MemcachedStore.replyError(server, reply);
+  }
+
+  async deleteIf(key: string, expected: Uint8Array): Promise<boolean> {
+    const stored = this.stored(key);
+    const current = await this.getWithCas(stored);
+    if (current === undefined || !Buffer.from(current[0]).equals(expected)) return false;
+    const [, [reply]] = (await this.exchange(
+      stored,
+      Buffer.from(deleteCmd(stored, `C${current[1]}`), "latin1"),
+      1,
+      DELETE_REPLIES,
+    )) as [Server, [Reply]];
+    return reply.code === "HD";
+  }
+
+  async delete(key: string): Promise<boolean> {
+    return (await this.deleteMany([key])) === 1;
+  }
+
+  async deleteMany(keys: readonly string[]): Promise<number> {
+    const stored = keys.map((k) => this.stored(k));
+    let deleted = 0;
+    await Promise.all(
+      [...this.groups(stored).values()].map(async (indexes) => {
+        const request = Buffer.from(indexes.map((i) => deleteCmd(stored[i] as string)).join(""), "latin1");
+        const [, replies] = await this.exchange(
+          stored[indexes[0] as number] as string,
+          request,
+          indexes.length,
+          DELETE_REPLIES,
+        );
+        deleted += replies.filter((r) => r.code === "HD").length;
+      }),
+    );
+    return deleted;
+  }
+
+  async clear(): Promise<void> {
+    if (this.prefix) await this.purgePrefix("");
+    else await this.onEveryServer("flush_all\r\n", new Set(["OK"]));
+  }
+
+  /** Records the purge (§4.4): records cannot count what they hide, so the answer is null. */
+  async purgePrefix(prefix: string): Promise<null> {
+    checkPrefix(BACKEND, prefix);
+    if (!this.prefixPurge) throw new Unsupported(BACKEND, "purge by prefix with prefix_purge=false");
+    const key = this.prefixesKey;
+    for (let attempt = 0; attempt < 50; attempt++) {
+      const now = Date.now();
+      const current = await this.getWithCas(key);
+      let lines = current ? parsePrefixList(current[0]) : [];
+      lines = lines.filter(([at, p]) => now - at <= this.purgeRetentionMs && p !== prefix);
+      lines.push([now, prefix]);
+      lines = lines.slice(-MAX_PREFIX_LINES);
+      const text = Buffer.from(lines.map(([at, p]) => `${at} ${p}\n`).join(""), "utf8");
+      if (await this.setWith(key, text, 0, current ? `C${current[1]}` : "ME")) return null;
+    }
+    throw new ServerError(BACKEND, "the prefix list kept changing under 50 attempts to update it", key);
+  }
+
+  /** Records the purge of `tag`; null, as for prefixes. */
+  async purgeTag(tag: string): Promise<null> {
+    await this.setWith(this.tagKey(tag), Buffer.from(String(Date.now())), 0, "");
+    return null;
+  }
+
+  async stats(): Promise<StoreStats> {
+    const stats = emptyStats();
+    const names: Record<string, keyof StoreStats> = {
+      get_hits: "hits",
+      get_misses: "misses",
+      total_items: "inserts",
+      evictions: "evictions",
+      expired_unfetched: "expirations",
+      curr_items: "entries",
+      bytes: "bytes",
+      limit_maxbytes: "capacityBytes",
+    };
+    for (const replies of await this.onEveryServer("stats\r\n", new Set(["STAT", "END"]))) {
+      for (const reply of replies) {
+        const field = names[reply.flags[0] ?? ""];
+        if (reply.code === "STAT" && field !== undefined)
+          stats[field] += /^[0-9]+$/.test(reply.flags[1] ?? "") ? Number(reply.flags[1]) : 0;
+      }
+    }
+    return stats;
+  }
+
+  async close(): Promise<void> {
+    for (const s of this.servers) s.pool.close();
+  }
+}
+
+/** `<ms> <prefix>\n` lines; malformed lines are skipped. */
+function parsePrefixList(data: Uint8Array): Array<[number, string]> {
+  const lines: Array<[number, string]> = [];
+  for (const line of Buffer.from(data).toString("utf8").split(/\r?\n/)) {
+    const sp = line.indexOf(" ");
+    if (sp === -1) continue;
+    const at = line.slice(0, sp);
+    if (/^[0-9]+$/.test(at)) lines.push([Number(at), line.slice(sp + 1)]);
+  }
+  return lines;
+}

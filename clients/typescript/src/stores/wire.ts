@@ -1,0 +1,174 @@
+// One pipelined TCP connection to a server that answers in order (memcached, Redis): requests are written at once
+// and their replies parsed from one buffer, each request taking the replies it asked for. Every byte is hostile:
+// a parser bounds lines and values, a request has a total deadline (connecting included) after which the
+// connection is destroyed, and anything malformed closes the connection (it is out of step) and fails what was
+// pending on it, with one failure counted against the server.
+
+import net from "node:net";
+
+/** A connection-level failure: the server could not be reached, timed out, closed, or sent something malformed. */
+export class WireFailure extends Error {
+  override readonly name = "WireFailure";
+  constructor(
+    message: string,
+    readonly timeout = false,
+  ) {
+    super(message);
+  }
+}
+
+/** Parses one reply at `pos`: [reply, next position], undefined when more bytes are needed; throws WireFailure for
+ * a reply that breaks a bound or does not parse. */
+export type ReplyParser<R> = (buf: Buffer, pos: number) => [R, number] | undefined;
+
+interface Pending<R> {
+  /** Called with each reply; returns true when the request has all its replies. */
+  take: (reply: R) => boolean;
+  replies: R[];
+  resolve: (replies: R[]) => void;
+  reject: (e: Error) => void;
+  timer: NodeJS.Timeout;
+}
+
+export interface ConnectionOptions {
+  host: string;
+  port: number;
+  connectTimeoutMs: number;
+  /** Called once when the connection fails (for the server's health). */
+  onFailure: (failure: WireFailure) => void;
+}
+
+export class Connection<R> {
+  private socket: net.Socket | undefined;
+  private buf: Buffer = Buffer.alloc(0);
+  private readonly queue: Array<Pending<R>> = [];
+  private failed: WireFailure | undefined;
+
+  constructor(
+    private readonly options: ConnectionOptions,
+    private readonly parse: ReplyParser<R>,
+  ) {
+    const socket = net.connect({ host: options.host, port: options.port, noDelay: true });
+    this.socket = socket;
+    const timer = setTimeout(() => {
+      this.fail(new WireFailure(`no connection within ${options.connectTimeoutMs} ms`, true));
+    }, options.connectTimeoutMs);
+    socket.once("connect", () => clearTimeout(timer));
+    socket.on("data", (chunk: Buffer) => this.onData(chunk));
+    socket.on("error", (e) => {
+      clearTimeout(timer);
+      this.fail(new WireFailure(e.message));
+    });
+    socket.on("close", () => {
+      clearTimeout(timer);
+      this.fail(new WireFailure("the connection closed"));
+    });
+  }
+
+  get broken(): boolean {
+    return this.failed !== undefined;
+  }
+
+  get inFlight(): number {
+    return this.queue.length;
+  }
+
+  /** Sends `request` and resolves with its replies (as `take` collects them), within `timeoutMs` in total. */
+  request(request: Buffer | string, take: (reply: R, replies: R[]) => boolean, timeoutMs: number): Promise<R[]> {
+    if (this.failed !== undefined) return Promise.reject(this.failed);
+    return new Promise<R[]>((resolve, reject) => {
+      const replies: R[] = [];
+      const pending: Pending<R> = {
+        take: (reply) => {
+          replies.push(reply);
+          return take(reply, replies);
+        },
+        replies,
+        resolve,
+        reject,
+        timer: setTimeout(
+          () => this.fail(new WireFailure(`no answer within ${timeoutMs} ms`, true), pending),
+          timeoutMs,
+        ),
+      };
+      this.queue.push(pending);
+      this.socket?.write(request);
+    });
+  }
+
+  private onData(chunk: Buffer): void {
+    this.buf = this.buf.length === 0 ? chunk : Buffer.concat([this.buf, chunk]);
+    let pos = 0;
+    try {
+      while (pos < this.buf.length) {
+        const head = this.queue[0];
+        if (head === undefined) throw new WireFailure("malformed reply: bytes nobody asked for");
+        const parsed = this.parse(this.buf, pos);
+        if (parsed === undefined) break;
+        pos = parsed[1];
+        if (head.take(parsed[0])) {
+          this.queue.shift();
+          clearTimeout(head.timer);
+          head.resolve(head.replies);
+        }
+      }
+    } catch (e) {
+      this.fail(e instanceof WireFailure ? e : new WireFailure(`malformed reply: ${(e as Error).message}`));
+      return;
+    }
+    this.buf = pos === this.buf.length ? Buffer.alloc(0) : this.buf.subarray(pos);
+  }
+
+  /** Fails every pending request (the one that timed out with the timeout), destroys the socket, once. */
+  private fail(failure: WireFailure, cause?: Pending<R>): void {
+    if (this.failed !== undefined) return;
+    this.failed = failure;
+    this.socket?.destroy();
+    this.buf = Buffer.alloc(0);
+    const pending = this.queue.splice(0);
+    for (const p of pending) {
+      clearTimeout(p.timer);
+      p.reject(
+        p === cause || cause === undefined ? failure : new WireFailure(`the connection closed: ${failure.message}`),
+      );
+    }
+    this.options.onFailure(failure);
+  }
+
+  close(): void {
+    if (this.failed === undefined) {
+      this.failed = new WireFailure("the store was closed");
+      this.socket?.destroy();
+      for (const p of this.queue.splice(0)) {
+        clearTimeout(p.timer);
+        p.reject(this.failed);
+      }
+    }
+  }
+}
+
+/** The connections to one server: up to `size`, opened as needed, the least busy one used. */
+export class ConnectionPool<R> {
+  private readonly connections: Array<Connection<R>> = [];
+  constructor(
+    private readonly size: number,
+    private readonly open: () => Connection<R>,
+  ) {}
+
+  pick(): Connection<R> {
+    for (let i = this.connections.length - 1; i >= 0; i--) {
+      if ((this.connections[i] as Connection<R>).broken) this.connections.splice(i, 1);
+    }
+    let best: Connection<R> | undefined;
+    for (const c of this.connections) if (best === undefined || c.inFlight < best.inFlight) best = c;
+    if (best === undefined || (best.inFlight > 0 && this.connections.length < this.size)) {
+      best = this.open();
+      this.connections.push(best);
+    }
+    return best;
+  }
+
+  close(): void {
+    for (const c of this.connections.splice(0)) c.close();
+  }
+}

@@ -1,0 +1,116 @@
+// The store contract (spec/STORES.md §2, §3) on every store this client has, against real servers: keys refused
+// before anything is sent, expiry (ttl and the entry's own), add, counters, delete_if, purges, sizes.
+
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { encode } from "../src/entry.js";
+import { openStore, type Store, type StoreError } from "../src/stores/index.js";
+import { type ServerProcess, startMemcached } from "./support/servers.js";
+
+const bytes = (s: string): Uint8Array => new Uint8Array(Buffer.from(s));
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+let counter = 0;
+const fresh = (name: string): string => `t${process.pid}-${++counter}-${name}`;
+
+function contract(name: string, open: () => Store, exactPurges: boolean): void {
+  describe(`${name} store`, () => {
+    let store: Store;
+    before(() => {
+      store = open();
+    });
+    after(async () => {
+      await store.close();
+    });
+
+    test("set, get, getMany, delete", async () => {
+      const [a, b] = [fresh("a"), fresh("b")];
+      await store.set(a, bytes("1"));
+      await store.setMany([[b, bytes("2")]]);
+      assert.deepEqual(await store.get(a), bytes("1"));
+      assert.deepEqual(await store.getMany([a, fresh("missing"), b]), [bytes("1"), undefined, bytes("2")]);
+      assert.equal(await store.delete(a), true);
+      assert.equal(await store.delete(a), false);
+      assert.equal(await store.get(a), undefined);
+      assert.equal(await store.deleteMany([b, fresh("none")]), 1);
+    });
+    test("unsafe keys are refused with invalid_key before anything is sent", async () => {
+      for (const key of ["", "a b", "a\r\nflush_all", "x".repeat(251), "tab\t", "\u007f"]) {
+        await assert.rejects(store.get(key), (e: StoreError) => e.kind === "invalid_key");
+        await assert.rejects(store.set(key, bytes("v")), (e: StoreError) => e.kind === "invalid_key");
+        await assert.rejects(store.add(key, bytes("v")), (e: StoreError) => e.kind === "invalid_key");
+        await assert.rejects(store.incr(key, 1), (e: StoreError) => e.kind === "invalid_key");
+        await assert.rejects(store.deleteIf(key, bytes("v")), (e: StoreError) => e.kind === "invalid_key");
+      }
+      await assert.rejects(store.purgePrefix("a\nb"), (e: StoreError) => e.kind === "invalid_key");
+    });
+    test("an entry leaves once past its hard expiry, without a ttl", async () => {
+      const key = fresh("exp");
+      await store.set(key, encode("v", { createdAt: Date.now(), expiresAt: Date.now() + 1000 }));
+      assert.notEqual(await store.get(key), undefined);
+      await sleep(2100);
+      assert.equal(await store.get(key), undefined);
+    });
+    test("a write already past its expiry stores nothing and removes the old value", async () => {
+      const key = fresh("past");
+      await store.set(key, bytes("old"));
+      await store.set(key, encode("v", { createdAt: 1, expiresAt: 2 }));
+      assert.equal(await store.get(key), undefined);
+      assert.equal(await store.add(key, encode("v", { createdAt: 1, expiresAt: 2 })), false);
+    });
+    test("add only when absent", async () => {
+      const key = fresh("add");
+      assert.equal(await store.add(key, bytes("1"), 10_000), true);
+      assert.equal(await store.add(key, bytes("2"), 10_000), false);
+      assert.deepEqual(await store.get(key), bytes("1"));
+    });
+    test("counters", async () => {
+      const key = fresh("n");
+      assert.equal(await store.incr(key, 5, undefined, false), undefined);
+      assert.equal(await store.incr(key, 5), 5);
+      assert.equal(await store.incr(key, 10), 15);
+      assert.equal(await store.incr(key, -1), 14);
+      assert.deepEqual(await store.get(key), bytes("14"));
+      const text = fresh("text");
+      await store.set(text, bytes("hello"));
+      await assert.rejects(store.incr(text, 1), (e: StoreError) => e.kind === "not_a_counter");
+      assert.deepEqual(await store.get(text), bytes("hello"));
+    });
+    test("deleteIf deletes only the expected value", async () => {
+      const key = fresh("lock");
+      await store.set(key, bytes("token-a"));
+      assert.equal(await store.deleteIf(key, bytes("token-b")), false);
+      assert.equal(await store.deleteIf(key, bytes("token-a")), true);
+      assert.equal(await store.get(key), undefined);
+    });
+    test("purge by tag and by prefix", async () => {
+      const base = fresh("purge");
+      const tagged = encode({ id: 1 }, { tags: ["t:1", `tag-${base}`], createdAt: Date.now() - 5000 });
+      await store.set(`${base}:a`, tagged);
+      await store.set(`${base}:b`, encode(2, { createdAt: Date.now() - 5000 }));
+      await store.set(`other-${base}`, encode(3, { createdAt: Date.now() - 5000 }));
+      const byTag = await store.purgeTag(`tag-${base}`);
+      assert.equal(byTag, exactPurges ? 1 : null);
+      assert.equal(await store.get(`${base}:a`), undefined);
+      assert.notEqual(await store.get(`${base}:b`), undefined);
+      const byPrefix = await store.purgePrefix(`${base}:`);
+      assert.equal(byPrefix, exactPurges ? 1 : null);
+      assert.equal(await store.get(`${base}:b`), undefined);
+      assert.notEqual(await store.get(`other-${base}`), undefined);
+    });
+    test("a value too large for the store is refused naming the key", async () => {
+      const big = new Uint8Array(store.maxValueBytes() + 300);
+      await assert.rejects(store.set(fresh("big"), big), (e: StoreError) => e.kind === "too_large");
+    });
+  });
+}
+
+let memcached: ServerProcess;
+before(async () => {
+  memcached = await startMemcached();
+});
+after(async () => {
+  await memcached?.stop();
+});
+
+contract("memory", () => openStore("memory://?capacity=64M"), true);
+contract("memcached", () => openStore(`memcached://${memcached.address}?timeout=1s`), false);

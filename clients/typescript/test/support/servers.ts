@@ -1,0 +1,123 @@
+// Real servers for the store tests, started on free loopback ports and stopped afterwards (as crates/testkit and
+// clients/python/tests/servers.py do); and larder-hostile, the hostile memcached/Redis server of crates/testkit.
+// A missing binary is a test failure that says to run `make services`, never a skip.
+
+import { type ChildProcess, spawn } from "node:child_process";
+import { accessSync, constants } from "node:fs";
+import net from "node:net";
+import { createInterface } from "node:readline";
+import { LARDER_HOSTILE } from "./paths.js";
+
+export function findBinary(name: string, dirs: string[] = []): string {
+  for (const dir of [...(process.env.PATH ?? "").split(":"), ...dirs]) {
+    const path = `${dir}/${name}`;
+    try {
+      accessSync(path, constants.X_OK);
+      return path;
+    } catch {}
+  }
+  throw new Error(`${name} is not installed: run \`make services\` at the repository root`);
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const port = (server.address() as net.AddressInfo).port;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitForPort(port: number, child: ChildProcess, what: string, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`${what} exited with status ${child.exitCode}`);
+    const ok = await new Promise<boolean>((resolve) => {
+      const s = net.connect({ host: "127.0.0.1", port }, () => {
+        s.destroy();
+        resolve(true);
+      });
+      s.once("error", () => resolve(false));
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`${what} did not listen on port ${port} within ${timeoutMs} ms`);
+}
+
+/** A server process on a loopback port. */
+export class ServerProcess {
+  private child: ChildProcess | undefined;
+  constructor(
+    readonly what: string,
+    readonly command: string[],
+    readonly port: number,
+  ) {}
+
+  async start(): Promise<this> {
+    const [exe, ...args] = this.command as [string, ...string[]];
+    this.child = spawn(exe, args, { stdio: "ignore", detached: false });
+    await waitForPort(this.port, this.child, this.what);
+    return this;
+  }
+
+  get address(): string {
+    return `127.0.0.1:${this.port}`;
+  }
+
+  async stop(): Promise<void> {
+    const child = this.child;
+    this.child = undefined;
+    if (child === undefined || child.exitCode !== null) return;
+    const exited = new Promise((r) => child.once("exit", r));
+    child.kill("SIGTERM");
+    await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
+    if (child.exitCode === null) child.kill("SIGKILL");
+  }
+
+  /** Stops the server abruptly (failure drills). */
+  kill(): void {
+    this.child?.kill("SIGKILL");
+    this.child = undefined;
+  }
+}
+
+export async function startMemcached(port?: number): Promise<ServerProcess> {
+  const p = port ?? (await freePort());
+  const command = [findBinary("memcached"), "-l", "127.0.0.1", "-p", String(p), "-U", "0", "-m", "64", "-t", "2"];
+  if (process.getuid?.() === 0) command.push("-u", "root");
+  return new ServerProcess("memcached", command, p).start();
+}
+
+/** One hostile server (larder-hostile PROTOCOL BEHAVIOUR); it exits when its stdin closes. */
+export class Hostile {
+  private constructor(
+    private readonly child: ChildProcess,
+    readonly address: string,
+  ) {}
+
+  static async start(protocol: "memcached" | "redis", behaviour: string, ...args: string[]): Promise<Hostile> {
+    try {
+      accessSync(LARDER_HOSTILE, constants.X_OK);
+    } catch {
+      throw new Error(`larder-hostile is missing at ${LARDER_HOSTILE}: cargo build -p larder-testkit --bins`);
+    }
+    const child = spawn(LARDER_HOSTILE, [protocol, behaviour, ...args], { stdio: ["pipe", "pipe", "ignore"] });
+    const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
+    const address = await new Promise<string>((resolve, reject) => {
+      lines.once("line", (line) => resolve(line.trim()));
+      child.once("exit", () => reject(new Error(`larder-hostile ${protocol} ${behaviour} did not start`)));
+    });
+    lines.close();
+    return new Hostile(child, address);
+  }
+
+  async stop(): Promise<void> {
+    const exited = new Promise((r) => this.child.once("exit", r));
+    this.child.stdin?.end();
+    await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
+    if (this.child.exitCode === null) this.child.kill("SIGKILL");
+  }
+}
