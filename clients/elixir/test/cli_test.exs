@@ -34,7 +34,7 @@ defmodule Larder.CLITest do
     end
   end
 
-  defp rust(ctx, args, stdin \\ "", env \\ %{}) do
+  defp rust(ctx, args, stdin, env \\ %{}) do
     input = Path.join(ctx.dir, "stdin-#{System.unique_integer([:positive])}")
     File.write!(input, stdin)
     errfile = input <> ".err"
@@ -156,7 +156,10 @@ defmodule Larder.CLITest do
       {:ok, r} = Larder.Entry.decode(rout)
       {:ok, e} = Larder.Entry.decode(eout)
       assert e == r
-      if e.compressor == :none, do: assert(eout == rout, "byte identity for #{inspect(args)}")
+
+      # JSON payloads may write numbers differently (FORMAT.md §6: Rust keeps each number's text).
+      if e.compressor == :none and e.serializer != :json,
+        do: assert(eout == rout, "byte identity for #{inspect(args)}")
     end
 
     {eout, estatus}

@@ -261,6 +261,8 @@ defmodule Larder.Cache do
               {:result, result}
 
             {:DOWN, ^mref, _, _, _} ->
+              # A leader that died without finishing leaves its flight behind: clear it, then look again.
+              :ets.delete_object(cfg.flights, {skey, leader})
               :ets.delete_object(cfg.waiters, {skey, self(), ref})
               flush(ref)
               :retry

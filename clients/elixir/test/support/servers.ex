@@ -53,10 +53,24 @@ defmodule Larder.TestServers do
     {spawn_server(binary("redis-server"), args, port), port}
   end
 
-  @doc "Starts a larder-hostile server (crates/testkit) in `mode`: `{port_handle, tcp_port}`."
-  def hostile(bin, mode) do
-    port = free_port()
-    {spawn_server(bin, [mode, "--port", "#{port}"], port), port}
+  @doc """
+  Starts larder-hostile (crates/testkit) as `protocol` (memcached or redis) misbehaving as `mode`: `{handle, port}`.
+  It prints its address, then serves until its standard input closes (when the handle is closed).
+  """
+  def hostile(bin, protocol, mode, args \\ []) do
+    handle =
+      Port.open({:spawn_executable, bin}, [
+        :binary,
+        :stderr_to_stdout,
+        {:line, 200},
+        args: [protocol, mode | args]
+      ])
+
+    receive do
+      {^handle, {:data, {:eol, "127.0.0.1:" <> port}}} -> {handle, String.to_integer(port)}
+    after
+      10_000 -> raise "larder-hostile did not print its address"
+    end
   end
 
   defp spawn_server(exe, args, port) do
