@@ -1,0 +1,185 @@
+# memcached and Redis stores against real servers (started by test_helper.exs): the same behaviour on both
+# (spec/STORES.md §2–§5), the memcached ring and its ejection, the refused keys of stores.json, and entries that
+# cross between Elixir and the Rust binary (`larder store get|set`) both ways.
+defmodule Larder.RemoteStoresTest do
+  use ExUnit.Case, async: true
+
+  alias Larder.{Entry, Store, StoreError, TestServers}
+
+  @root Path.expand("../../..", __DIR__)
+
+  defp url(:memcached, prefix),
+    do: "memcached://#{Application.fetch_env!(:larder, :test_memcached)}?prefix=#{prefix}"
+
+  defp url(:redis, prefix),
+    do: "redis://#{Application.fetch_env!(:larder, :test_redis)}/0?prefix=#{prefix}"
+
+  defp open(kind) do
+    prefix = "t#{System.unique_integer([:positive])}:"
+    {:ok, s} = Larder.Stores.open(url(kind, prefix))
+    {s, url(kind, prefix)}
+  end
+
+  for kind <- [:memcached, :redis] do
+    describe "#{kind}" do
+      test "set, get, add, delete, delete_if, get_many" do
+        {s, _} = open(unquote(kind))
+        assert :ok = Store.set(s, "a", "1")
+        assert {:ok, "1"} = Store.get(s, "a")
+        assert :miss = Store.get(s, "b")
+        assert {:ok, false} = Store.add(s, "a", "2")
+        assert {:ok, true} = Store.add(s, "b", "2", 10_000)
+        assert {:ok, %{"a" => "1", "b" => "2"}} = Store.get_many(s, ["a", "b", "c"])
+        assert {:ok, false} = Store.delete_if(s, "b", "x")
+        assert {:ok, true} = Store.delete_if(s, "b", "2")
+        assert {:ok, true} = Store.delete(s, "a")
+        assert {:ok, false} = Store.delete(s, "a")
+        big = :crypto.strong_rand_bytes(200_000)
+        assert :ok = Store.set(s, "big", big)
+        assert {:ok, ^big} = Store.get(s, "big")
+      end
+
+      test "expiry from the entry's hard expiry; a write already past it stores nothing" do
+        {s, _} = open(unquote(kind))
+        now = Store.now_ms()
+        Store.set(s, "old", "keep")
+
+        assert :ok =
+                 Store.set(
+                   s,
+                   "old",
+                   Entry.encode("x", created_at: now - 9000, expires_at: now - 5000)
+                 )
+
+        assert :miss = Store.get(s, "old")
+
+        assert {:ok, false} =
+                 Store.add(
+                   s,
+                   "old",
+                   Entry.encode("x", created_at: now - 9000, expires_at: now - 5000)
+                 )
+
+        assert :ok = Store.set(s, "soon", Entry.encode("x", ttl_ms: 1000))
+        assert {:ok, _} = Store.get(s, "soon")
+      end
+
+      test "counters" do
+        {s, _} = open(unquote(kind))
+        assert {:ok, 5} = Store.incr(s, "c", 5)
+        assert {:ok, 7} = Store.incr(s, "c", 2)
+        assert {:ok, 4} = Store.incr(s, "c", -3)
+        assert :missing = Store.incr(s, "none", 1, nil, false)
+        Store.set(s, "text", "abc")
+        assert {:error, %StoreError{kind: :not_a_counter}} = Store.incr(s, "text", 1)
+      end
+
+      test "purge by tag and by prefix hide what they name, and nothing else" do
+        {s, _} = open(unquote(kind))
+        old = Store.now_ms() - 5000
+        Store.set(s, "p:1", Entry.encode(1, tags: ["red"], created_at: old))
+        Store.set(s, "p:2", Entry.encode(2, tags: ["blue"], created_at: old))
+        Store.set(s, "q:1", Entry.encode(3, tags: ["red"], created_at: old))
+        Store.set(s, "q:2", Entry.encode(4, created_at: old))
+        assert {:ok, _} = Store.purge_tag(s, "red")
+        assert {:ok, _} = Store.purge_prefix(s, "p:")
+        assert {:ok, found} = Store.get_many(s, ["p:1", "p:2", "q:1", "q:2"])
+        assert Map.keys(found) == ["q:2"]
+      end
+
+      test "every key stores.json refuses is refused before anything is sent" do
+        {s, _} = open(unquote(kind))
+        doc = Larder.JSON.decode!(File.read!(Path.join(@root, "spec/vectors/stores.json")))
+
+        for %{"kind" => "refused", "key_hex" => hex} <- doc["cases"] do
+          key = Base.decode16!(hex, case: :mixed)
+
+          for result <- [
+                Store.get(s, key),
+                Store.set(s, key, "v"),
+                Store.add(s, key, "v"),
+                Store.delete(s, key),
+                Store.delete_if(s, key, "v"),
+                Store.incr(s, key, 1),
+                Store.get_many(s, ["ok", key])
+              ] do
+            assert {:error, %StoreError{kind: :invalid_key}} = result
+          end
+        end
+
+        for %{"kind" => "accepted", "key_hex" => hex} <- doc["cases"] do
+          key = Base.decode16!(hex, case: :mixed)
+          assert :ok = Store.set(s, key, "v")
+          assert {:ok, "v"} = Store.get(s, key)
+        end
+      end
+
+      test "entries cross between Elixir and the Rust binary both ways" do
+        {s, u} = open(unquote(kind))
+        bin = System.get_env("LARDER_BIN") || Path.join(@root, "target/debug/larder")
+
+        entry =
+          Entry.encode(%{"from" => "elixir", "n" => [1, 2.5, nil]}, tags: ["x"], version: "v1")
+
+        assert :ok = Store.set(s, "ex-key", entry)
+        {out, 0} = System.cmd(bin, ["store", "get", "ex-key", "--store", u])
+        assert out == entry
+
+        rust_entry = Path.join(System.tmp_dir!(), "rust-#{System.unique_integer([:positive])}")
+
+        {_, 0} =
+          System.cmd("sh", [
+            "-c",
+            "echo '{\"from\":\"rust\",\"big\":\"#{String.duplicate("r", 3000)}\"}' | #{bin} encode --ttl 60 > #{rust_entry}"
+          ])
+
+        {_, 0} = System.cmd(bin, ["store", "set", "rs-key", rust_entry, "--store", u])
+        assert {:ok, raw} = Store.get(s, "rs-key")
+        assert {:ok, %Entry{compressor: :lz4, value: %{"from" => "rust"}}} = Entry.decode(raw)
+        File.rm(rust_entry)
+      end
+    end
+  end
+
+  test "memcached: keys go where ketama sends them; a dead server is ejected and its keys move" do
+    {a, pa} = TestServers.memcached()
+    {b, pb} = TestServers.memcached()
+    u = "memcached://127.0.0.1:#{pa},127.0.0.1:#{pb}?timeout=200ms&retry_after=60s"
+    {:ok, s} = Larder.Stores.open(u)
+    ring = Larder.Ring.new([{"127.0.0.1", pa, 1}, {"127.0.0.1", pb, 1}])
+    keys = for i <- 1..40, do: "key#{i}"
+    for k <- keys, do: assert(:ok = Store.set(s, k, k))
+
+    # Each key is on the server the ring names, and only there.
+    {:ok, only_a} = Larder.Stores.open("memcached://127.0.0.1:#{pa}")
+
+    for k <- keys,
+        do: assert(Larder.Ring.server(ring, k) == 0 == match?({:ok, _}, Store.get(only_a, k)))
+
+    TestServers.stop(b, pb)
+    on_a = Enum.filter(keys, &(Larder.Ring.server(ring, &1) == 0))
+    on_b = keys -- on_a
+
+    # The first requests for B's keys fail (at most `failures`), then B is ejected and its keys go to A.
+    results = for k <- on_b, do: Store.get(s, k)
+    errors = Enum.count(results, &match?({:error, _}, &1))
+    assert errors <= 2
+    for k <- on_a, do: assert({:ok, ^k} = Store.get(s, k))
+    k = List.last(on_b)
+    assert :ok = Store.set(s, k, "moved")
+    assert {:ok, "moved"} = Store.get(only_a, k)
+    TestServers.stop(a, pa)
+  end
+
+  test "memcached: with every server down, requests fail fast with the server named" do
+    {a, pa} = TestServers.memcached()
+    {:ok, s} = Larder.Stores.open("memcached://127.0.0.1:#{pa}?timeout=200ms&retry_after=60s")
+    TestServers.stop(a, pa)
+    assert {:error, %StoreError{server: server}} = Store.get(s, "k")
+    assert server == "127.0.0.1:#{pa}"
+    Store.get(s, "k")
+    {micros, result} = :timer.tc(fn -> Store.get(s, "k") end)
+    assert {:error, %StoreError{kind: :unavailable}} = result
+    assert micros < 50_000
+  end
+end
