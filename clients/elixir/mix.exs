@@ -18,6 +18,6 @@ defmodule Larder.MixProject do
   end
 
   def application do
-    [extra_applications: [:logger, :crypto], mod: {Larder.Application, []}]
+    [extra_applications: [:logger, :crypto, :inets], mod: {Larder.Application, []}]
   end
 end

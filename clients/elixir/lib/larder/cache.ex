@@ -55,6 +55,8 @@ defmodule Larder.Cache do
       lock_ttl: Keyword.get(opts, :lock_ttl, 10_000),
       max_size: Keyword.get(opts, :max_size, Larder.Compressors.default_max_size()),
       compressor: Keyword.get(opts, :compressor, :lz4),
+      # A memory store is this node's alone: its callers are already coalesced here, so no store lock is needed.
+      shared: store.backend != "memory",
       flights: :"#{name}.Flights",
       waiters: :"#{name}.Waiters",
       tasks: :"#{name}.Tasks",
@@ -108,9 +110,9 @@ defmodule Larder.Cache do
     @stats |> Enum.with_index(1) |> Map.new(fn {k, i} -> {k, :counters.get(ref, i)} end)
   end
 
-  defp bump(cfg, stat) do
-    :counters.add(cfg.stats, Enum.find_index(@stats, &(&1 == stat)) + 1, 1)
-  end
+  @stat_index @stats |> Enum.with_index(1) |> Map.new()
+
+  defp bump(cfg, stat), do: :counters.add(cfg.stats, Map.fetch!(@stat_index, stat), 1)
 
   # ------------------------------------------------------------------------------------------ verbs
 
@@ -370,6 +372,8 @@ defmodule Larder.Cache do
   end
 
   defp lock_key(skey), do: Keys.internal_key(nil, "lock", skey)
+
+  defp try_lock(%{shared: false}, _skey), do: :no_store
 
   defp try_lock(cfg, skey) do
     key = lock_key(skey)

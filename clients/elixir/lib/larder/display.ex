@@ -129,13 +129,17 @@ defmodule Larder.Display do
 
   @doc "`text` as a JSON string: `\"` and `\\` escaped, short forms for \\b \\f \\n \\r \\t, other controls \\u00xx."
   def json_string(text) do
-    if :binary.match(text, [<<?">>, <<?\\>> | Enum.map(0..31, &<<&1>>)]) == :nomatch do
+    if plain?(text) do
       [?", text, ?"] |> IO.iodata_to_binary()
     else
       escaped = for <<c <- text>>, into: "", do: escape(c)
       <<?", escaped::binary, ?">>
     end
   end
+
+  defp plain?(<<c, _::binary>>) when c < 0x20 or c == ?" or c == ?\\, do: false
+  defp plain?(<<_, rest::binary>>), do: plain?(rest)
+  defp plain?(<<>>), do: true
 
   defp escape(c) when c < 0x20 or c in [?", ?\\] do
     Map.get_lazy(@escapes, c, fn ->

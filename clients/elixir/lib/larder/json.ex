@@ -157,12 +157,15 @@ defmodule Larder.JSON do
       {pos, _} ->
         chunk = binary_part(text, 0, pos)
 
-        if :binary.match(chunk, Enum.map(0..31, &<<&1>>)) != :nomatch,
-          do: throw({:json, "a control character in a string"})
+        if control?(chunk), do: throw({:json, "a control character in a string"})
 
         string(binary_part(text, pos, byte_size(text) - pos), [chunk | acc])
     end
   end
+
+  defp control?(<<c, _::binary>>) when c < 0x20, do: true
+  defp control?(<<_, rest::binary>>), do: control?(rest)
+  defp control?(<<>>), do: false
 
   defp hex4(h) do
     case Integer.parse(h, 16) do

@@ -28,9 +28,9 @@ defmodule Larder.Keys do
     end
   end
 
-  defp unsafe?(key), do: :binary.match(key, unsafe_bytes()) != :nomatch
-
-  defp unsafe_bytes, do: [<<0x7F>> | Enum.map(0..0x20, &<<&1>>)]
+  defp unsafe?(<<c, _::binary>>) when c <= 0x20 or c == 0x7F, do: true
+  defp unsafe?(<<_, rest::binary>>), do: unsafe?(rest)
+  defp unsafe?(<<>>), do: false
 
   defp readable_prefix(<<c, rest::binary>>, n) when c in 0x21..0x7E and n < @hashed_prefix_len,
     do: <<c, readable_prefix(rest, n + 1)::binary>>

@@ -1,0 +1,122 @@
+# The measurements of source document 004 ("Make Phoenix Even Faster with a GenServer-backed Key Value Store"),
+# today, side by side with the post's own figures. Run from clients/elixir (about a minute; N and SECS shrink it):
+#
+#   mix run bench/post_004.exs            # N=1000000 entries, SECS=10 per load test
+#   N=100000 SECS=3 mix run bench/post_004.exs
+#
+# 1. One million `fetch(to_string(i), fn -> link end)` into (a) the post's own design, a GenServer owning a
+#    private ETS table of terms, and (b) Larder.Cache on a memory:// store (larder entries: MessagePack bytes,
+#    readable by every language). Memory is the VM's growth after a garbage collection; inserts per second are
+#    N / elapsed; hits per second are one more pass of N fetches that all hit.
+# 2. The URL shortener (Larder.Shortener on :httpd) under 500 concurrent users (wrk -c 500; the post used siege),
+#    with the cache and without it (every request queries Larder.Shortener.DB: 10 connections, 5 ms a query).
+# Figures move between runs on a shared 2-core machine: compare the columns of one run, as ratios.
+
+n = String.to_integer(System.get_env("N", "1000000"))
+secs = String.to_integer(System.get_env("SECS", "10"))
+
+defmodule PostLinkCache do
+  # The post's LinkCache.Cache, as printed (fetch through GenServer.call, a private ETS table of terms).
+  use GenServer
+
+  def start_link, do: GenServer.start_link(__MODULE__, :link_cache_table, name: __MODULE__)
+
+  def fetch(slug, default_value_function) do
+    case get(slug) do
+      {:not_found} -> set(slug, default_value_function.())
+      {:found, result} -> result
+    end
+  end
+
+  defp get(slug) do
+    case GenServer.call(__MODULE__, {:get, slug}) do
+      [] -> {:not_found}
+      [{_slug, result}] -> {:found, result}
+    end
+  end
+
+  defp set(slug, value), do: GenServer.call(__MODULE__, {:set, slug, value})
+
+  def init(table), do: {:ok, :ets.new(table, [:set, :private])}
+  def handle_call({:get, slug}, _from, t), do: {:reply, :ets.lookup(t, slug), t}
+  def handle_call({:set, slug, value}, _from, t), do: {:reply, :ets.insert(t, {slug, value}) && value, t}
+end
+
+defmodule Bench do
+  def link(i) do
+    %{
+      "id" => i,
+      "slug" => Integer.to_string(i, 36),
+      "long_url" => "http://www.example.com/articles/2016/07/make-phoenix-even-faster",
+      "inserted_at" => "2016-07-13T12:00:00Z",
+      "updated_at" => "2016-07-13T12:00:00Z"
+    }
+  end
+
+  def memory do
+    :erlang.garbage_collect()
+    Process.sleep(200)
+    :erlang.memory(:total)
+  end
+
+  # {seconds, MB grown, inserts/s, hits/s}
+  def fill(n, fetch) do
+    link = link(1)
+    before = memory()
+    {t, _} = :timer.tc(fn -> Enum.each(1..n, fn i -> fetch.(Integer.to_string(i), fn -> link end) end) end)
+    grown = memory() - before
+    {th, _} = :timer.tc(fn -> Enum.each(1..n, fn i -> fetch.(Integer.to_string(i), fn -> raise "miss" end) end) end)
+    {t / 1.0e6, grown / 1.0e6, round(n / (t / 1.0e6)), round(n / (th / 1.0e6))}
+  end
+
+  def wrk(port, secs) do
+    out = to_string(:os.cmd(~c"wrk -t2 -c500 -d#{secs}s --timeout 10s http://127.0.0.1:#{port}/abc 2>&1"))
+    rps = Regex.run(~r/Requests\/sec:\s+([\d.]+)/, out) |> Enum.at(1) |> String.to_float()
+    requests = Regex.run(~r/(\d+) requests in/, out) |> Enum.at(1) |> String.to_integer()
+    latency = Regex.run(~r/Latency\s+([\d.]+\w+)/, out) |> Enum.at(1)
+    errors = case Regex.run(~r/Socket errors: (.*)/, out) do
+      nil -> 0
+      [_, text] -> Regex.scan(~r/\d+/, text) |> List.flatten() |> Enum.map(&String.to_integer/1) |> Enum.sum()
+    end
+    bad = case Regex.run(~r/Non-2xx or 3xx responses: (\d+)/, out) do
+      nil -> 0
+      [_, k] -> String.to_integer(k)
+    end
+    %{rps: round(rps), requests: requests, latency: latency, failed: errors + bad}
+  end
+end
+
+IO.puts("# 004 today: #{n} entries, load tests of #{secs} s, #{System.schedulers_online()} schedulers, OTP #{System.otp_release()}")
+
+{:ok, _} = PostLinkCache.start_link()
+{post_s, post_mb, post_ins, post_hits} = Bench.fill(n, &PostLinkCache.fetch/2)
+GenServer.stop(PostLinkCache)
+
+{:ok, sup} = Larder.Cache.start_link(name: BenchCache, store: "memory://?capacity=4G")
+{lar_s, lar_mb, lar_ins, lar_hits} = Bench.fill(n, &Larder.Cache.fetch(BenchCache, &1, &2))
+stats = Larder.Cache.stats(BenchCache)
+Supervisor.stop(sup)
+
+Larder.Shortener.DB.start(10, 5)
+{:ok, _} = Larder.Cache.start_link(name: ShortCache, store: "memory://")
+{:ok, with_pid, with_port} = Larder.Shortener.start(cache: ShortCache)
+cached = Bench.wrk(with_port, secs)
+Larder.Shortener.stop(with_pid)
+{:ok, without_pid, without_port} = Larder.Shortener.start(cache: nil)
+uncached = Bench.wrk(without_port, secs)
+Larder.Shortener.stop(without_pid)
+
+row = fn label, post, today -> IO.puts("| #{label} | #{post} | #{today} |") end
+IO.puts("")
+IO.puts("| measurement | the post (2016, Heroku free dyno) | today, post's design | today, Larder.Cache memory:// |")
+IO.puts("|---|---|---|---|")
+IO.puts("| memory for #{n} entries | ~856 MB (1M) | #{round(post_mb)} MB | #{round(lar_mb)} MB |")
+IO.puts("| inserts per second | ~25,000 | #{post_ins} (#{Float.round(post_s, 1)} s) | #{lar_ins} (#{Float.round(lar_s, 1)} s) |")
+IO.puts("| hits per second, one caller | — | #{post_hits} | #{lar_hits} |")
+IO.puts("")
+IO.puts("| 500 concurrent users | the post: DB read | the post: cache read | today: DB read | today: Larder.Cache |")
+IO.puts("|---|---|---|---|---|")
+row.("requests per second", "493.86 | 754.95", "#{uncached.rps} | #{cached.rps}")
+row.("average response time", "0.70 s | 0.38 s", "#{uncached.latency} | #{cached.latency}")
+row.("failed requests", "0 | 0", "#{uncached.failed} of #{uncached.requests} | #{cached.failed} of #{cached.requests}")
+IO.puts("\n(larder cache stats for the fill: #{inspect(Map.take(stats, [:hits, :misses, :loads, :store_errors]))})")
