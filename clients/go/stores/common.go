@@ -1,0 +1,169 @@
+// What every store computes alike (STORES.md §2, §3): expiry from a TTL and an entry's own hard expiry,
+// memcached exptimes, counters as ASCII decimal, and a remote server's health (failures, ejection, probation).
+package stores
+
+import (
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/larder-cache/larder/clients/go/format"
+)
+
+// nowMs is the wall clock in ms.
+func nowMs() int64 { return time.Now().UnixMilli() }
+
+// ttlMs is a TTL in whole ms, rounded up.
+func ttlMs(ttl time.Duration) int64 {
+	return int64((ttl + time.Millisecond - 1) / time.Millisecond)
+}
+
+// expiresAt is the moment (ms) past which value must not be returned: the earlier of now+ttl and the entry's
+// hard expiry; 0 = never.
+func expiresAt(value []byte, ttl time.Duration, now int64) int64 {
+	var fromTTL int64
+	if ttl > 0 {
+		fromTTL = now + ttlMs(ttl)
+	}
+	var hard int64
+	if len(value) >= format.FixedHeaderLen && value[0] == format.Magic0 && value[1] == format.Magic1 {
+		if h, err := format.ReadHeader(value); err == nil {
+			if he, ok := h.HardExpiry(); ok {
+				hard = int64(min(he, math.MaxInt64))
+			}
+		}
+	}
+	switch {
+	case fromTTL == 0:
+		return hard
+	case hard == 0:
+		return fromTTL
+	}
+	return min(fromTTL, hard)
+}
+
+// entryTags are a value's tags when it is an entry.
+func entryTags(value []byte) []string {
+	h, err := format.ReadHeader(value)
+	if err != nil {
+		return nil
+	}
+	return h.Tags
+}
+
+const thirtyDays = 30 * 24 * 3600
+
+// memcachedExptime: 0 = never; relative seconds up to 30 days, a Unix time beyond; -1 when already past.
+func memcachedExptime(expires, now int64) int64 {
+	if expires == 0 {
+		return 0
+	}
+	if expires <= now {
+		return -1
+	}
+	rel := (expires - now + 999) / 1000
+	if rel <= thirtyDays {
+		return rel
+	}
+	return (expires + 999) / 1000
+}
+
+// parseCounter reads a counter: an optional '-' and digits within signed 64 bits, trailing spaces allowed.
+func parseCounter(v []byte) (int64, bool) {
+	end := len(v)
+	for end > 0 && v[end-1] == ' ' {
+		end--
+	}
+	s := string(v[:end])
+	if s == "" || len(s) > 21 {
+		return 0, false
+	}
+	body := s
+	if body[0] == '-' {
+		body = body[1:]
+	}
+	if body == "" {
+		return 0, false
+	}
+	for i := 0; i < len(body); i++ {
+		if body[i] < '0' || body[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
+}
+
+// saturatingAdd adds within signed 64 bits.
+func saturatingAdd(a, b int64) int64 {
+	s := a + b
+	if (b > 0 && s < a) || (b < 0 && s > a) {
+		if b > 0 {
+			return math.MaxInt64
+		}
+		return math.MinInt64
+	}
+	return s
+}
+
+// health tracks one remote server (STORES.md §1, "Failure and recovery").
+type health struct {
+	mu           sync.Mutex
+	consecutive  int
+	ejectedUntil int64
+	probation    bool
+	errors       int64
+}
+
+// record notes one request's outcome; true when this failure ejects the server.
+func (h *health) record(ok bool, failures int, retryAfter time.Duration) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if ok {
+		h.consecutive, h.probation = 0, false
+		return false
+	}
+	h.errors++
+	h.consecutive++
+	if h.consecutive >= failures || h.probation {
+		h.ejectedUntil = nowMs() + retryAfter.Milliseconds()
+		h.consecutive, h.probation = 0, false
+		return true
+	}
+	return false
+}
+
+// admits reports whether requests may go to the server now (readmitting it on probation when due).
+func (h *health) admits() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ejectedUntil != 0 && h.ejectedUntil <= nowMs() {
+		h.ejectedUntil, h.probation = 0, true
+	}
+	return h.ejectedUntil == 0
+}
+
+func (h *health) countError() {
+	h.mu.Lock()
+	h.errors++
+	h.mu.Unlock()
+}
+
+func (h *health) errorCount() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.errors
+}
+
+func checkKeys(keys []string) error {
+	for _, k := range keys {
+		if err := CheckKey(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func itoa(n int) string     { return strconv.Itoa(n) }
+func itoa64(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,0 +1,629 @@
+// The memcached store (STORES.md §4): larder's own meta-protocol client, because the common Go client speaks
+// the text protocol, picks servers by CRC32 rather than the spec's ketama ring, and has no ejection. Keys go to
+// servers by ketama (package ring); an ejected server's keys move to the others; multi-gets are pipelined per
+// server; purges are records that every reader checks (§4.4).
+package stores
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/larder-cache/larder/clients/go/format"
+	"github.com/larder-cache/larder/clients/go/ring"
+)
+
+// Memcached is the memcached store.
+type Memcached struct {
+	servers     []*mcServer
+	opts        remoteOptions
+	maxItem     int
+	prefixPurge bool
+	skew        int64
+	retention   int64
+
+	mu        sync.Mutex
+	ringKey   string
+	ring      *ring.Ring
+	ringSpecs []ring.Server
+}
+
+func openMemcached(u *URL) (Store, error) {
+	hosts := u.Hosts
+	if len(hosts) == 0 {
+		return nil, u.errorf("memcached:// needs at least one host")
+	}
+	if u.Path != "" && u.Path != "/" {
+		return nil, u.errorf("memcached:// takes no path")
+	}
+	o, err := u.remote(2, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	weights := make([]int, len(hosts))
+	for i := range weights {
+		weights[i] = 1
+	}
+	if w, ok := u.take("weights"); ok {
+		parts := strings.Split(w, ",")
+		if len(parts) != len(hosts) {
+			return nil, u.errorf("option weights=%q: one weight per host (%d hosts)", w, len(hosts))
+		}
+		for i, p := range parts {
+			n, err := strconv.Atoi(p)
+			if err != nil || n < 1 || n > 1000 {
+				return nil, u.errorf("option weights=%q: each weight is a whole number from 1 to 1000", w)
+			}
+			weights[i] = n
+		}
+	}
+	maxItem, err := u.size("max_item", 1<<20)
+	if err != nil {
+		return nil, err
+	}
+	prefixPurge, err := u.boolean("prefix_purge", true)
+	if err != nil {
+		return nil, err
+	}
+	skew, err := u.duration("purge_skew", time.Second)
+	if err != nil {
+		return nil, err
+	}
+	retention, err := u.duration("purge_retention", 30*24*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	if err := u.finish(); err != nil {
+		return nil, err
+	}
+	m := &Memcached{opts: o, maxItem: int(maxItem), prefixPurge: prefixPurge, skew: skew.Milliseconds(),
+		retention: retention.Milliseconds()}
+	for i, h := range hosts {
+		m.servers = append(m.servers, newMCServer(h, weights[i], &m.opts, m.maxItem))
+		m.ringSpecs = append(m.ringSpecs, ring.Server{Host: m.servers[i].written, Port: m.servers[i].port, Weight: weights[i]})
+	}
+	return m, nil
+}
+
+func (m *Memcached) Backend() string { return "memcached" }
+
+// MaxValue is max_item less memcached's 50-byte item overhead and the longest key.
+func (m *Memcached) MaxValue() int { return m.maxItem - 50 - 250 }
+
+func (m *Memcached) Close() error {
+	for _, s := range m.servers {
+		s.close()
+	}
+	return nil
+}
+
+// pick returns the server for a stored key under the current ring (ejected servers left out), or nil when
+// every server is ejected.
+func (m *Memcached) pick(stored string) *mcServer {
+	var key strings.Builder
+	ejected := map[int]bool{}
+	for i, s := range m.servers {
+		if s.health.admits() {
+			key.WriteByte('1')
+		} else {
+			key.WriteByte('0')
+			ejected[i] = true
+		}
+	}
+	m.mu.Lock()
+	if m.ring == nil || m.ringKey != key.String() {
+		m.ring, m.ringKey = ring.Build(m.ringSpecs, ejected), key.String()
+	}
+	r := m.ring
+	m.mu.Unlock()
+	i := r.Pick(stored)
+	if i < 0 {
+		return nil
+	}
+	return m.servers[i]
+}
+
+func (m *Memcached) allEjected() error {
+	return &Error{Kind: Unavailable, Backend: "memcached", Msg: "every server is ejected after failures"}
+}
+
+// onServer runs fn on the key's server, and once more on its new server when this failure ejected it.
+func (m *Memcached) onServer(ctx context.Context, stored string, fn func(s *mcServer, dl time.Time) error) error {
+	dl := deadline(ctx, m.opts.timeout)
+	s := m.pick(stored)
+	if s == nil {
+		return m.allEjected()
+	}
+	err := fn(s, dl)
+	if err == nil || KindOf(err) == Other || errors.Is(err, context.Canceled) || s.health.admits() {
+		return err
+	}
+	if again := m.pick(stored); again != nil && again != s {
+		return fn(again, deadline(ctx, m.opts.timeout))
+	}
+	return err
+}
+
+func (m *Memcached) stored(key string) (string, error) {
+	if err := CheckKey(key); err != nil {
+		return "", keyError("memcached", err)
+	}
+	return StoredKey(m.opts.prefix, key), nil
+}
+
+// rawGetMulti fetches stored keys, grouped by server, pipelined, servers in parallel.
+func (m *Memcached) rawGetMulti(ctx context.Context, stored []string) ([][]byte, error) {
+	out := make([][]byte, len(stored))
+	groups := map[*mcServer][]int{}
+	for i, k := range stored {
+		s := m.pick(k)
+		if s == nil {
+			return nil, m.allEjected()
+		}
+		groups[s] = append(groups[s], i)
+	}
+	dl := deadline(ctx, m.opts.timeout)
+	run := func(s *mcServer, idx []int) error {
+		return s.do(ctx, dl, func(w *bufio.Writer) {
+			for _, i := range idx {
+				w.WriteString("mg ")
+				w.WriteString(stored[i])
+				w.WriteString(" v\r\n")
+			}
+		}, func(c *mcConn) error {
+			for _, i := range idx {
+				v, _, err := c.value(s.maxItem, false)
+				if err != nil {
+					return err
+				}
+				out[i] = v
+			}
+			return nil
+		})
+	}
+	if len(groups) == 1 {
+		for s, idx := range groups {
+			return out, run(s, idx)
+		}
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for s, idx := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := run(s, idx); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return out, first
+}
+
+func (m *Memcached) Get(ctx context.Context, key string) ([]byte, error) {
+	vs, err := m.GetMulti(ctx, []string{key})
+	if err != nil {
+		return nil, err
+	}
+	return vs[0], nil
+}
+
+// GetMulti reads the keys and, in the same round trip, the prefix list; entries hidden by a purge record are
+// misses (§4.4).
+func (m *Memcached) GetMulti(ctx context.Context, keys []string) ([][]byte, error) {
+	stored := make([]string, 0, len(keys)+1)
+	for _, k := range keys {
+		s, err := m.stored(k)
+		if err != nil {
+			return nil, err
+		}
+		stored = append(stored, s)
+	}
+	if m.prefixPurge {
+		stored = append(stored, InternalKey(m.opts.prefix, "prefixes", ""))
+	}
+	vals, err := m.rawGetMulti(ctx, stored)
+	if err != nil {
+		return nil, err
+	}
+	var prefixes []purgeLine
+	if m.prefixPurge {
+		prefixes = parsePurgeLines(vals[len(keys)])
+		vals = vals[:len(keys)]
+	}
+	// Entries with tags: their tag records, in one more round trip.
+	created := make([]int64, len(keys))
+	tagKeys := map[string]int{}
+	var tagList []string
+	entryTagsOf := make([][]string, len(keys))
+	for i, v := range vals {
+		if v == nil {
+			continue
+		}
+		h, err := format.ReadHeader(v)
+		if err != nil {
+			continue // not an entry: counters and locks are never affected by records
+		}
+		created[i] = int64(h.CreatedAt)
+		if purgedByPrefix(keys[i], created[i], prefixes, m.skew) {
+			vals[i] = nil
+			continue
+		}
+		entryTagsOf[i] = h.Tags
+		for _, t := range h.Tags {
+			if _, ok := tagKeys[t]; !ok {
+				tagKeys[t] = len(tagList)
+				tagList = append(tagList, InternalKey(m.opts.prefix, "tag", t))
+			}
+		}
+	}
+	if len(tagList) > 0 {
+		records, err := m.rawGetMulti(ctx, tagList)
+		if err != nil {
+			return nil, err
+		}
+		for i, tags := range entryTagsOf {
+			for _, t := range tags {
+				if r := records[tagKeys[t]]; r != nil {
+					if at, ok := parseCounter(r); ok && created[i] <= at+m.skew {
+						vals[i] = nil
+						break
+					}
+				}
+			}
+		}
+	}
+	return vals, nil
+}
+
+type purgeLine struct {
+	at     int64
+	prefix string
+}
+
+func parsePurgeLines(v []byte) []purgeLine {
+	var out []purgeLine
+	for _, l := range strings.Split(string(v), "\n") {
+		ms, p, ok := strings.Cut(l, " ")
+		if !ok {
+			continue
+		}
+		if at, err := strconv.ParseInt(ms, 10, 64); err == nil {
+			out = append(out, purgeLine{at, p})
+		}
+	}
+	return out
+}
+
+func purgedByPrefix(key string, created int64, lines []purgeLine, skew int64) bool {
+	for _, l := range lines {
+		if strings.HasPrefix(key, l.prefix) && created <= l.at+skew {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Memcached) tooLarge(key string, value []byte, stored string) error {
+	if limit := m.maxItem - 50 - len(stored); len(value) > limit {
+		return &Error{Kind: TooLarge, Backend: "memcached", Msg: fmt.Sprintf("value of %d bytes for key %s exceeds the %d-byte limit", len(value), key, limit)}
+	}
+	return nil
+}
+
+// store runs ms (add: ME) with the expiry of STORES.md §2; a write already past its expiry is md.
+func (m *Memcached) store(ctx context.Context, key string, value []byte, ttl time.Duration, add bool) (bool, error) {
+	stored, err := m.stored(key)
+	if err != nil {
+		return false, err
+	}
+	if err := m.tooLarge(key, value, stored); err != nil {
+		return false, err
+	}
+	now := nowMs()
+	exptime := memcachedExptime(expiresAt(value, ttl, now), now)
+	var ok bool
+	err = m.onServer(ctx, stored, func(s *mcServer, dl time.Time) error {
+		if exptime < 0 {
+			ok = false
+			if add {
+				return nil
+			}
+			return s.do(ctx, dl, func(w *bufio.Writer) { fmt.Fprintf(w, "md %s\r\n", stored) },
+				func(c *mcConn) error { _, err := c.status("md", "HD", "NF"); return err })
+		}
+		return s.do(ctx, dl, func(w *bufio.Writer) {
+			fmt.Fprintf(w, "ms %s %d T%d F0", stored, len(value), exptime)
+			if add {
+				w.WriteString(" ME")
+			}
+			w.WriteString("\r\n")
+			w.Write(value)
+			w.WriteString("\r\n")
+		}, func(c *mcConn) error {
+			st, err := c.status("ms", "HD", "NS")
+			ok = st == "HD"
+			return err
+		})
+	})
+	return ok, err
+}
+
+func (m *Memcached) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	_, err := m.store(ctx, key, value, ttl, false)
+	return err
+}
+
+func (m *Memcached) SetMulti(ctx context.Context, items []Item, ttl time.Duration) error {
+	for _, it := range items {
+		if err := m.Set(ctx, it.Key, it.Value, ttl); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *Memcached) Add(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
+	return m.store(ctx, key, value, ttl, true)
+}
+
+func (m *Memcached) Incr(ctx context.Context, key string, delta int64, ttl time.Duration, create bool) (int64, bool, error) {
+	stored, err := m.stored(key)
+	if err != nil {
+		return 0, false, err
+	}
+	mode, abs := "I", uint64(delta)
+	if delta < 0 {
+		mode, abs = "D", uint64(-delta)
+	}
+	var result int64
+	found := false
+	err = m.onServer(ctx, stored, func(s *mcServer, dl time.Time) error {
+		return s.do(ctx, dl, func(w *bufio.Writer) {
+			fmt.Fprintf(w, "ma %s D%d M%s v", stored, abs, mode)
+			if create {
+				initial := max(delta, 0)
+				exptime := max(memcachedExptime(expiresAt(nil, ttl, nowMs()), nowMs()), 0)
+				fmt.Fprintf(w, " N%d J%d", exptime, initial)
+			}
+			w.WriteString("\r\n")
+		}, func(c *mcConn) error {
+			l, err := c.line()
+			if err != nil {
+				return err
+			}
+			switch {
+			case bytes.Equal(l, []byte("NF")):
+				return nil
+			case bytes.HasPrefix(l, []byte("CLIENT_ERROR")) && bytes.Contains(l, []byte("non-numeric")):
+				return errNotCounter
+			case !bytes.HasPrefix(l, []byte("VA ")):
+				return errorLine(l, "ma")
+			}
+			n, err := strconv.Atoi(string(bytes.Fields(l[3:])[0]))
+			if err != nil || n > 24 {
+				return protoErr("ma: a counter of %q bytes", truncateBytes(l))
+			}
+			data := make([]byte, n+2)
+			if _, err := readFull(c, data); err != nil {
+				return err
+			}
+			u, err := strconv.ParseUint(string(bytes.TrimRight(data[:n], " ")), 10, 64)
+			if err != nil {
+				return protoErr("ma: not a number")
+			}
+			result, found = int64(min(u, 1<<63-1)), true
+			return nil
+		})
+	})
+	if errors.Is(err, errNotCounter) {
+		return 0, false, &Error{Kind: NotACounter, Backend: "memcached", Msg: "key " + key + " holds a value that is not a counter"}
+	}
+	return result, found, err
+}
+
+var errNotCounter = &answerError{"not a counter"}
+
+func (m *Memcached) DeleteIf(ctx context.Context, key string, expected []byte) (bool, error) {
+	stored, err := m.stored(key)
+	if err != nil {
+		return false, err
+	}
+	deleted := false
+	err = m.onServer(ctx, stored, func(s *mcServer, dl time.Time) error {
+		var cas uint64
+		var v []byte
+		err := s.do(ctx, dl, func(w *bufio.Writer) { fmt.Fprintf(w, "mg %s v c\r\n", stored) }, func(c *mcConn) error {
+			var err error
+			v, cas, err = c.value(s.maxItem, true)
+			return err
+		})
+		if err != nil || v == nil || !bytes.Equal(v, expected) {
+			return err
+		}
+		return s.do(ctx, dl, func(w *bufio.Writer) { fmt.Fprintf(w, "md %s C%d\r\n", stored, cas) }, func(c *mcConn) error {
+			st, err := c.status("md", "HD", "NF", "EX")
+			deleted = st == "HD"
+			return err
+		})
+	})
+	return deleted, err
+}
+
+func (m *Memcached) Delete(ctx context.Context, key string) (bool, error) {
+	stored, err := m.stored(key)
+	if err != nil {
+		return false, err
+	}
+	deleted := false
+	err = m.onServer(ctx, stored, func(s *mcServer, dl time.Time) error {
+		return s.do(ctx, dl, func(w *bufio.Writer) { fmt.Fprintf(w, "md %s\r\n", stored) }, func(c *mcConn) error {
+			st, err := c.status("md", "HD", "NF")
+			deleted = st == "HD"
+			return err
+		})
+	})
+	return deleted, err
+}
+
+func (m *Memcached) DeleteMulti(ctx context.Context, keys []string) (int, error) {
+	n := 0
+	for _, k := range keys {
+		ok, err := m.Delete(ctx, k)
+		if err != nil {
+			return n, err
+		}
+		if ok {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// PurgeTag writes the tag's record: the ms of this purge, never expiring.
+func (m *Memcached) PurgeTag(ctx context.Context, tag string) (Purged, error) {
+	rec := InternalKey(m.opts.prefix, "tag", tag)
+	now := []byte(strconv.FormatInt(nowMs(), 10))
+	err := m.onServer(ctx, rec, func(s *mcServer, dl time.Time) error {
+		return s.do(ctx, dl, func(w *bufio.Writer) {
+			fmt.Fprintf(w, "ms %s %d T0 F0\r\n%s\r\n", rec, len(now), now)
+		}, func(c *mcConn) error { _, err := c.status("ms", "HD"); return err })
+	})
+	return Purged{Recorded: err == nil}, err
+}
+
+// PurgePrefix adds a line to the prefix list by read-modify-write with CAS, retried until it succeeds.
+func (m *Memcached) PurgePrefix(ctx context.Context, prefix string) (Purged, error) {
+	if err := CheckPrefix(prefix); err != nil {
+		return Purged{}, keyError("memcached", err)
+	}
+	if !m.prefixPurge {
+		return Purged{}, &Error{Kind: Unsupported, Backend: "memcached", Msg: "purge by prefix needs prefix_purge=true"}
+	}
+	list := InternalKey(m.opts.prefix, "prefixes", "")
+	for attempt := 0; attempt < 100; attempt++ {
+		var cur []byte
+		var cas uint64
+		err := m.onServer(ctx, list, func(s *mcServer, dl time.Time) error {
+			return s.do(ctx, dl, func(w *bufio.Writer) { fmt.Fprintf(w, "mg %s v c\r\n", list) }, func(c *mcConn) error {
+				var err error
+				cur, cas, err = c.value(s.maxItem, true)
+				return err
+			})
+		})
+		if err != nil {
+			return Purged{}, err
+		}
+		now := nowMs()
+		lines := parsePurgeLines(cur)
+		kept := []purgeLine{}
+		for _, l := range lines {
+			if l.at >= now-m.retention {
+				kept = append(kept, l)
+			}
+		}
+		kept = append(kept, purgeLine{now, prefix})
+		if len(kept) > 1000 {
+			kept = kept[len(kept)-1000:]
+		}
+		var b bytes.Buffer
+		for _, l := range kept {
+			fmt.Fprintf(&b, "%d %s\n", l.at, l.prefix)
+		}
+		ok := false
+		err = m.onServer(ctx, list, func(s *mcServer, dl time.Time) error {
+			return s.do(ctx, dl, func(w *bufio.Writer) {
+				if cur == nil {
+					fmt.Fprintf(w, "ms %s %d T0 F0 ME\r\n", list, b.Len())
+				} else {
+					fmt.Fprintf(w, "ms %s %d T0 F0 C%d\r\n", list, b.Len(), cas)
+				}
+				w.Write(b.Bytes())
+				w.WriteString("\r\n")
+			}, func(c *mcConn) error {
+				st, err := c.status("ms", "HD", "NS", "EX", "NF")
+				ok = st == "HD"
+				return err
+			})
+		})
+		if err != nil {
+			return Purged{}, err
+		}
+		if ok {
+			return Purged{Recorded: true}, nil
+		}
+	}
+	return Purged{}, &Error{Kind: Other, Backend: "memcached", Msg: "the prefix list kept changing: 100 attempts"}
+}
+
+func (m *Memcached) Clear(ctx context.Context) error {
+	if m.opts.prefix != "" {
+		_, err := m.PurgePrefix(ctx, "")
+		return err
+	}
+	for _, s := range m.servers {
+		err := s.do(ctx, deadline(ctx, m.opts.timeout), func(w *bufio.Writer) { w.WriteString("flush_all\r\n") },
+			func(c *mcConn) error { _, err := c.status("flush_all", "OK"); return err })
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *Memcached) Stats(ctx context.Context) (Stats, error) {
+	st := Stats{ServerErrors: map[string]int64{}}
+	for _, s := range m.servers {
+		st.ServerErrors[s.addr] = s.health.errorCount()
+		err := s.do(ctx, deadline(ctx, m.opts.timeout), func(w *bufio.Writer) { w.WriteString("stats\r\n") }, func(c *mcConn) error {
+			for i := 0; i < 1000; i++ {
+				l, err := c.line()
+				if err != nil {
+					return err
+				}
+				if string(l) == "END" {
+					return nil
+				}
+				f := strings.Fields(string(l))
+				if len(f) == 3 && f[0] == "STAT" {
+					n, _ := strconv.ParseInt(f[2], 10, 64)
+					switch f[1] {
+					case "curr_items":
+						st.Entries += n
+					case "bytes":
+						st.Bytes += n
+					}
+				}
+			}
+			return protoErr("stats: more than 1000 lines")
+		})
+		if err != nil {
+			return st, err
+		}
+	}
+	return st, nil
+}
+
+func readFull(c *mcConn, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		k, err := c.r.Read(b[n:])
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}

@@ -1,0 +1,276 @@
+// One memcached server for the memcached store: a small pool of TCP connections speaking the meta protocol,
+// each operation under one total deadline (connect, write, every byte of the answer), every reply bounded
+// (lines to 8 KiB, values to max_item) and checked against the replies its command can get. A connection that
+// saw a timeout, an I/O error or a malformed reply is out of step and is closed, never reused.
+package stores
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"time"
+)
+
+// maxLine bounds a status line or any line that is not a value.
+const maxLine = 8 << 10
+
+type mcConn struct {
+	c net.Conn
+	r *bufio.Reader
+	w *bufio.Writer
+}
+
+type mcServer struct {
+	addr    string
+	written string // host as written in the URL, for the ring
+	port    int
+	weight  int
+	pool    chan *mcConn
+	slots   chan struct{} // bounds open connections to `pool`
+	health  health
+	opts    *remoteOptions
+	maxItem int
+}
+
+func newMCServer(h HostPort, weight int, o *remoteOptions, maxItem int) *mcServer {
+	s := &mcServer{addr: h.Address(11211), written: h.Written, port: h.Port, weight: weight,
+		pool: make(chan *mcConn, o.pool), slots: make(chan struct{}, o.pool), opts: o, maxItem: maxItem}
+	if s.port == 0 {
+		s.port = 11211
+	}
+	return s
+}
+
+// errProtocol marks a reply that breaks a bound or does not parse.
+type protocolError struct{ msg string }
+
+func (e *protocolError) Error() string { return e.msg }
+
+func protoErr(format string, args ...any) error { return &protocolError{fmt.Sprintf(format, args...)} }
+
+// answerError is an error *answer* from the server (CLIENT_ERROR, SERVER_ERROR): the connection stays good and
+// it is not a failure of the server.
+type answerError struct{ line string }
+
+func (e *answerError) Error() string { return e.line }
+
+// deadline is the earlier of the context's deadline and now + timeout.
+func deadline(ctx context.Context, timeout time.Duration) time.Time {
+	d := time.Now().Add(timeout)
+	if cd, ok := ctx.Deadline(); ok && cd.Before(d) {
+		return cd
+	}
+	return d
+}
+
+func (s *mcServer) acquire(ctx context.Context, dl time.Time) (*mcConn, error) {
+	select {
+	case c := <-s.pool:
+		return c, nil
+	default:
+	}
+	wait := time.Until(dl)
+	if wait <= 0 {
+		return nil, os.ErrDeadlineExceeded
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case c := <-s.pool:
+		return c, nil
+	case s.slots <- struct{}{}:
+	case <-t.C:
+		return nil, os.ErrDeadlineExceeded
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	dialDl := time.Now().Add(s.opts.connectTimeout)
+	if dl.Before(dialDl) {
+		dialDl = dl
+	}
+	d := net.Dialer{Deadline: dialDl}
+	nc, err := d.DialContext(ctx, "tcp", s.addr)
+	if err != nil {
+		<-s.slots
+		return nil, err
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	return &mcConn{c: nc, r: bufio.NewReaderSize(nc, 16<<10), w: bufio.NewWriterSize(nc, 16<<10)}, nil
+}
+
+func (s *mcServer) release(c *mcConn, good bool) {
+	if good {
+		select {
+		case s.pool <- c:
+			return
+		default:
+		}
+	}
+	c.c.Close()
+	<-s.slots
+}
+
+func (s *mcServer) close() {
+	for {
+		select {
+		case c := <-s.pool:
+			c.c.Close()
+		default:
+			return
+		}
+	}
+}
+
+// do runs one exchange on one connection under the operation's deadline: write, then read with fn.
+func (s *mcServer) do(ctx context.Context, dl time.Time, write func(w *bufio.Writer), read func(c *mcConn) error) error {
+	if !s.health.admits() {
+		s.health.countError()
+		return &Error{Kind: Unavailable, Backend: "memcached", Server: s.addr, Msg: "ejected after failures; retrying later"}
+	}
+	c, err := s.acquire(ctx, dl)
+	if err != nil {
+		return s.failed(err)
+	}
+	_ = c.c.SetDeadline(dl)
+	write(c.w)
+	err = c.w.Flush()
+	if err == nil {
+		err = read(c)
+	}
+	var ans *answerError
+	good := err == nil || errors.As(err, &ans)
+	s.release(c, good)
+	if good {
+		s.health.record(true, s.opts.failures, s.opts.retryAfter)
+		if ans != nil {
+			return &Error{Kind: Other, Backend: "memcached", Server: s.addr, Err: ans}
+		}
+		return nil
+	}
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
+	return s.failed(err)
+}
+
+// failed records a failure and turns err into the store's error.
+func (s *mcServer) failed(err error) error {
+	s.health.record(false, s.opts.failures, s.opts.retryAfter)
+	kind := Unavailable
+	var pe *protocolError
+	switch {
+	case errors.As(err, &pe):
+		kind = Protocol
+	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, context.DeadlineExceeded):
+		kind = Timeout
+	}
+	return &Error{Kind: kind, Backend: "memcached", Server: s.addr, Err: err}
+}
+
+// line reads one reply line (without CR LF), refusing one longer than maxLine.
+func (c *mcConn) line() ([]byte, error) {
+	var buf []byte
+	for {
+		frag, err := c.r.ReadSlice('\n')
+		buf = append(buf, frag...)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			if len(buf) > maxLine {
+				return nil, protoErr("a reply line longer than %d bytes", maxLine)
+			}
+			continue
+		}
+		if errors.Is(err, io.EOF) {
+			return nil, io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	if len(buf) > maxLine+2 {
+		return nil, protoErr("a reply line longer than %d bytes", maxLine)
+	}
+	if len(buf) < 2 || buf[len(buf)-2] != '\r' {
+		return nil, protoErr("a reply line not ended by CR LF")
+	}
+	return buf[:len(buf)-2], nil
+}
+
+// errorLine turns CLIENT_ERROR/SERVER_ERROR/ERROR lines into an answer error, and anything else unexpected into
+// a protocol error.
+func errorLine(l []byte, cmd string) error {
+	if bytes.HasPrefix(l, []byte("CLIENT_ERROR")) || bytes.HasPrefix(l, []byte("SERVER_ERROR")) || bytes.Equal(l, []byte("ERROR")) {
+		return &answerError{string(l)}
+	}
+	return protoErr("unexpected reply to %s: %q", cmd, truncateBytes(l))
+}
+
+func truncateBytes(b []byte) string {
+	if len(b) > 60 {
+		return string(b[:60]) + "…"
+	}
+	return string(b)
+}
+
+// value reads the answer to `mg <key> v [c]`: nil for EN, else the value (and the cas when asked).
+func (c *mcConn) value(maxItem int, wantCas bool) ([]byte, uint64, error) {
+	l, err := c.line()
+	if err != nil {
+		return nil, 0, err
+	}
+	if bytes.Equal(l, []byte("EN")) {
+		return nil, 0, nil
+	}
+	if !bytes.HasPrefix(l, []byte("VA ")) {
+		return nil, 0, errorLine(l, "mg")
+	}
+	fields := bytes.Fields(l[3:])
+	if len(fields) == 0 {
+		return nil, 0, protoErr("VA without a length")
+	}
+	n, err := strconv.ParseUint(string(fields[0]), 10, 31)
+	if err != nil {
+		return nil, 0, protoErr("VA with a bad length %q", truncateBytes(fields[0]))
+	}
+	if n > uint64(maxItem) {
+		return nil, 0, protoErr("a value of %d bytes announced, more than max_item (%d)", n, maxItem)
+	}
+	var cas uint64
+	for _, f := range fields[1:] {
+		if f[0] == 'c' && wantCas {
+			if cas, err = strconv.ParseUint(string(f[1:]), 10, 64); err != nil {
+				return nil, 0, protoErr("bad cas %q", truncateBytes(f))
+			}
+		}
+	}
+	data := make([]byte, n+2)
+	if _, err := io.ReadFull(c.r, data); err != nil {
+		return nil, 0, err
+	}
+	if data[n] != '\r' || data[n+1] != '\n' {
+		return nil, 0, protoErr("a value not followed by CR LF")
+	}
+	return data[:n:n], cas, nil
+}
+
+// status reads a one-word reply and returns it if it is one of allowed.
+func (c *mcConn) status(cmd string, allowed ...string) (string, error) {
+	l, err := c.line()
+	if err != nil {
+		return "", err
+	}
+	for _, a := range allowed {
+		if string(l) == a {
+			return a, nil
+		}
+	}
+	return "", errorLine(l, cmd)
+}

@@ -1,0 +1,131 @@
+// The memcached store against real memcached servers: the shared behaviour, ketama placement as other
+// languages compute it, ejection of a dead server and its keys moving, records checked on read, and hostile
+// replies cut off within the timeout.
+package stores_test
+
+import (
+	"context"
+	"fmt"
+	"github.com/larder-cache/larder/clients/go/stores"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/larder-cache/larder/clients/go/ring"
+	"time"
+
+	"github.com/larder-cache/larder/clients/go/internal/testservers"
+)
+
+func openURL(t testing.TB, url string) stores.Store {
+	s, err := stores.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestMemcachedStore(t *testing.T) {
+	url := "memcached://" + testservers.Memcached(t, "a") + "," + testservers.Memcached(t, "b") + "?purge_skew=0s"
+	behave(t, func(t *testing.T) stores.Store { return openURL(t, url) }, true)
+}
+
+func TestMemcachedPrefixOption(t *testing.T) {
+	addr := testservers.Memcached(t, "a")
+	ctx := context.Background()
+	a, b := openURL(t, "memcached://"+addr+"?prefix=app1:"), openURL(t, "memcached://"+addr+"?prefix=app2:")
+	_ = a.Set(ctx, "shared", []byte("1"), time.Minute)
+	if v, _ := b.Get(ctx, "shared"); v != nil {
+		t.Fatal("prefixes do not separate applications")
+	}
+	raw := openURL(t, "memcached://"+addr)
+	if v, _ := raw.Get(ctx, "app1:shared"); string(v) != "1" {
+		t.Fatalf("stored key is not prefix+key: %q", v)
+	}
+}
+
+// deadAddr is a loopback port with nothing listening.
+func deadAddr() string {
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	a := l.Addr().String()
+	l.Close()
+	return a
+}
+
+func TestMemcachedEjectsADeadServerAndMovesItsKeys(t *testing.T) {
+	live, dead := testservers.Memcached(t, "a"), deadAddr()
+	s := openURL(t, "memcached://"+live+","+dead+"?failures=2&retry_after=1s&timeout=200ms")
+	ctx := context.Background()
+	// Find keys of the dead server: the first two requests fail (connection refused), then it is ejected and
+	// its keys go to the live one.
+	var deadKeys []string
+	host, port, _ := net.SplitHostPort(dead)
+	lhost, lport, _ := net.SplitHostPort(live)
+	r := ring.Build([]ring.Server{{Host: lhost, Port: atoi(lport), Weight: 1}, {Host: host, Port: atoi(port), Weight: 1}}, nil)
+	for i := 0; len(deadKeys) < 5; i++ {
+		k := fmt.Sprintf("eject-%d-%d", i, time.Now().UnixNano())
+		if r.Pick(k) == 1 {
+			deadKeys = append(deadKeys, k)
+		}
+	}
+	failures := 0
+	for _, k := range deadKeys {
+		if err := s.Set(ctx, k, []byte("v"), time.Minute); err != nil {
+			failures++
+		}
+	}
+	if failures > 2 {
+		t.Fatalf("%d requests failed: a dead server costs at most `failures` errors", failures)
+	}
+	start := time.Now()
+	for _, k := range deadKeys[2:] {
+		if v, err := s.Get(ctx, k); string(v) != "v" || err != nil {
+			t.Fatalf("%s after ejection: %q %v", k, v, err)
+		}
+	}
+	if time.Since(start) > 100*time.Millisecond {
+		t.Fatal("requests waited on an ejected server")
+	}
+	st, _ := s.Stats(ctx)
+	if st.ServerErrors[dead] < 2 {
+		t.Fatalf("errors not counted: %v", st.ServerErrors)
+	}
+}
+
+func TestMemcachedHostileReplies(t *testing.T) {
+	for _, behaviour := range []string{"drip", "huge", "endless-line", "garbage", "silent"} {
+		t.Run(behaviour, func(t *testing.T) {
+			addr, stop := testservers.Hostile(t, "memcached", behaviour)
+			defer stop()
+			s := openURL(t, "memcached://"+addr+"?timeout=300ms&failures=100")
+			start := time.Now()
+			v, err := s.Get(context.Background(), "k")
+			took := time.Since(start)
+			if err == nil || v != nil {
+				t.Fatalf("read %d bytes without error", len(v))
+			}
+			if took > 800*time.Millisecond {
+				t.Fatalf("took %v (timeout 300ms)", took)
+			}
+			var se *stores.Error
+			if !asStoreError(err, &se) || se.Server != addr {
+				t.Fatalf("not the store's error naming the server: %v", err)
+			}
+			if k := stores.KindOf(err); k != stores.Timeout && k != stores.Protocol {
+				t.Fatalf("kind %s: %v", k, err)
+			}
+		})
+	}
+}
+
+func asStoreError(err error, target **stores.Error) bool {
+	e, ok := err.(*stores.Error)
+	if ok {
+		*target = e
+	}
+	return ok && strings.Contains(e.Error(), e.Backend)
+}
+
+func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
