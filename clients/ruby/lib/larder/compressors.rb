@@ -29,6 +29,8 @@ module Larder
     # expands at most ~1032x, so one slice yields at most ~260 KiB).
     GZIP_SLICE = 256
     BROTLI_CHUNK = 64 * 1024
+    # One zero byte, repeated into the output buffers of the Fiddle calls.
+    ZERO = "\0".b.freeze
 
     module_function
 
@@ -64,15 +66,17 @@ module Larder
       end
     end
 
+    # Into Ruby Strings rather than Fiddle::Pointer buffers (a Fiddle call takes a String's bytes as they are), and
+    # the bound computed here (LZ4_COMPRESSBOUND): no buffer to copy out, no finalizer per call.
     def lz4_compress(data)
       raise ArgumentError, "lz4 input of #{data.bytesize} bytes exceeds 2 GiB" if data.bytesize > 0x7E00_0000
 
-      bound = Native[:LZ4_compressBound].call(data.bytesize)
-      out = Fiddle::Pointer.malloc(bound, Fiddle::RUBY_FREE)
-      written = Native[:LZ4_compress_default].call(data, out, data.bytesize, bound)
+      bound = data.bytesize + (data.bytesize / 255) + 16
+      out = ZERO * (4 + bound)
+      written = Native[:LZ4_compress_default].call(data, Fiddle::Pointer[out] + 4, data.bytesize, bound)
       raise ArgumentError, "lz4 compression failed" if written <= 0
 
-      [data.bytesize].pack("L<") + out.to_s(written)
+      [data.bytesize].pack("L<") << out.byteslice(4, written)
     end
 
     def lz4_decompress(data, max_size)
@@ -85,12 +89,12 @@ module Larder
         raise corrupt("lz4 size prefix claims #{declared} bytes from a #{block.bytesize}-byte block, more than LZ4 " \
                       "can expand")
       end
-      out = Fiddle::Pointer.malloc([declared, 1].max, Fiddle::RUBY_FREE)
+      out = ZERO * [declared, 1].max
       got = Native[:LZ4_decompress_safe].call(block, out, block.bytesize, declared)
       raise corrupt("lz4: block does not decode") if got.negative?
       raise corrupt("lz4 block decoded to #{got} bytes, prefix declared #{declared}") if got != declared
 
-      out.to_s(declared)
+      declared.zero? ? out.byteslice(0, 0) : out
     end
 
     def snappy_compress(data)

@@ -93,8 +93,9 @@ module Larder
 
       # The moment (ms) past which `value` may not be returned (spec/STORES.md §2), or nil for never: the earlier of
       # now + ttl and the entry's hard expiry.
-      def self.expiry_ms(value, ttl, now = nil)
-        hard = entry_hard_expiry(value)
+      # `header`: the value's entry header when the caller has read it already (entry_header), to read it once.
+      def self.expiry_ms(value, ttl, now = nil, header: :unread)
+        hard = header == :unread ? entry_hard_expiry(value) : header&.hard_expiry
         return hard if ttl.nil?
 
         by_ttl = (now || Larder.now_ms) + (ttl * 1000).ceil
@@ -106,6 +107,15 @@ module Larder
         return nil unless entry?(value)
 
         Header.read(value).hard_expiry
+      rescue InvalidEntry
+        nil
+      end
+
+      # The header of an entry, or nil for a value that is not one (or whose header does not parse).
+      def self.entry_header(value)
+        return nil unless entry?(value)
+
+        Header.read(value)
       rescue InvalidEntry
         nil
       end

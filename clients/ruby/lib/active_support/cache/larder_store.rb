@@ -27,7 +27,7 @@ module ActiveSupport
     # Options (besides ActiveSupport's own: namespace, expires_in, race_condition_ttl, compress, compress_threshold),
     # accepted in the shapes ActiveSupport 7.1+ documents for them:
     # - `compressor:` a larder compressor, "lz4" (default), "zstd", "snappy", "brotli", "gzip" or "none";
-    #   `compress: false` means "none". ActiveSupport 7.1's `compressor: Zlib` (its default) means "gzip": the
+    #   `compress: false` means "none"; on memory://, as MemoryStore, compression is off unless asked for. ActiveSupport 7.1's `compressor: Zlib` (its default) means "gzip": the
     #   entry records its compressor so every language can decode it, so other compressor objects are refused.
     #   `compress_threshold:` bytes (default 1024, as Rails).
     # - `serializer:` :larder (default): plain values as MessagePack, other Ruby objects as a MessagePack ext of
@@ -59,6 +59,12 @@ module ActiveSupport
 
       # How long past expiry an entry is kept when race_condition_ttl is set (as MemCacheStore does).
       RACE_WINDOW_MS = 300_000
+      # Values whose decoded entry the memory store may keep (read_view).
+      SHAREABLE = [NilClass, TrueClass, FalseClass, Integer, Float, String].freeze
+      # ActiveSupport 6.1's LocalCache wraps read_entry (so read_view runs beneath it); 7.1's wraps
+      # read_serialized_entry, which read_view skips, so there it runs only when no local cache is active.
+      LOCAL_CACHE_WRAPS_READ_ENTRY = !Strategy::LocalCache.private_method_defined?(:read_serialized_entry) &&
+                                     !Strategy::LocalCache.method_defined?(:read_serialized_entry)
       NO_TAGS = [].freeze
       # serializer: => [larder serializer, when Marshal is used (Larder::RubyValues)].
       SERIALIZERS = { larder: ["msgpack", :when_needed], msgpack: ["msgpack", :never],
@@ -92,6 +98,7 @@ module ActiveSupport
         @signing = [options.delete(:signing_secret), Array(options.delete(:signing_secret_fallbacks))]
         store = options.delete(:store) || url || "memory://"
         @larder = store.is_a?(String) ? Larder::Stores.open(store) : store
+        @views = @larder.is_a?(Larder::Stores::Memory)
         @lock_policy = Larder::LockPolicy.new(@larder, lock_ttl: (options.delete(:lock_ttl) || 10).to_f)
         # As ActiveSupport's MemoryStore: the process's own memory is not compressed unless asked (`compress: true`
         # or a `compressor:`), since no network is saved, only CPU spent on every write and read.
@@ -102,6 +109,8 @@ module ActiveSupport
         compressor = larder_compressor(options.delete(:compressor))
         @compressor = compressor # used unless the call's (or the store's) compress: is false
         super(options)
+        @options[:larder_compress] = @options.fetch(:compress, true) # see merged_options
+        @options[:compress] = false
       end
 
       # ActiveSupport 6.1 passes options as a Hash, 7.1+ as keywords.
@@ -163,14 +172,13 @@ module ActiveSupport
       # ActiveSupport 6.1's Entry.new compresses a value with Zlib itself when the options say `compress:` (its
       # default), and LarderStore would then inflate it again to build the larder entry, which is compressed by the
       # entry's own rule (FORMAT.md §3): a deflate and an inflate for nothing on every write (80% of a 64 KiB write).
-      # So the Entry is told not to compress, and the caller's choice travels to serialize_entry as
-      # `larder_compress:`.
+      # So the store's options say `compress: false` to the Entry and carry the store's choice as `larder_compress:`
+      # (set once, in initialize), and a call's own `compress:` is moved there too; serialize_entry reads it.
       def merged_options(call_options)
         options = super
-        return options if options[:compress] == false && !options.key?(:larder_compress)
+        return options unless call_options&.key?(:compress) && !call_options.key?(:larder_compress)
 
-        chosen = options.fetch(:larder_compress) { options.fetch(:compress, true) }
-        options.merge(compress: false, larder_compress: chosen)
+        options.merge(compress: false, larder_compress: call_options[:compress])
       end
 
       # A normalized ActiveSupport key (namespace:key) as a larder safe key (FORMAT.md §5.1).
@@ -181,7 +189,30 @@ module ActiveSupport
       # Reads go through read_serialized_entry and writes through write_serialized_entry, the hooks ActiveSupport
       # 7.1+'s LocalCache wraps (it keeps the stored bytes); 6.1's LocalCache wraps read_entry/write_entry.
       def read_entry(key, **options)
+        return read_view(key) if @views && (LOCAL_CACHE_WRAPS_READ_ENTRY || local_cache.nil?)
+
         deserialize_entry(read_serialized_entry(key, **options), **options)
+      end
+
+      # On the process's memory: the entry decoded once per stored bytes (Larder::Stores::Memory#get_view), and a
+      # copy handed out, as ActiveSupport's MemoryStore hands out copies of the entries it keeps.
+      def read_view(key)
+        entry = failsafe(:read_entry) { @larder.get_view(larder_key(key), self) { |raw| entry_view(raw) } }
+        return nil if entry.nil?
+
+        copy = entry.dup
+        copy.dup_value!
+        copy
+      end
+
+      # [the entry, whether to keep it]: kept when a copy costs no more than dup_value! (nil, booleans, numbers, a
+      # String) and the value shares the stored bytes instead of adding a decompressed copy of them to memory.
+      def entry_view(raw)
+        entry = to_as_entry(raw)
+        return [nil, false] if entry.nil?
+
+        uncompressed = !Larder::Stores::Base.entry?(raw) || raw.getbyte(Larder::Header::COMPRESSOR_OFFSET).zero?
+        [entry, uncompressed && SHAREABLE.any? { |type| type === entry.value }] # rubocop:disable Style/CaseEquality
       end
 
       def read_serialized_entry(key, **)
@@ -193,10 +224,21 @@ module ActiveSupport
       end
 
       def read_multi_entries(names, **options)
+        return read_multi_views(names, options) if @views && (LOCAL_CACHE_WRAPS_READ_ENTRY || local_cache.nil?)
+
         keys = names.map { |name| normalize_key(name, options) }
         raws = failsafe(:read_multi_entries, returning: []) { @larder.get_many(keys.map { |key| larder_key(key) }) }
         names.zip(raws || []).each_with_object({}) do |(name, raw), results|
           entry = raw && to_as_entry(raw)
+          next if entry.nil? || entry.expired? || entry.mismatched?(normalize_version(name, options))
+
+          results[name] = entry.value
+        end
+      end
+
+      def read_multi_views(names, options)
+        names.each_with_object({}) do |name, results|
+          entry = read_view(normalize_key(name, options))
           next if entry.nil? || entry.expired? || entry.mismatched?(normalize_version(name, options))
 
           results[name] = entry.value

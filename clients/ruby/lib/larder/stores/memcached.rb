@@ -13,6 +13,8 @@ module Larder
       THIRTY_DAYS = 2_592_000
       ITEM_OVERHEAD = 50
       MAX_PREFIX_LINES = 1000
+      # A value line, its size of at most 10 digits, then flags or nothing.
+      VALUE_LINE = /\AVA \d{1,10}(?: |\z)/n
 
       # One memcached server: its address, health and idle connections.
       class Server
@@ -85,6 +87,11 @@ module Larder
 
       # The index of the server a stored key goes to, with the servers available now.
       def server_index(stored_key)
+        if @servers.size == 1 # what a ring of one answers, without hashing the key on every request
+          return 0 if @servers[0].health.available?
+
+          raise StoreError.new(BACKEND, "every server is ejected")
+        end
         ring&.server(stored_key) || raise(StoreError.new(BACKEND, "every server is ejected"))
       end
 
@@ -296,8 +303,10 @@ module Larder
 
       # Values whose entry a purge record covers become nil (§4.4). `keys` are the caller's (unprefixed) keys.
       def purge_check(keys, values, prefixes, deadline)
-        headers = values.map { |value| value&.start_with?(Header::MAGIC) ? safe_header(value) : nil }
+        headers = values.map { |value| value && Base.entry?(value) ? safe_header(value) : nil }
         tags = headers.compact.flat_map(&:tags).uniq
+        return values if prefixes.empty? && tags.empty? # no record can cover any of them
+
         records = tags.empty? ? {} : multi_get(tags.map { |tag| internal("tag", tag) }, deadline)
         keys.zip(values, headers).map do |key, value, header|
           next value if header.nil?
@@ -322,18 +331,32 @@ module Larder
       # pair with the keys by position (§4.1): each is `EN` or `VA <size>` with a size of at most max_item, so a
       # multi-get holds at most one item's worth per key asked; anything else is a Failure.
       def multi_get(stored_keys, deadline)
-        stored_keys.group_by { |key| server_index(key) }.each_with_object({}) do |(index, batch), found|
+        by_server = if @servers.size == 1
+                      { server_index(nil) => stored_keys }
+                    else
+                      stored_keys.group_by { |key| server_index(key) }
+                    end
+        by_server.each_with_object({}) do |(index, batch), found|
           on_index(index, batch.first, deadline) do |connection|
-            connection.write(batch.map { |key| "mg #{key} v\r\n" }.join)
+            request = String.new(capacity: batch.sum { |key| key.bytesize + 7 }, encoding: Encoding::BINARY)
+            batch.each { |key| request << "mg " << key << " v\r\n" }
+            connection.write(request)
             batch.each do |key|
               line = connection.read_line
               next if line == "EN"
 
-              size, = value_header(line)
-              found[key] = connection.read_bytes(size)
+              found[key] = connection.read_bytes(value_size(line))
             end
           end
         end
+      end
+
+      # The size of a `VA <size> <flags>*` line (value_header without the flags); a size beyond max_item is a Failure.
+      def value_size(line)
+        size = line.match?(VALUE_LINE) ? line.byteslice(3, 10).to_i : -1
+        return value_header(line).first if size.negative? || size > @max_item
+
+        size
       end
 
       # The size and flags ("k" => key, "c" => cas…) of a `VA <size> <flags>*` line; a size beyond max_item is a

@@ -9,7 +9,11 @@ module Larder
       # Bytes counted per item beyond its key and value (the Hash slot, the Item, the String headers).
       OVERHEAD = 96
 
-      Item = Struct.new(:value, :expires_at) # expires_at: ms or nil
+      # Bytes counted for a view kept beside an entry (get_view): the Array, the decoded object and its String header.
+      VIEW_OVERHEAD = 160
+
+      # expires_at: ms or nil; view: [owner, object] (get_view), or nil.
+      Item = Struct.new(:value, :expires_at, :view)
 
       def self.from_url(url)
         raise UrlError, "memory:// takes no host or path" unless url.hosts.empty? && url.path.empty?
@@ -31,6 +35,25 @@ module Larder
       def get(key)
         check_key(key)
         @mutex.synchronize { live(key)&.value }
+      end
+
+      # What `owner` makes of the bytes at `key` (nil when missing): the block gets the bytes and answers
+      # [object, keep]; a kept object is remembered beside these bytes, for this owner, until they are replaced,
+      # expire or are evicted, and answered without calling the block again. A reader that decodes every entry it
+      # reads (LarderStore) so decodes the bytes once, not on every read of the process's own memory, as
+      # ActiveSupport's MemoryStore keeps objects rather than bytes. The block runs outside the lock; a view is
+      # counted in the store's bytes (VIEW_OVERHEAD), so the capacity still holds.
+      def get_view(key, owner)
+        check_key(key)
+        item = @mutex.synchronize { live(key) }
+        return nil if item.nil?
+
+        view = item.view
+        return view[1] if view && view[0].equal?(owner)
+
+        object, keep = yield item.value
+        keep_view(key, item, [owner, object].freeze) if keep
+        object
       end
 
       def get_many(keys)
@@ -169,7 +192,18 @@ module Larder
       end
 
       def weight(key, item)
-        key.bytesize + item.value.bytesize + OVERHEAD
+        key.bytesize + item.value.bytesize + OVERHEAD + (item.view ? VIEW_OVERHEAD : 0)
+      end
+
+      # Attaches a view to the item still stored at `key` (a view made from replaced bytes is dropped).
+      def keep_view(key, item, view)
+        @mutex.synchronize do
+          next unless @items[key].equal?(item)
+
+          @bytes += VIEW_OVERHEAD unless item.view
+          item.view = view
+          evict
+        end
       end
     end
   end

@@ -98,12 +98,12 @@ module Larder
       end
 
       def set(key, value, ttl: nil)
-        write(stored_key(key), value, Base.expiry_ms(value, ttl), nx: false)
+        write(stored_key(key), value, ttl, nx: false)
         nil
       end
 
       def add(key, value, ttl: nil)
-        write(stored_key(key), value, Base.expiry_ms(value, ttl), nx: true)
+        write(stored_key(key), value, ttl, nx: true)
       end
 
       def incr(key, delta, ttl: nil, create: true)
@@ -189,7 +189,9 @@ module Larder
 
       private
 
-      def write(stored, value, expiry, nx:) # rubocop:disable Naming/MethodParameterName
+      def write(stored, value, ttl, nx:) # rubocop:disable Naming/MethodParameterName
+        header = Base.entry_header(value) # read once, for the expiry and the tags
+        expiry = Base.expiry_ms(value, ttl, header: header)
         if expiry && expiry <= Larder.now_ms
           guarded { |deadline| on_key(deadline, stored, ["DEL", stored], Resp::SMALL, INTEGER) } unless nx
           return false
@@ -197,7 +199,7 @@ module Larder
         set = ["SET", stored, value]
         set.push("PXAT", expiry) if expiry
         set.push("NX") if nx
-        tags = Base.entry_tags(value).map { |tag| [@keys.internal("tag", tag), [stored, expiry || 0]] }
+        tags = (header&.tags || []).map { |tag| [@keys.internal("tag", tag), [stored, expiry || 0]] }
         guarded do |deadline|
           if @cluster || nx || tags.empty?
             done = answer(on_key(deadline, stored, set, Resp::SMALL, STATUS_OR_NIL))

@@ -129,10 +129,11 @@ module Larder
       # The next `count` bytes, which must be followed by CR LF. The caller bounds `count` first.
       def read_bytes(count)
         fill(count + 2) while @buffer.bytesize - @pos < count + 2
-        data = @buffer.byteslice(@pos, count)
-        if @buffer.byteslice(@pos + count, 2) != "\r\n"
+        if @buffer.getbyte(@pos + count) != 13 || @buffer.getbyte(@pos + count + 1) != 10 # CR LF
           raise Failure, "malformed answer: data block not followed by CRLF"
         end
+
+        data = @buffer.byteslice(@pos, count)
 
         consume(@pos + count + 2)
         data

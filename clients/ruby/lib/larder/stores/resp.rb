@@ -40,7 +40,9 @@ module Larder
 
       # The RESP encoding of a command (every argument as a bulk string), as binary bytes.
       def command(*args)
-        out = String.new("*#{args.size}\r\n", encoding: Encoding::BINARY)
+        out = String.new(capacity: args.sum { |arg| arg.is_a?(String) ? arg.bytesize + 16 : 32 } + 16,
+                         encoding: Encoding::BINARY)
+        out << "*" << args.size.to_s << "\r\n"
         args.each do |arg|
           arg = arg.to_s
           arg = arg.b unless arg.encoding == Encoding::BINARY || arg.ascii_only?
@@ -79,7 +81,7 @@ module Larder
           line = @connection.read_line
           body = line.byteslice(1, line.bytesize - 1)
           case line.getbyte(0)
-          when 43 then Status.new(body) # "+"
+          when 43 then body == "OK" ? OK : Status.new(body) # "+"
           when 45 then ErrorReply.new(body.force_encoding(Encoding::UTF_8).scrub) # "-"
           when 58 then integer(body) # ":"
           when 36 then bulk(length(body)) # "$"
