@@ -27,8 +27,9 @@ module ActiveSupport
     # Options (besides ActiveSupport's own: namespace, expires_in, race_condition_ttl, compress, compress_threshold),
     # accepted in the shapes ActiveSupport 7.1+ documents for them:
     # - `compressor:` a larder compressor, "lz4" (default), "zstd", "snappy", "brotli", "gzip" or "none";
-    #   `compress: false` means "none"; on memory://, as MemoryStore, compression is off unless asked for. ActiveSupport 7.1's `compressor: Zlib` (its default) means "gzip": the
-    #   entry records its compressor so every language can decode it, so other compressor objects are refused.
+    #   `compress: false` means "none"; on memory://, as MemoryStore, compression is off unless asked for.
+    #   ActiveSupport 7.1's `compressor: Zlib` (its default) means "gzip": the entry records its compressor so every
+    #   language can decode it, so other compressor objects are refused.
     #   `compress_threshold:` bytes (default 1024, as Rails).
     # - `serializer:` :larder (default): plain values as MessagePack, other Ruby objects as a MessagePack ext of
     #   type 101 holding their Marshal dump, signed (Larder::RubyValues, spec/FORMAT.md §2); :message_pack and
