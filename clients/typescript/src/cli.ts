@@ -1,4 +1,3 @@
-#!/usr/bin/env node
 // `larder-ts encode|inspect|key`: the format commands every larder implementation ships (spec/CLI.md), with the
 // same flags, output and exit statuses as the Rust `larder` binary: 0 on success, 1 when inspect is given an
 // invalid entry, 2 for a usage error or bad input; errors are one line on stderr beginning with `larder: `.
@@ -244,17 +243,25 @@ function runEncode(p: Parsed, stdin: Uint8Array): Uint8Array {
   }
 }
 
-function isTerminal(): boolean {
-  const forced = process.env[FORCE_TTY_VAR];
+/** Whether stdout is a terminal, unless LARDER_FORCE_TTY says otherwise. */
+function isTerminal(env: Environment): boolean {
+  const forced = env.vars[FORCE_TTY_VAR];
   if (forced === "0" || forced === "1") return forced === "1";
-  return process.stdout.isTTY === true;
+  return env.stdoutIsTty;
 }
 
-function runInspect(p: Parsed, readStdin: () => Uint8Array): Uint8Array {
+/** What a command sees of its process: stdin, the environment's variables, whether stdout is a terminal. */
+export interface Environment {
+  readStdin: () => Uint8Array;
+  vars: Record<string, string | undefined>;
+  stdoutIsTty: boolean;
+}
+
+function runInspect(p: Parsed, env: Environment): Uint8Array {
   if (p.positionals.length > 1) throw usage(`unexpected argument '${p.positionals[1]}'`);
   const file = p.positionals[0] ?? "-";
   let data: Uint8Array;
-  if (file === "-") data = readStdin();
+  if (file === "-") data = env.readStdin();
   else {
     try {
       data = new Uint8Array(readFileSync(file));
@@ -271,7 +278,7 @@ function runInspect(p: Parsed, readStdin: () => Uint8Array): Uint8Array {
     throw e;
   }
   if (p.options.has("json")) return utf8(report.json());
-  const terminal = isTerminal();
+  const terminal = isTerminal(env);
   const cut = terminal && !p.options.has("full");
   const human = utf8(report.human(cut));
   if (!p.options.has("body")) return human;
@@ -294,7 +301,17 @@ function runKey(p: Parsed): Uint8Array {
 }
 
 /** Runs one command; returns [exit status, stdout bytes, stderr text]. */
-export function run(argv: string[], readStdin: () => Uint8Array): [number, Uint8Array, string] {
+export function run(argv: readonly string[], environment: Environment): [number, Uint8Array, string] {
+  const env: Environment = {
+    ...environment,
+    readStdin: () => {
+      try {
+        return environment.readStdin();
+      } catch (e) {
+        throw new Failure(2, `cannot read stdin: ${(e as Error).message}`);
+      }
+    },
+  };
   try {
     const [command, ...rest] = argv;
     if (command === "--help" || command === "-h") return [0, utf8(HELP), ""];
@@ -305,26 +322,11 @@ export function run(argv: string[], readStdin: () => Uint8Array): [number, Uint8
     }
     const parsed = parse(rest, specs);
     if (parsed.help) return [0, utf8(HELP), ""];
-    if (command === "encode") return [0, runEncode(parsed, readStdin()), ""];
-    if (command === "inspect") return [0, runInspect(parsed, readStdin), ""];
+    if (command === "encode") return [0, runEncode(parsed, env.readStdin()), ""];
+    if (command === "inspect") return [0, runInspect(parsed, env), ""];
     return [0, runKey(parsed), ""];
   } catch (e) {
     if (e instanceof Failure) return [e.status, new Uint8Array(0), `larder: ${e.message}\n`];
     throw e;
   }
 }
-
-function readAllStdin(): Uint8Array {
-  try {
-    return new Uint8Array(readFileSync(0));
-  } catch (e) {
-    if ((e as { code?: string }).code === "EAGAIN" || (e as { code?: string }).code === "EOF") return new Uint8Array(0);
-    throw new Failure(2, `cannot read stdin: ${(e as Error).message}`);
-  }
-}
-
-const [status, out, err] = run(process.argv.slice(2), readAllStdin);
-if (err) process.stderr.write(err);
-process.stdout.write(out, () => {
-  process.exitCode = status;
-});

@@ -3,13 +3,14 @@
 // inspected by both, in both output forms and as a terminal would see it.
 
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
+import { execFile, spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, test } from "node:test";
+import { run } from "../src/cli.js";
 import { LARDER_BIN, REPO, TS_ROOT } from "./support/paths.js";
 
-const CLI = join(TS_ROOT, "build", "src", "cli.js");
+const BIN = join(TS_ROOT, "build", "src", "bin.js");
 
 interface Ran {
   status: number;
@@ -17,27 +18,59 @@ interface Ran {
   stderr: string;
 }
 
-function run(command: string[], args: string[], stdin: Uint8Array | string, env: Record<string, string> = {}): Ran {
-  const [exe, ...pre] = command as [string, ...string[]];
-  const r = spawnSync(exe, [...pre, ...args], { input: stdin, env: { ...process.env, ...env }, timeout: 20_000 });
-  return { status: r.status ?? -1, stdout: r.stdout, stderr: r.stderr.toString("utf8") };
+/** The TypeScript CLI, in this process (the same `run` the larder-ts executable calls). */
+function ts(args: string[], stdin: Uint8Array | string = "", vars: Record<string, string> = {}): Ran {
+  const input = typeof stdin === "string" ? new Uint8Array(Buffer.from(stdin)) : stdin;
+  const [status, out, err] = run(args, { readStdin: () => input, vars, stdoutIsTty: false });
+  return { status, stdout: Buffer.from(out), stderr: err };
 }
 
-const ts = (args: string[], stdin: Uint8Array | string = "", env: Record<string, string> = {}): Ran =>
-  run([process.execPath, CLI], args, stdin, env);
-const rust = (args: string[], stdin: Uint8Array | string = "", env: Record<string, string> = {}): Ran =>
-  run([LARDER_BIN], args, stdin, env);
+/** The Rust binary, as a process (several at once: its start-up is what costs). */
+function rust(args: string[], stdin: Uint8Array | string = "", vars: Record<string, string> = {}): Promise<Ran> {
+  return new Promise((resolve, reject) => {
+    const child = execFile(
+      LARDER_BIN,
+      args,
+      {
+        encoding: "buffer",
+        env: { ...process.env, LARDER_FORCE_TTY: "0", ...vars },
+        timeout: 20_000,
+        maxBuffer: 64 << 20,
+      },
+      (error, stdout, stderr) => {
+        const status = error === null ? 0 : typeof error.code === "number" ? error.code : -1;
+        if (status === -1) reject(error);
+        else resolve({ status, stdout, stderr: stderr.toString("utf8") });
+      },
+    );
+    child.stdin?.on("error", () => {}); // a command that exits before reading its stdin
+    child.stdin?.end(stdin);
+  });
+}
 
-function same(args: string[], stdin: Uint8Array | string = "", env: Record<string, string> = {}): Ran {
-  const a = ts(args, stdin, env);
-  const b = rust(args, stdin, env);
-  assert.equal(a.status, b.status, `exit status of ${args.join(" ")}: ${a.stderr} / ${b.stderr}`);
-  assert.deepEqual(a.stdout, b.stdout, `stdout of ${args.join(" ")}`);
-  if (a.status !== 0) {
-    assert.match(a.stderr, /^larder: [^\n]*\n$/, "one larder: line");
-    assert.match(b.stderr, /^larder: /);
-  }
-  return a;
+type Call = [string[], Uint8Array | string, Record<string, string>?];
+
+/** Runs every call through both, at most four Rust processes at a time, and compares them. */
+async function same(calls: Call[]): Promise<Ran[]> {
+  const results: Ran[] = new Array(calls.length);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < calls.length) {
+      const i = next++;
+      const [args, stdin, vars = {}] = calls[i] as Call;
+      const b = await rust(args, stdin, vars);
+      const a = ts(args, stdin, { LARDER_FORCE_TTY: "0", ...vars });
+      assert.equal(a.status, b.status, `exit status of ${args.join(" ")}: ${a.stderr} / ${b.stderr}`);
+      assert.deepEqual(a.stdout, b.stdout, `stdout of ${args.join(" ")}`);
+      if (a.status !== 0) {
+        assert.match(a.stderr, /^larder: [^\n]*\n$/, "one larder: line");
+        assert.match(b.stderr, /^larder: /);
+      }
+      results[i] = a;
+    }
+  };
+  await Promise.all([worker(), worker(), worker(), worker()]);
+  return results;
 }
 
 const rustMissing = !existsSync(LARDER_BIN) && process.env.LARDER_BIN === undefined;
@@ -69,55 +102,69 @@ describe("CLI against the Rust binary", { skip: rustMissing ? `no ${LARDER_BIN}`
     [["--kind", "response", "--serializer", "json"], '{"status": 200}'],
     [["--kind", "response"], '{"status": 99}'],
   ];
-  test("encode gives the same bytes (uncompressed) and statuses", () => {
-    for (const [args, stdin] of encodes) {
-      const created = args.includes("--created-at") ? [] : ["--created-at", "1700000000000"];
-      same(["encode", "--compressor", "none", ...created, ...args], stdin);
-    }
+  const created = (args: string[]): string[] =>
+    args.includes("--created-at") ? [] : ["--created-at", "1700000000000"];
+  test("encode gives the same bytes (uncompressed) and statuses", async () => {
+    await same(
+      encodes.map(([args, stdin]): Call => [["encode", "--compressor", "none", ...created(args), ...args], stdin]),
+    );
   });
-  test("inspect of what each encodes is the same, in every form", () => {
+  test("inspect of what each encodes is the same, in every form", async () => {
+    const calls: Call[] = [];
     for (const [args, stdin] of encodes) {
-      const created = args.includes("--created-at") ? [] : ["--created-at", "1700000000000"];
-      const entry = rust(["encode", ...created, ...args], stdin);
+      const entry = ts(["encode", ...created(args), ...args], stdin);
       if (entry.status !== 0) continue;
-      for (const form of [[], ["--json"], ["--body"]]) same(["inspect", ...form], entry.stdout);
-      same(["inspect", "--body"], entry.stdout, { LARDER_FORCE_TTY: "1" });
+      for (const form of [[], ["--json"], ["--body"]]) calls.push([["inspect", ...form], entry.stdout]);
+      calls.push([["inspect", "--body"], entry.stdout, { LARDER_FORCE_TTY: "1" }]);
     }
+    await same(calls);
   });
-  test("inspect of every valid vector entry", () => {
+  test("inspect of every valid vector entry", async () => {
+    const calls: Call[] = [];
     for (const c of vectors("entries.json")) {
       const data = Buffer.from(c.entry_hex as string, "hex");
-      for (const form of [[], ["--json"], ["--body"]]) same(["inspect", ...form], data);
-      same(["inspect", "--body"], data, { LARDER_FORCE_TTY: "1" });
-      same(["inspect", "--full"], data, { LARDER_FORCE_TTY: "1" });
+      for (const form of [[], ["--json"], ["--body"]]) calls.push([["inspect", ...form], data]);
+      calls.push([["inspect", "--body"], data, { LARDER_FORCE_TTY: "1" }]);
+      calls.push([["inspect", "--full"], data, { LARDER_FORCE_TTY: "1" }]);
     }
+    await same(calls);
   });
-  test("inspect of every invalid vector entry names the same error kind", () => {
-    for (const c of vectors("invalid.json")) {
-      const args = c.max_size === undefined ? ["inspect"] : ["inspect", "--max-size", String(c.max_size)];
-      const r = same(args, Buffer.from(c.entry_hex as string, "hex"));
+  test("inspect of every invalid vector entry names the same error kind", async () => {
+    const cases = vectors("invalid.json");
+    const results = await same(
+      cases.map(
+        (c): Call => [
+          c.max_size === undefined ? ["inspect"] : ["inspect", "--max-size", String(c.max_size)],
+          Buffer.from(c.entry_hex as string, "hex"),
+        ],
+      ),
+    );
+    cases.forEach((c, i) => {
+      const r = results[i] as Ran;
       assert.equal(r.status, 1);
       assert.ok(r.stderr.startsWith(`larder: invalid entry: ${c.error}: `), `${c.name}: ${r.stderr}`);
-    }
+    });
   });
-  test("long texts are cut on a terminal as the Rust binary cuts them", () => {
-    const entry = rust(["encode", "--serializer", "text", "--created-at", "0"], "x".repeat(300)).stdout;
-    same(["inspect"], entry, { LARDER_FORCE_TTY: "1" });
-    same(["inspect", "--full"], entry, { LARDER_FORCE_TTY: "1" });
+  test("long texts are cut on a terminal as the Rust binary cuts them", async () => {
+    const entry = ts(["encode", "--serializer", "text", "--created-at", "0"], "x".repeat(300)).stdout;
+    await same([
+      [["inspect"], entry, { LARDER_FORCE_TTY: "1" }],
+      [["inspect", "--full"], entry, { LARDER_FORCE_TTY: "1" }],
+    ]);
   });
-  test("keys", () => {
+  test("keys", async () => {
     const url = "https://Shop.Example:443/p/42?utm_source=news&b=2&a=1&gclid=x&session=9#top";
-    for (const args of [
+    const keys = [
       [url, "--namespace", "www"],
       [url, "--drop", "session", "--method", "head"],
       [url, "--no-default-drops"],
       ["http://a"],
       ["no-scheme"],
       ["http://u:p@H:80?b&a=1&&a"],
-    ])
-      same(["key", ...args]);
+    ];
+    await same(keys.map((args): Call => [["key", ...args], ""]));
   });
-  test("usage errors exit 2 with one line", () => {
+  test("usage errors exit 2 with one line", async () => {
     for (const args of [
       [],
       ["frobnicate"],
@@ -136,12 +183,21 @@ describe("CLI against the Rust binary", { skip: rustMissing ? `no ${LARDER_BIN}`
       const a = ts(args, "1");
       assert.equal(a.status, 2, args.join(" "));
       assert.match(a.stderr, /^larder: .* \(see --help\)\n$/);
-      assert.equal(rust(args, "1").status, 2);
+      assert.equal((await rust(args, "1")).status, 2);
     }
   });
   test("--help exits 0 and lists the choices", () => {
     const r = ts(["--help"]);
     assert.equal(r.status, 0);
     for (const word of ["msgpack", "snappy", "response"]) assert.ok(r.stdout.includes(word));
+  });
+  test("the larder-ts executable reads stdin, writes stdout and exits with the status", () => {
+    const encoded = spawnSync(process.execPath, [BIN, "encode", "--created-at", "0"], { input: '{"a":1}' });
+    assert.equal(encoded.status, 0);
+    const inspected = spawnSync(process.execPath, [BIN, "inspect", "--json"], { input: encoded.stdout });
+    assert.match(inspected.stdout.toString(), /"value":\{"a":1\}/);
+    const bad = spawnSync(process.execPath, [BIN, "inspect"], { input: "nope" });
+    assert.equal(bad.status, 1);
+    assert.match(bad.stderr.toString(), /^larder: invalid entry: bad_magic: /);
   });
 });

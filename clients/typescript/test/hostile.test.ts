@@ -1,0 +1,69 @@
+// Replies are hostile too (spec/STORES.md §2): the memcached store against larder-hostile, a server that answers
+// every data command with one kind of bad reply. Each read fails within the timeout plus a small margin with the
+// store's own error (never a parser's exception or a hang), within the size bound, and counts against the server.
+
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { openStore, type Store, StoreError } from "../src/stores/index.js";
+import { Hostile } from "./support/servers.js";
+
+const TIMEOUT_MS = 300;
+const MARGIN_MS = 700;
+
+async function failsInTime(what: string, run: () => Promise<unknown>): Promise<StoreError> {
+  const started = Date.now();
+  let caught: unknown;
+  try {
+    await run();
+  } catch (e) {
+    caught = e;
+  }
+  const took = Date.now() - started;
+  assert.ok(caught instanceof StoreError, `${what}: ${caught === undefined ? "succeeded" : String(caught)}`);
+  assert.ok(took < TIMEOUT_MS + MARGIN_MS, `${what} took ${took} ms`);
+  return caught;
+}
+
+describe("memcached against larder-hostile", () => {
+  for (const behaviour of ["drip", "huge", "endless-line", "garbage", "silent"]) {
+    test(`${behaviour}: every operation is the store's error within the timeout`, async () => {
+      const server = await Hostile.start("memcached", behaviour);
+      const store: Store = openStore(`memcached://${server.address}?timeout=${TIMEOUT_MS}ms&failures=1000`);
+      try {
+        const before = process.memoryUsage().rss;
+        const operations: Array<[string, () => Promise<unknown>]> = [
+          ["get", () => store.get("k")],
+          ["getMany", () => store.getMany(["a", "b", "c"])],
+          ["set", () => store.set("k", new Uint8Array([1]))],
+          ["add", () => store.add("k", new Uint8Array([1]))],
+          ["incr", () => store.incr("k", 1)],
+          ["deleteIf", () => store.deleteIf("k", new Uint8Array([1]))],
+        ];
+        for (const [name, run] of operations) {
+          const e = await failsInTime(`${behaviour} ${name}`, run);
+          assert.ok(e.kind === "server" || e.kind === "timeout", e.message);
+          assert.match(e.message, new RegExp(server.address.replace(/[.]/g, "\\.")));
+        }
+        assert.ok(process.memoryUsage().rss - before < 256 * 1024 * 1024, "memory stayed far below the bound");
+      } finally {
+        await store.close();
+        await server.stop();
+      }
+    });
+  }
+
+  test("a dead server is ejected after `failures` and then fails at once", async () => {
+    const server = await Hostile.start("memcached", "silent");
+    const store = openStore(`memcached://${server.address}?timeout=200ms&failures=2&retry_after=10s`);
+    try {
+      await failsInTime("first", () => store.get("k"));
+      await failsInTime("second", () => store.get("k"));
+      const started = Date.now();
+      await assert.rejects(store.get("k"), /ejected/);
+      assert.ok(Date.now() - started < 50, "an ejected server fails fast");
+    } finally {
+      await store.close();
+      await server.stop();
+    }
+  });
+});
