@@ -2,7 +2,6 @@ package stores
 
 import "context"
 
-func openRedis(ctx context.Context, u *URL, c bool) (Store, error) { return nil, u.errorf("not yet") }
-func openSQLite(ctx context.Context, u *URL) (Store, error)        { return nil, u.errorf("not yet") }
-func openPostgres(ctx context.Context, u *URL) (Store, error)      { return nil, u.errorf("not yet") }
-func openFile(u *URL) (Store, error)                               { return nil, u.errorf("not yet") }
+func openSQLite(ctx context.Context, u *URL) (Store, error) { return nil, u.errorf("not yet") }
+func openPostgres(ctx context.Context, u *URL) (Store, error) { return nil, u.errorf("not yet") }
+func openFile(u *URL) (Store, error)                       { return nil, u.errorf("not yet") }

@@ -1,0 +1,450 @@
+// The Redis store (STORES.md §5), standalone or Cluster, on go-redis v9: SET with PXAT, NX for add, the Lua
+// scripts of spec/redis loaded byte for byte (EVALSHA, EVAL when the server lacks them), a set per tag, SCAN
+// purges on every master. Every reply passes through respGuard (bounded sizes and nesting); every operation runs
+// under one deadline (`timeout`); a standalone server is ejected after `failures` failures.
+package stores
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/larder-cache/larder/clients/go/stores/redisscripts"
+)
+
+var (
+	scriptDeleteIf = redis.NewScript(redisscripts.DeleteIf)
+	scriptIncr     = redis.NewScript(redisscripts.Incr)
+	scriptTag      = redis.NewScript(redisscripts.Tag)
+)
+
+// Redis is the Redis store.
+type Redis struct {
+	client   redis.UniversalClient
+	cluster  *redis.ClusterClient
+	opts     remoteOptions
+	maxValue int64
+	server   string
+	health   health
+}
+
+func openRedis(ctx context.Context, u *URL, cluster bool) (Store, error) {
+	if len(u.Hosts) == 0 {
+		return nil, u.errorf("%s:// needs at least one host", u.Scheme)
+	}
+	o, err := u.remote(4, time.Second)
+	if err != nil {
+		return nil, err
+	}
+	maxValue, err := u.size("max_value", 64<<20)
+	if err != nil {
+		return nil, err
+	}
+	db := 0
+	if p := strings.Trim(u.Path, "/"); p != "" {
+		if cluster {
+			return nil, u.errorf("redis+cluster:// has only database 0: no path")
+		}
+		if db, err = strconv.Atoi(p); err != nil || db < 0 || db > 1<<20 {
+			return nil, u.errorf("the path is a database number, not %q", p)
+		}
+	}
+	if err := u.finish(); err != nil {
+		return nil, err
+	}
+	r := &Redis{opts: o, maxValue: maxValue}
+	dialer := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		d := net.Dialer{Timeout: o.connectTimeout}
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &respGuard{Conn: c, maxBulk: maxValue}, nil
+	}
+	user, pass := "", ""
+	if u.Username != nil {
+		user = *u.Username
+	}
+	if u.Password != nil {
+		pass = *u.Password
+	}
+	if cluster {
+		var addrs []string
+		for _, h := range u.Hosts {
+			addrs = append(addrs, h.Address(6379))
+		}
+		r.server = strings.Join(addrs, ",")
+		r.cluster = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Username: user, Password: pass,
+			Dialer: dialer, DialTimeout: o.connectTimeout, ReadTimeout: o.timeout, WriteTimeout: o.timeout,
+			ContextTimeoutEnabled: true, PoolSize: o.pool, MaxRetries: -1, Protocol: 2, DisableIdentity: true,
+			MaxRedirects: 3})
+		r.client = r.cluster
+	} else {
+		if len(u.Hosts) != 1 {
+			return nil, u.errorf("redis:// takes one host (redis+cluster:// takes several)")
+		}
+		r.server = u.Hosts[0].Address(6379)
+		r.client = redis.NewClient(&redis.Options{Addr: r.server, Username: user, Password: pass, DB: db,
+			Dialer: dialer, DialTimeout: o.connectTimeout, ReadTimeout: o.timeout, WriteTimeout: o.timeout,
+			ContextTimeoutEnabled: true, PoolSize: o.pool, MaxRetries: -1, Protocol: 2, DisableIdentity: true})
+	}
+	return r, nil
+}
+
+func (r *Redis) Backend() string { return "redis" }
+func (r *Redis) MaxValue() int   { return int(min(r.maxValue, 512<<20)) }
+func (r *Redis) Close() error    { return r.client.Close() }
+
+// run bounds one operation by `timeout` and turns errors into the store's, recording the server's health.
+func (r *Redis) run(ctx context.Context, fn func(ctx context.Context) error) error {
+	if r.cluster == nil && !r.health.admits() {
+		r.health.countError()
+		return &Error{Kind: Unavailable, Backend: "redis", Server: r.server, Msg: "ejected after failures; retrying later"}
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline(ctx, r.opts.timeout))
+	defer cancel()
+	err := fn(ctx)
+	var answer redis.Error
+	if err == nil || errors.Is(err, redis.Nil) || errors.As(err, &answer) {
+		if r.cluster == nil {
+			r.health.record(true, r.opts.failures, r.opts.retryAfter)
+		}
+		if err != nil && !errors.Is(err, redis.Nil) {
+			if strings.Contains(err.Error(), "not an integer") {
+				return &Error{Kind: NotACounter, Backend: "redis", Server: r.server, Err: err}
+			}
+			return &Error{Kind: Other, Backend: "redis", Server: r.server, Err: err}
+		}
+		return err
+	}
+	if r.cluster == nil {
+		r.health.record(false, r.opts.failures, r.opts.retryAfter)
+	} else {
+		r.health.countError()
+	}
+	kind := Unavailable
+	var pe *protocolError
+	switch {
+	case errors.As(err, &pe):
+		kind = Protocol
+	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, context.DeadlineExceeded):
+		kind = Timeout
+	}
+	return &Error{Kind: kind, Backend: "redis", Server: r.server, Err: err}
+}
+
+func (r *Redis) stored(key string) (string, error) {
+	if err := CheckKey(key); err != nil {
+		return "", keyError("redis", err)
+	}
+	return StoredKey(r.opts.prefix, key), nil
+}
+
+func (r *Redis) Get(ctx context.Context, key string) ([]byte, error) {
+	vs, err := r.GetMulti(ctx, []string{key})
+	if err != nil {
+		return nil, err
+	}
+	return vs[0], nil
+}
+
+func (r *Redis) GetMulti(ctx context.Context, keys []string) ([][]byte, error) {
+	stored := make([]string, len(keys))
+	for i, k := range keys {
+		s, err := r.stored(k)
+		if err != nil {
+			return nil, err
+		}
+		stored[i] = s
+	}
+	out := make([][]byte, len(keys))
+	err := r.run(ctx, func(ctx context.Context) error {
+		if r.cluster == nil {
+			for start := 0; start < len(stored); start += 10000 {
+				batch := stored[start:min(len(stored), start+10000)]
+				vals, err := r.client.MGet(ctx, batch...).Result()
+				if err != nil {
+					return err
+				}
+				if len(vals) != len(batch) {
+					return &protocolError{"redis: MGET answered a different number of values"}
+				}
+				for i, v := range vals {
+					if s, ok := v.(string); ok {
+						out[start+i] = []byte(s)
+					}
+				}
+			}
+			return nil
+		}
+		cmds := make([]*redis.StringCmd, len(stored))
+		_, err := r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, k := range stored {
+				cmds[i] = p.Get(ctx, k)
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+		for i, c := range cmds {
+			if v, err := c.Bytes(); err == nil {
+				out[i] = v
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (r *Redis) write(ctx context.Context, key string, value []byte, ttl time.Duration, nx bool) (bool, error) {
+	stored, err := r.stored(key)
+	if err != nil {
+		return false, err
+	}
+	if len(value) > r.MaxValue() {
+		return false, &Error{Kind: TooLarge, Backend: "redis", Msg: "value of " + itoa(len(value)) + " bytes for key " + key + " exceeds the " + itoa(r.MaxValue()) + "-byte limit"}
+	}
+	now := nowMs()
+	exp := expiresAt(value, ttl, now)
+	tags := entryTags(value)
+	ok := false
+	err = r.run(ctx, func(ctx context.Context) error {
+		if exp != 0 && exp <= now {
+			if nx {
+				return nil
+			}
+			return r.client.Del(ctx, stored).Err()
+		}
+		args := redis.SetArgs{}
+		if exp != 0 {
+			args.ExpireAt = time.UnixMilli(exp)
+		}
+		if nx {
+			args.Mode = "NX"
+		}
+		res, err := r.client.SetArgs(ctx, stored, value, args).Result()
+		if errors.Is(err, redis.Nil) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		ok = res == "OK"
+		for _, t := range tags {
+			if err := scriptTag.Run(ctx, r.client, []string{InternalKey(r.opts.prefix, "tag", t)}, stored, exp).Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return ok, err
+}
+
+func (r *Redis) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	_, err := r.write(ctx, key, value, ttl, false)
+	return err
+}
+
+func (r *Redis) SetMulti(ctx context.Context, items []Item, ttl time.Duration) error {
+	for _, it := range items {
+		if err := r.Set(ctx, it.Key, it.Value, ttl); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Redis) Add(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
+	return r.write(ctx, key, value, ttl, true)
+}
+
+func (r *Redis) Incr(ctx context.Context, key string, delta int64, ttl time.Duration, create bool) (int64, bool, error) {
+	stored, err := r.stored(key)
+	if err != nil {
+		return 0, false, err
+	}
+	var n int64
+	found := false
+	createArg := "0"
+	if create {
+		createArg = "1"
+	}
+	err = r.run(ctx, func(ctx context.Context) error {
+		v, err := scriptIncr.Run(ctx, r.client, []string{stored}, delta, createArg, ttlMs(ttl)).Int64()
+		if errors.Is(err, redis.Nil) {
+			return nil
+		}
+		n, found = v, err == nil
+		return err
+	})
+	return n, found, err
+}
+
+func (r *Redis) DeleteIf(ctx context.Context, key string, expected []byte) (bool, error) {
+	stored, err := r.stored(key)
+	if err != nil {
+		return false, err
+	}
+	var n int64
+	err = r.run(ctx, func(ctx context.Context) error {
+		var err error
+		n, err = scriptDeleteIf.Run(ctx, r.client, []string{stored}, expected).Int64()
+		return err
+	})
+	return n == 1, err
+}
+
+func (r *Redis) Delete(ctx context.Context, key string) (bool, error) {
+	n, err := r.DeleteMulti(ctx, []string{key})
+	return n == 1, err
+}
+
+func (r *Redis) DeleteMulti(ctx context.Context, keys []string) (int, error) {
+	stored := make([]string, len(keys))
+	for i, k := range keys {
+		s, err := r.stored(k)
+		if err != nil {
+			return 0, err
+		}
+		stored[i] = s
+	}
+	var n int64
+	err := r.run(ctx, func(ctx context.Context) error {
+		var err error
+		n, err = r.delStored(ctx, stored)
+		return err
+	})
+	return int(n), err
+}
+
+// delStored deletes stored keys (one DEL per key on a Cluster, where keys live in different slots).
+func (r *Redis) delStored(ctx context.Context, stored []string) (int64, error) {
+	if len(stored) == 0 {
+		return 0, nil
+	}
+	if r.cluster == nil {
+		return r.client.Del(ctx, stored...).Result()
+	}
+	cmds := make([]*redis.IntCmd, len(stored))
+	_, err := r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range stored {
+			cmds[i] = p.Del(ctx, k)
+		}
+		return nil
+	})
+	var n int64
+	for _, c := range cmds {
+		n += c.Val()
+	}
+	return n, err
+}
+
+// globPrefix escapes SCAN's glob characters in a prefix and adds *.
+func globPrefix(p string) string {
+	var b strings.Builder
+	for _, c := range p {
+		if strings.ContainsRune(`*?[]\`, c) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(c)
+	}
+	return b.String() + "*"
+}
+
+func (r *Redis) masters(ctx context.Context, fn func(ctx context.Context, c redis.Cmdable) error) error {
+	if r.cluster == nil {
+		return fn(ctx, r.client)
+	}
+	return r.cluster.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return fn(ctx, c) })
+}
+
+// scanTimeout bounds a whole purge (many pages); each page is still bounded by the client's timeouts.
+const scanTimeout = 60 * time.Second
+
+func (r *Redis) PurgePrefix(ctx context.Context, prefix string) (Purged, error) {
+	if err := CheckPrefix(prefix); err != nil {
+		return Purged{}, keyError("redis", err)
+	}
+	pattern := globPrefix(r.opts.prefix + prefix)
+	var total int64
+	ctx, cancel := context.WithTimeout(ctx, scanTimeout)
+	defer cancel()
+	err := r.masters(ctx, func(ctx context.Context, c redis.Cmdable) error {
+		var cursor uint64
+		for {
+			keys, next, err := c.Scan(ctx, cursor, pattern, 1000).Result()
+			if err != nil {
+				return err
+			}
+			if len(keys) > 0 {
+				n, err := c.Del(ctx, keys...).Result()
+				if err != nil {
+					return err
+				}
+				total += n
+			}
+			if cursor = next; cursor == 0 {
+				return nil
+			}
+		}
+	})
+	if err != nil {
+		return Purged{}, &Error{Kind: Unavailable, Backend: "redis", Server: r.server, Err: err}
+	}
+	return Purged{Count: total}, nil
+}
+
+func (r *Redis) PurgeTag(ctx context.Context, tag string) (Purged, error) {
+	set := InternalKey(r.opts.prefix, "tag", tag)
+	ctx, cancel := context.WithTimeout(ctx, scanTimeout)
+	defer cancel()
+	var total int64
+	var cursor uint64
+	for {
+		members, next, err := r.client.SScan(ctx, set, cursor, "", 1000).Result()
+		if err != nil {
+			return Purged{}, &Error{Kind: Unavailable, Backend: "redis", Server: r.server, Err: err}
+		}
+		n, err := r.delStored(ctx, members)
+		if err != nil {
+			return Purged{}, &Error{Kind: Unavailable, Backend: "redis", Server: r.server, Err: err}
+		}
+		total += n
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	if err := r.client.Del(ctx, set).Err(); err != nil {
+		return Purged{}, &Error{Kind: Unavailable, Backend: "redis", Server: r.server, Err: err}
+	}
+	return Purged{Count: total}, nil
+}
+
+func (r *Redis) Clear(ctx context.Context) error {
+	if r.opts.prefix != "" {
+		_, err := r.PurgePrefix(ctx, "")
+		return err
+	}
+	return r.run(ctx, func(ctx context.Context) error {
+		return r.masters(ctx, func(ctx context.Context, c redis.Cmdable) error { return c.FlushDB(ctx).Err() })
+	})
+}
+
+func (r *Redis) Stats(ctx context.Context) (Stats, error) {
+	st := Stats{ServerErrors: map[string]int64{r.server: r.health.errorCount()}}
+	err := r.run(ctx, func(ctx context.Context) error {
+		return r.masters(ctx, func(ctx context.Context, c redis.Cmdable) error {
+			n, err := c.DBSize(ctx).Result()
+			st.Entries += n
+			return err
+		})
+	})
+	return st, err
+}

@@ -1,0 +1,69 @@
+// The Redis store against a real redis-server and a real three-node Cluster: the shared behaviour, the spec's
+// scripts as loaded by the server, and hostile replies cut off within the timeout and the size bound.
+package stores_test
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/larder-cache/larder/clients/go/internal/testservers"
+	"github.com/larder-cache/larder/clients/go/stores"
+	"github.com/larder-cache/larder/clients/go/stores/redisscripts"
+)
+
+func TestRedisStore(t *testing.T) {
+	url := testservers.Redis(t, "a")
+	behave(t, func(t *testing.T) stores.Store { return openURL(t, url) }, false)
+}
+
+func TestRedisClusterStore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a cluster takes seconds to form")
+	}
+	url := testservers.RedisCluster(t)
+	behave(t, func(t *testing.T) stores.Store { return openURL(t, url) }, false)
+}
+
+func TestRedisRunsTheSpecScriptsByTheirSHA(t *testing.T) {
+	url := testservers.Redis(t, "scripts")
+	s := openURL(t, url)
+	ctx := context.Background()
+	_ = s.Set(ctx, "tagged", entry(t, 1, time.Minute, "x"), 0)
+	_, _, _ = s.Incr(ctx, "n", 1, 0, true)
+	_, _ = s.DeleteIf(ctx, "n", []byte("1"))
+	port := strings.TrimSuffix(strings.TrimPrefix(url, "redis://127.0.0.1:"), "/0")
+	for _, src := range []string{redisscripts.DeleteIf, redisscripts.Incr, redisscripts.Tag} {
+		sum := sha1.Sum([]byte(src))
+		out, err := exec.Command("redis-cli", "-p", port, "SCRIPT", "EXISTS", hex.EncodeToString(sum[:])).Output()
+		if err != nil || strings.TrimSpace(string(out)) != "1" {
+			t.Errorf("script %s… not loaded by its SHA: %q %v", src[:30], out, err)
+		}
+	}
+}
+
+func TestRedisHostileReplies(t *testing.T) {
+	for _, behaviour := range []string{"drip", "huge", "nested", "endless-line", "garbage", "silent"} {
+		t.Run(behaviour, func(t *testing.T) {
+			addr, stop := testservers.Hostile(t, "redis", behaviour)
+			defer stop()
+			s := openURL(t, "redis://"+addr+"/0?timeout=300ms&failures=100")
+			start := time.Now()
+			v, err := s.Get(context.Background(), "k")
+			took := time.Since(start)
+			if err == nil || v != nil {
+				t.Fatalf("read %d bytes without error", len(v))
+			}
+			if took > 900*time.Millisecond {
+				t.Fatalf("took %v (timeout 300ms)", took)
+			}
+			if k := stores.KindOf(err); k != stores.Timeout && k != stores.Protocol && k != stores.Unavailable {
+				t.Fatalf("kind %q: %v", k, err)
+			}
+		})
+	}
+}
