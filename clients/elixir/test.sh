@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # The Elixir client's part of `make test`, run from the repository root:
 #   CACHE_DIR=… LARDER_BIN=target/debug/larder LARDER_HOSTILE=target/debug/larder-hostile clients/elixir/test.sh
-# Installs the Debian packages it needs when missing (Elixir, the Erlang applications, memcached, redis-server),
+# Installs the Debian packages it needs when missing (Elixir, the Erlang applications, a C compiler with the zstd and
+# Brotli headers for the codec port, memcached, redis-server),
 # then checks formatting, compiles with warnings as errors and runs the ExUnit suite (which starts its own
 # memcached and redis-server on free loopback ports). No Hex: the project has no dependencies to fetch.
 set -euo pipefail
 
 root="$(pwd)"
 here="$root/clients/elixir"
-packages=(elixir erlang-crypto erlang-inets erlang-public-key erlang-ssl memcached redis-server)
+# gcc, libzstd-dev and libbrotli-dev build priv/bin/larder_codec (zstd and Brotli through a port, c_src/).
+packages=(elixir erlang-crypto erlang-inets erlang-public-key erlang-ssl gcc libc6-dev libzstd-dev libbrotli-dev
+  memcached redis-server)
 
 missing=()
 for package in "${packages[@]}"; do

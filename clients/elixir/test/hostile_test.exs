@@ -2,7 +2,8 @@
 # deeply nested, endless line, garbage, silence) ends every read within the store's timeout plus a small margin,
 # with the store's own error naming the server, without reading past the size bound (spec/STORES.md §2).
 defmodule Larder.HostileTest do
-  use ExUnit.Case, async: true
+  # Not async: these tests measure time, so they do not share the CPU with the heavy async tests.
+  use ExUnit.Case, async: false
 
   alias Larder.{Store, StoreError, TestServers}
 

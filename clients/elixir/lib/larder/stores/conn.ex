@@ -13,7 +13,7 @@ defmodule Larder.Stores.Conn do
 
   @doc "A connection from the pool or a new one; `connect_timeout` bounds the connect, the deadline everything."
   def open(pool, host, port, deadline, connect_timeout) do
-    case Larder.Stores.Pool.checkout(pool) do
+    case Larder.Stores.Pool.checkout(pool, remaining(deadline)) do
       {:ok, socket} ->
         {:ok, %__MODULE__{socket: socket, deadline: deadline}}
 

@@ -556,7 +556,8 @@ defmodule Larder.Stores.Memcached do
 
     if live == [] do
       Enum.each(0..(tuple_size(m.servers) - 1), &Health.refused(m.id, &1))
-      {:error, StoreError.new(@backend, :unavailable, "every server is ejected")}
+      names = m.servers |> Tuple.to_list() |> Enum.map_join(",", fn {h, p, _} -> "#{h}:#{p}" end)
+      {:error, StoreError.new(@backend, :unavailable, "every server is ejected", names)}
     else
       ring =
         Health.cached(m.id, {:ring, live}, fn ->

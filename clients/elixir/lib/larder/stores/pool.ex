@@ -37,9 +37,9 @@ defmodule Larder.Stores.Pool do
     end
   end
 
-  @doc "`{:ok, socket}` (now lent to the caller) or `:empty` (the caller connects)."
-  def checkout(pool) do
-    GenServer.call(pool, :checkout)
+  @doc "`{:ok, socket}` (now lent to the caller) or `:empty` (the caller connects); waits at most `wait_ms`."
+  def checkout(pool, wait_ms) do
+    GenServer.call(pool, :checkout, max(wait_ms, 1))
   catch
     :exit, _ -> :empty
   end
