@@ -8,7 +8,7 @@ import { openStore, type Store, StoreError } from "../src/stores/index.js";
 import { Hostile } from "./support/servers.js";
 
 const TIMEOUT_MS = 300;
-const MARGIN_MS = 700;
+const MARGIN_MS = 1500; // a loaded 2-core machine (other suites run beside this one)
 
 async function failsInTime(what: string, run: () => Promise<unknown>): Promise<StoreError> {
   const started = Date.now();
@@ -24,11 +24,16 @@ async function failsInTime(what: string, run: () => Promise<unknown>): Promise<S
   return caught;
 }
 
-describe("memcached against larder-hostile", () => {
-  for (const behaviour of ["drip", "huge", "endless-line", "garbage", "silent"]) {
-    test(`${behaviour}: every operation is the store's error within the timeout`, async () => {
-      const server = await Hostile.start("memcached", behaviour);
-      const store: Store = openStore(`memcached://${server.address}?timeout=${TIMEOUT_MS}ms&failures=1000`);
+const CASES: Array<["memcached" | "redis", string]> = [
+  ...["drip", "huge", "endless-line", "garbage", "silent"].map((b): ["memcached", string] => ["memcached", b]),
+  ...["drip", "huge", "nested", "endless-line", "garbage", "silent"].map((b): ["redis", string] => ["redis", b]),
+];
+
+describe("stores against larder-hostile", () => {
+  for (const [protocol, behaviour] of CASES) {
+    test(`${protocol} ${behaviour}: every operation is the store's error within the timeout`, async () => {
+      const server = await Hostile.start(protocol, behaviour);
+      const store: Store = openStore(`${protocol}://${server.address}?timeout=${TIMEOUT_MS}ms&failures=1000`);
       try {
         const before = process.memoryUsage().rss;
         const operations: Array<[string, () => Promise<unknown>]> = [
@@ -53,17 +58,19 @@ describe("memcached against larder-hostile", () => {
   }
 
   test("a dead server is ejected after `failures` and then fails at once", async () => {
-    const server = await Hostile.start("memcached", "silent");
-    const store = openStore(`memcached://${server.address}?timeout=200ms&failures=2&retry_after=10s`);
-    try {
-      await failsInTime("first", () => store.get("k"));
-      await failsInTime("second", () => store.get("k"));
-      const started = Date.now();
-      await assert.rejects(store.get("k"), /ejected/);
-      assert.ok(Date.now() - started < 50, "an ejected server fails fast");
-    } finally {
-      await store.close();
-      await server.stop();
+    for (const protocol of ["memcached", "redis"] as const) {
+      const server = await Hostile.start(protocol, "silent");
+      const store = openStore(`${protocol}://${server.address}?timeout=200ms&failures=2&retry_after=10s`);
+      try {
+        await failsInTime("first", () => store.get("k"));
+        await failsInTime("second", () => store.get("k"));
+        const started = Date.now();
+        await assert.rejects(store.get("k"), /ejected/);
+        assert.ok(Date.now() - started < 150, "an ejected server fails fast");
+      } finally {
+        await store.close();
+        await server.stop();
+      }
     }
   });
 });

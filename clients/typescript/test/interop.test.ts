@@ -12,7 +12,7 @@ import { decode, encode, encodeResponse } from "../src/entry.js";
 import { HttpResponse } from "../src/response.js";
 import { openStore, type Store } from "../src/stores/index.js";
 import { LARDER_BIN, REPO } from "./support/paths.js";
-import { type ServerProcess, startMemcached } from "./support/servers.js";
+import { type ServerProcess, startMemcached, startRedis } from "./support/servers.js";
 
 const PYTHON = join(REPO, ".venv", "bin", "python");
 
@@ -55,69 +55,84 @@ function rust(url: string, ...args: string[]): { status: number; stdout: Buffer 
   return { status: r.status ?? -1, stdout: r.stdout };
 }
 
-describe("entries cross languages through memcached", () => {
-  let servers: ServerProcess[];
-  let url: string;
-  let store: Store;
-  before(async () => {
-    servers = [await startMemcached(), await startMemcached()];
-    url = `memcached://${servers.map((s) => s.address).join(",")}?timeout=2s`;
-    store = openStore(url);
-  });
-  after(async () => {
-    await store?.close();
-    for (const s of servers ?? []) await s.stop();
-  });
-
-  const small = { lang: "typescript", n: [1, -2, 3.5, null, false], text: "ü" };
-  const big = { rows: Array.from({ length: 200 }, (_, i) => ({ i, name: `row ${i}` })) };
-
-  test("TypeScript writes; Rust reads the same bytes, Python and Ruby the same values", async () => {
-    const entries: Record<string, Uint8Array> = {
-      "ts-small": encode(small, { ttlMs: 60_000 }),
-      "ts-big": encode(big, { ttlMs: 60_000, tags: ["ts"] }),
-      "ts-page": encodeResponse(new HttpResponse(200, [["content-type", "text/html"]], "<p>hi</p>"), { ttlMs: 60_000 }),
-    };
-    assert.equal(decode(entries["ts-big"] as Uint8Array).compressor, "lz4");
-    for (const [key, data] of Object.entries(entries)) await store.set(key, data);
-    for (const [key, data] of Object.entries(entries)) {
-      const r = rust(url, "get", key);
-      assert.equal(r.status, 0, key);
-      assert.deepEqual(new Uint8Array(r.stdout), data, key);
-    }
-    const fromPython = python(url, "ts-small", "ts-big", "missing");
-    assert.deepEqual(fromPython, { "ts-small": small, "ts-big": big, missing: null });
-    assert.deepEqual(ruby(url, "ts-small", "ts-big"), { "ts-small": small, "ts-big": big });
-  });
-
-  test("Rust, Python and Ruby write; TypeScript reads", async () => {
-    python(url);
-    ruby(url);
-    const rustEntry = spawnSync(LARDER_BIN, ["encode", "--ttl", "60", "--tag", "rs"], {
-      input: '{"lang":"rust","x":[1.0,2]}',
-    }).stdout;
-    assert.equal(spawnSync(LARDER_BIN, ["store", "set", "from-rust", "--store", url], { input: rustEntry }).status, 0);
-    assert.deepEqual(decode((await store.get("from-python")) as Uint8Array).value, {
-      lang: "python",
-      n: [1, -2, 3.5, null, false],
+function crossing(name: string, start: () => Promise<[ServerProcess[], string]>): void {
+  describe(`entries cross languages through ${name}`, () => {
+    let servers: ServerProcess[];
+    let url: string;
+    let store: Store;
+    before(async () => {
+      [servers, url] = await start();
+      store = openStore(url);
     });
-    assert.deepEqual(decode((await store.get("from-ruby")) as Uint8Array).value, {
-      lang: "ruby",
-      text: "é".repeat(700),
+    after(async () => {
+      await store?.close();
+      for (const s of servers ?? []) await s.stop();
     });
-    assert.deepEqual(decode((await store.get("from-rust")) as Uint8Array).value, { lang: "rust", x: [1, 2] });
-  });
 
-  test("a tag purged by one language is gone for the others", async () => {
-    await store.set("ts-tagged", encode("x", { tags: ["cross"], createdAt: Date.now() - 5000 }));
-    assert.equal(rust(url, "get", "ts-tagged").status, 0);
-    await store.purgeTag("cross");
-    assert.equal(rust(url, "get", "ts-tagged").status, 1, "Rust still reads a purged entry");
-    assert.deepEqual(python(url, "ts-tagged"), { "ts-tagged": null });
-    assert.deepEqual(ruby(url, "ts-tagged"), { "ts-tagged": null });
-    python(url);
-    assert.notEqual(await store.get("from-python"), undefined);
-    assert.equal(rust(url, "purge", "--tag", "py").status, 0);
-    assert.equal(await store.get("from-python"), undefined, "TypeScript still reads what Rust purged");
+    const small = { lang: "typescript", n: [1, -2, 3.5, null, false], text: "ü" };
+    const big = { rows: Array.from({ length: 200 }, (_, i) => ({ i, name: `row ${i}` })) };
+
+    test("TypeScript writes; Rust reads the same bytes, Python and Ruby the same values", async () => {
+      const entries: Record<string, Uint8Array> = {
+        "ts-small": encode(small, { ttlMs: 60_000 }),
+        "ts-big": encode(big, { ttlMs: 60_000, tags: ["ts"] }),
+        "ts-page": encodeResponse(new HttpResponse(200, [["content-type", "text/html"]], "<p>hi</p>"), {
+          ttlMs: 60_000,
+        }),
+      };
+      assert.equal(decode(entries["ts-big"] as Uint8Array).compressor, "lz4");
+      for (const [key, data] of Object.entries(entries)) await store.set(key, data);
+      for (const [key, data] of Object.entries(entries)) {
+        const r = rust(url, "get", key);
+        assert.equal(r.status, 0, key);
+        assert.deepEqual(new Uint8Array(r.stdout), data, key);
+      }
+      const fromPython = python(url, "ts-small", "ts-big", "missing");
+      assert.deepEqual(fromPython, { "ts-small": small, "ts-big": big, missing: null });
+      assert.deepEqual(ruby(url, "ts-small", "ts-big"), { "ts-small": small, "ts-big": big });
+    });
+
+    test("Rust, Python and Ruby write; TypeScript reads", async () => {
+      python(url);
+      ruby(url);
+      const rustEntry = spawnSync(LARDER_BIN, ["encode", "--ttl", "60", "--tag", "rs"], {
+        input: '{"lang":"rust","x":[1.0,2]}',
+      }).stdout;
+      assert.equal(
+        spawnSync(LARDER_BIN, ["store", "set", "from-rust", "--store", url], { input: rustEntry }).status,
+        0,
+      );
+      assert.deepEqual(decode((await store.get("from-python")) as Uint8Array).value, {
+        lang: "python",
+        n: [1, -2, 3.5, null, false],
+      });
+      assert.deepEqual(decode((await store.get("from-ruby")) as Uint8Array).value, {
+        lang: "ruby",
+        text: "é".repeat(700),
+      });
+      assert.deepEqual(decode((await store.get("from-rust")) as Uint8Array).value, { lang: "rust", x: [1, 2] });
+    });
+
+    test("a tag purged by one language is gone for the others", async () => {
+      await store.set("ts-tagged", encode("x", { tags: ["cross"], createdAt: Date.now() - 5000 }));
+      assert.equal(rust(url, "get", "ts-tagged").status, 0);
+      await store.purgeTag("cross");
+      assert.equal(rust(url, "get", "ts-tagged").status, 1, "Rust still reads a purged entry");
+      assert.deepEqual(python(url, "ts-tagged"), { "ts-tagged": null });
+      assert.deepEqual(ruby(url, "ts-tagged"), { "ts-tagged": null });
+      python(url);
+      assert.notEqual(await store.get("from-python"), undefined);
+      assert.equal(rust(url, "purge", "--tag", "py").status, 0);
+      assert.equal(await store.get("from-python"), undefined, "TypeScript still reads what Rust purged");
+    });
   });
+}
+
+crossing("a two-server memcached pool", async () => {
+  const servers = [await startMemcached(), await startMemcached()];
+  return [servers, `memcached://${servers.map((s) => s.address).join(",")}?timeout=2s`];
+});
+crossing("redis", async () => {
+  const server = await startRedis();
+  return [[server], `redis://${server.address}/1?timeout=2s`];
 });

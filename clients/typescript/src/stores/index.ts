@@ -3,6 +3,7 @@
 import type { Store } from "./base.js";
 import { MemcachedStore } from "./memcached.js";
 import { MemoryStore } from "./memory.js";
+import { RedisStore } from "./redis.js";
 import { StoreUrl } from "./url.js";
 
 export * from "./base.js";
@@ -18,7 +19,12 @@ export function openStore(url: string): Store {
       return MemoryStore.fromUrl(parsed);
     case "memcached":
       return MemcachedStore.fromUrl(parsed);
+    case "redis":
+    case "redis+cluster":
+      return RedisStore.fromUrl(parsed);
     default:
-      throw parsed.error(`unknown store scheme ${parsed.scheme}:// (this client knows memory://, memcached://)`);
+      throw parsed.error(
+        `unknown store scheme ${parsed.scheme}:// (this client knows memory://, memcached://, redis://)`,
+      );
   }
 }

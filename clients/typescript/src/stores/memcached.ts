@@ -56,12 +56,12 @@ function flag(reply: Reply, letter: string): string | undefined {
 }
 
 /** The meta reply parser for a server whose values are at most `maxValue` bytes. */
-export function replyParser(maxValue: number): ReplyParser<Reply> {
+export function replyParser(maxValue: number): ReplyParser<Reply, undefined> {
   return (buf, pos) => {
     const end = buf.indexOf("\r\n", pos, "latin1");
     if (end === -1) {
       if (buf.length - pos > MAX_LINE) throw new WireFailure(`malformed reply: a line longer than ${MAX_LINE} bytes`);
-      return undefined;
+      return buf.length - pos + 1;
     }
     if (end - pos > MAX_LINE) throw new WireFailure(`malformed reply: a line longer than ${MAX_LINE} bytes`);
     const line = buf.toString("latin1", pos, end);
@@ -74,7 +74,7 @@ export function replyParser(maxValue: number): ReplyParser<Reply> {
       const n = Number(length);
       if (n > maxValue) throw new WireFailure(`malformed reply: a value of ${n} bytes (max_item is ${maxValue})`);
       const start = end + 2;
-      if (buf.length < start + n + 2) return undefined;
+      if (buf.length < start + n + 2) return start + n + 2 - pos;
       if (buf[start + n] !== 13 || buf[start + n + 1] !== 10)
         throw new WireFailure("malformed reply: a value without CRLF");
       return [{ code, data: new Uint8Array(buf.subarray(start, start + n)), flags: tokens.slice(2) }, start + n + 2];
@@ -125,6 +125,7 @@ class Server {
         return false;
       },
       timeoutMs,
+      undefined,
     );
   }
 }

@@ -17,11 +17,13 @@ export class WireFailure extends Error {
   }
 }
 
-/** Parses one reply at `pos`: [reply, next position], undefined when more bytes are needed; throws WireFailure for
- * a reply that breaks a bound or does not parse. */
-export type ReplyParser<R> = (buf: Buffer, pos: number) => [R, number] | undefined;
+/** Parses one reply at `pos` for a request whose bounds are `limits`: [reply, next position], or the number of
+ * bytes (from `pos`) needed before it is worth trying again; throws WireFailure for a reply that breaks a bound or
+ * does not parse. */
+export type ReplyParser<R, L> = (buf: Buffer, pos: number, limits: L) => [R, number] | number;
 
-interface Pending<R> {
+interface Pending<R, L> {
+  limits: L;
   /** Called with each reply; returns true when the request has all its replies. */
   take: (reply: R) => boolean;
   replies: R[];
@@ -38,15 +40,18 @@ export interface ConnectionOptions {
   onFailure: (failure: WireFailure) => void;
 }
 
-export class Connection<R> {
+export class Connection<R, L = undefined> {
   private socket: net.Socket | undefined;
-  private buf: Buffer = Buffer.alloc(0);
-  private readonly queue: Array<Pending<R>> = [];
+  /** Bytes received and not yet parsed, kept as chunks until a parse attempt can succeed. */
+  private chunks: Buffer[] = [];
+  private buffered = 0;
+  private need = 1;
+  private readonly queue: Array<Pending<R, L>> = [];
   private failed: WireFailure | undefined;
 
   constructor(
     private readonly options: ConnectionOptions,
-    private readonly parse: ReplyParser<R>,
+    private readonly parse: ReplyParser<R, L>,
   ) {
     const socket = net.connect({ host: options.host, port: options.port, noDelay: true });
     this.socket = socket;
@@ -74,16 +79,22 @@ export class Connection<R> {
   }
 
   /** Sends `request` and resolves with its replies (as `take` collects them), within `timeoutMs` in total. */
-  request(request: Buffer | string, take: (reply: R, replies: R[]) => boolean, timeoutMs: number): Promise<R[]> {
+  request(
+    request: Buffer | string,
+    take: (reply: R, replies: R[]) => boolean,
+    timeoutMs: number,
+    limits: L,
+  ): Promise<R[]> {
     if (this.failed !== undefined) return Promise.reject(this.failed);
     return new Promise<R[]>((resolve, reject) => {
       const replies: R[] = [];
-      const pending: Pending<R> = {
+      const pending: Pending<R, L> = {
         take: (reply) => {
           replies.push(reply);
           return take(reply, replies);
         },
         replies,
+        limits,
         resolve,
         reject,
         timer: setTimeout(
@@ -97,14 +108,21 @@ export class Connection<R> {
   }
 
   private onData(chunk: Buffer): void {
-    this.buf = this.buf.length === 0 ? chunk : Buffer.concat([this.buf, chunk]);
+    this.chunks.push(chunk);
+    this.buffered += chunk.length;
+    if (this.buffered < this.need) return;
+    const buf = this.chunks.length === 1 ? (this.chunks[0] as Buffer) : Buffer.concat(this.chunks, this.buffered);
     let pos = 0;
+    this.need = 1;
     try {
-      while (pos < this.buf.length) {
+      while (pos < buf.length) {
         const head = this.queue[0];
         if (head === undefined) throw new WireFailure("malformed reply: bytes nobody asked for");
-        const parsed = this.parse(this.buf, pos);
-        if (parsed === undefined) break;
+        const parsed = this.parse(buf, pos, head.limits);
+        if (typeof parsed === "number") {
+          this.need = Math.max(parsed, buf.length - pos + 1);
+          break;
+        }
         pos = parsed[1];
         if (head.take(parsed[0])) {
           this.queue.shift();
@@ -116,15 +134,18 @@ export class Connection<R> {
       this.fail(e instanceof WireFailure ? e : new WireFailure(`malformed reply: ${(e as Error).message}`));
       return;
     }
-    this.buf = pos === this.buf.length ? Buffer.alloc(0) : this.buf.subarray(pos);
+    const rest = pos === buf.length ? undefined : buf.subarray(pos);
+    this.chunks = rest === undefined ? [] : [rest];
+    this.buffered = rest?.length ?? 0;
   }
 
   /** Fails every pending request (the one that timed out with the timeout), destroys the socket, once. */
-  private fail(failure: WireFailure, cause?: Pending<R>): void {
+  private fail(failure: WireFailure, cause?: Pending<R, L>): void {
     if (this.failed !== undefined) return;
     this.failed = failure;
     this.socket?.destroy();
-    this.buf = Buffer.alloc(0);
+    this.chunks = [];
+    this.buffered = 0;
     const pending = this.queue.splice(0);
     for (const p of pending) {
       clearTimeout(p.timer);
@@ -148,18 +169,18 @@ export class Connection<R> {
 }
 
 /** The connections to one server: up to `size`, opened as needed, the least busy one used. */
-export class ConnectionPool<R> {
-  private readonly connections: Array<Connection<R>> = [];
+export class ConnectionPool<R, L = undefined> {
+  private readonly connections: Array<Connection<R, L>> = [];
   constructor(
     private readonly size: number,
-    private readonly open: () => Connection<R>,
+    private readonly open: () => Connection<R, L>,
   ) {}
 
-  pick(): Connection<R> {
+  pick(): Connection<R, L> {
     for (let i = this.connections.length - 1; i >= 0; i--) {
-      if ((this.connections[i] as Connection<R>).broken) this.connections.splice(i, 1);
+      if ((this.connections[i] as Connection<R, L>).broken) this.connections.splice(i, 1);
     }
-    let best: Connection<R> | undefined;
+    let best: Connection<R, L> | undefined;
     for (const c of this.connections) if (best === undefined || c.inFlight < best.inFlight) best = c;
     if (best === undefined || (best.inFlight > 0 && this.connections.length < this.size)) {
       best = this.open();

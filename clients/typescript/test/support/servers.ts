@@ -121,3 +121,21 @@ export class Hostile {
     if (this.child.exitCode === null) this.child.kill("SIGKILL");
   }
 }
+
+export async function startRedis(port?: number): Promise<ServerProcess> {
+  const p = port ?? (await freePort());
+  const command = [
+    findBinary("redis-server"),
+    "--port",
+    String(p),
+    "--bind",
+    "127.0.0.1",
+    "--save",
+    "",
+    "--appendonly",
+    "no",
+    "--protected-mode",
+    "no",
+  ];
+  return new ServerProcess("redis-server", command, p).start();
+}
