@@ -242,6 +242,7 @@ func checkKeyEverywhere(ctx context.Context, s stores.Store, key string, refused
 }
 
 func TestMemoryStore(t *testing.T) {
+	t.Parallel()
 	behave(t, func(t *testing.T) stores.Store {
 		s, err := stores.Open(context.Background(), "memory://?capacity=64M")
 		if err != nil {

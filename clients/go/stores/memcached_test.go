@@ -28,6 +28,7 @@ func openURL(t testing.TB, url string) stores.Store {
 }
 
 func TestMemcachedStore(t *testing.T) {
+	t.Parallel()
 	url := "memcached://" + testservers.Memcached(t, "a") + "," + testservers.Memcached(t, "b") + "?purge_skew=0s"
 	behave(t, func(t *testing.T) stores.Store { return openURL(t, url) }, true)
 }

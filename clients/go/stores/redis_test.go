@@ -17,11 +17,13 @@ import (
 )
 
 func TestRedisStore(t *testing.T) {
+	t.Parallel()
 	url := testservers.Redis(t, "a")
 	behave(t, func(t *testing.T) stores.Store { return openURL(t, url) }, false)
 }
 
 func TestRedisClusterStore(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a cluster takes seconds to form")
 	}

@@ -246,6 +246,14 @@ func Postgres(t testing.TB) string {
 		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off", "-c", "max_connections=200")
 	start(t, "postgres", cmd, port)
+	ready := find(t, "pg_isready", pgBinDirs...)
+	deadline := time.Now().Add(30 * time.Second)
+	for exec.Command(ready, "-q", "-h", "127.0.0.1", "-p", strconv.Itoa(port), "-U", "larder").Run() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("postgres did not accept connections within 30 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	u := fmt.Sprintf("postgres://larder@127.0.0.1:%d/postgres", port)
 	cache["postgres"] = u
 	return u
