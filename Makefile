@@ -12,7 +12,7 @@ LARDER_DEBUG := $(CURDIR)/target/debug/larder
 # The hostile memcached/Redis server every language's store suite runs against (crates/testkit).
 LARDER_HOSTILE := $(CURDIR)/target/debug/larder-hostile
 
-.PHONY: demo test test-rust test-python test-django test-ruby test-activesupport test-tour conformance lint-rust build-debug venv services \
+.PHONY: bench demo test test-rust test-python test-django test-ruby test-activesupport test-tour conformance lint-rust build-debug venv services \
 	ruby-packages rails-tests fuzz clean
 
 # Servers the store tests start on loopback (never as system services): binary -> Debian package.
@@ -108,6 +108,11 @@ conformance: build-debug $(VENV_STAMP) ruby-packages
 # The README's quick tour, run as written in a fresh shell (docs/tour_test.py): it builds the release binary itself.
 test-tour:
 	$(PYTHON) docs/tour_test.py
+
+# Every side-by-side benchmark in a row (bench/all.sh): tables in docs/benchmarks.md's form and SVG charts under
+# bench/results/<time>/ (QUICK=1: each one's smoke run; ONLY=peers,stores: some of them). Not part of `make test`.
+bench: $(VENV_STAMP) services ruby-packages
+	bench/all.sh $(if $(QUICK),--quick) $(if $(ONLY),--only $(ONLY)) --charts docs/bench
 
 # A long coverage-guided fuzzing run of the entry decoder (nightly + cargo-fuzz; not part of `make test`).
 # Seeds are the vector entries; the corpus stays out of git.

@@ -24,7 +24,7 @@
 #
 # Why ratios
 #   2 shared cores (wrk, memcached and the servers on the same machine): absolute req/s move between runs; ratios
-#   within a run carry over. The issue's targets: larder remote-L2 (no L1) >= 3x nginx memcached_pass in req/s,
+#   within a run carry over. The targets (issue 18): larder remote-L2 (no L1) >= 2x nginx memcached_pass in req/s,
 #   and larder with an L1 within 10% of the memory-only front (ratio >= 0.9).
 #
 # What it needs
@@ -38,7 +38,7 @@
 # about 40 seconds.
 #
 # Usage: bench/front-memcached.sh [--quick] [--duration SECS] [--rounds N] [--connections N] [--threads N]
-#                                 [--pages 10k,100k] [--l1 SIZE] [--nginx-keepalive N] [--build] [--json]
+#                                 [--pages 10k,100k] [--l1 SIZE] [--nginx-keepalive N] [--raw FILE] [--build] [--json]
 #                                 [--keep-tmp] [-h|--help]
 set -euo pipefail
 
@@ -52,7 +52,7 @@ Usage: bench/front-memcached.sh [options]
 
 Benchmarks cached hits through larder serve --store memcached://… (no L1), nginx memcached_pass on the same
 memcached, larder with --l1 64M and larder on memory only; prints req/s and p99 per server and the ratios
-larder-l2 / nginx (target >= 3) and larder-l1 / larder-mem (target >= 0.9).
+larder-l2 / nginx (target >= 2) and larder-l1 / larder-mem (target >= 0.9).
 
 Options:
   --quick               smoke run: 1 round of 3 s per measurement (about 40 s)
@@ -65,6 +65,7 @@ Options:
   --nginx-keepalive N   nginx's kept connections to memcached per worker (default 32; 0 = a connection per request)
   --build               run cargo build --release -p larder-cli first
   --json                print one JSON object per row instead of the table
+  --raw FILE            also append the raw measurements (JSON lines, bench/report.py's input) to FILE
   --keep-tmp            keep the temporary directory (configs, logs) after the run
   -h, --help            this text
 
@@ -86,6 +87,7 @@ L1_SIZE=64M
 NGINX_KEEPALIVE=32
 BUILD=0
 JSON=0
+RAW_OUT=""
 KEEP_TMP=0
 
 while (($#)); do
@@ -116,6 +118,11 @@ while (($#)); do
             ;;
         --build) BUILD=1 ;;
         --json) JSON=1 ;;
+        --raw)
+            (($# >= 2)) || die "$1 needs a value"
+            RAW_OUT=$2
+            shift
+            ;;
         --keep-tmp) KEEP_TMP=1 ;;
         -h | --help)
             usage
@@ -393,114 +400,60 @@ for server in "${SERVERS[@]}"; do
 done
 
 # ---------------------------------------------------------------------------------------------------------------
-# Report: medians over the rounds; larder-l2 / nginx and larder-l1 / larder-mem.
+# Report: bench/report.py (medians, spreads, ratios, targets). A measurement that was not all hits is flagged.
 
-summary=$(awk '
-    function median(list,   n, a, i, j, t) {
-        n = split(list, a, " ")
-        for (i = 2; i <= n; i++) { t = a[i] + 0; for (j = i - 1; j >= 1 && a[j] + 0 > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
-        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-    }
-    {
-        key = $1 " " $2
-        if (!(key in rps)) { order[++count] = key; lo[key] = $4; hi[key] = $4 }
-        rps[key] = rps[key] " " $4
-        p99[key] = p99[key] " " $5
-        if ($4 + 0 < lo[key] + 0) lo[key] = $4
-        if ($4 + 0 > hi[key] + 0) hi[key] = $4
-        for (i = 6; i <= 11; i++) sum[key, i] += $i
-    }
-    END {
-        for (k = 1; k <= count; k++) {
-            key = order[k]
-            printf "%s %.2f %.3f %.2f %.2f", key, median(rps[key]), median(p99[key]), lo[key], hi[key]
-            for (i = 6; i <= 11; i++) printf " %d", sum[key, i]
-            printf "\n"
-        }
-    }
-' "$TMP/results")
-
-declare -A S_RPS S_P99 S_LO S_HI S_REQ S_ERR S_N2 S_ORIGIN S_HITS S_MISSES
-while read -r server page rps p99 lo hi req err n2 origin mc_hits mc_misses; do
-    key="$server/$page"
-    S_RPS[$key]=$rps S_P99[$key]=$p99 S_LO[$key]=$lo S_HI[$key]=$hi S_REQ[$key]=$req S_ERR[$key]=$err
-    S_N2[$key]=$n2 S_ORIGIN[$key]=$origin S_HITS[$key]=$mc_hits S_MISSES[$key]=$mc_misses
-done <<<"$summary"
-
-per_request() { # COUNT REQUESTS
-    calc "($2 > 0) ? sprintf(\"%.2f\", $1 / $2) : \"-\""
+all_hits() { # SERVER REQUESTS ERRORS NON2XX ORIGIN MC_HITS MC_MISSES: 0 when every request was a hit by every check
+    local server=$1 req=$2 err=$3 n2=$4 origin=$5 mc_hits=$6 mc_misses=$7
+    ((origin == 0 && n2 == 0 && err == 0)) || return 1
+    case $server in
+        nginx) ((mc_misses == 0 && mc_hits >= req)) ;;
+        larder-l2) ((mc_hits >= req)) ;;
+        *) return 0 ;;
+    esac
 }
 
-# Which server each is compared with, and the target.
-declare -A BASE=([larder-l2]=nginx [larder-l1]=larder-mem) TARGET=([larder-l2]=3 [larder-l1]=0.9)
-declare -A LABEL=([nginx]="nginx memcached_pass" [larder-l2]="larder remote L2, no L1"
-    [larder-l1]="larder L2 + L1 $L1_SIZE" [larder-mem]="larder memory only")
-
-all_hits() { # SERVER/PAGE: 0 when every measured request was a hit by every check
-    local key=$1 server=${1%/*}
-    ((S_ORIGIN[$key] == 0 && S_N2[$key] == 0 && S_ERR[$key] == 0)) || return 1
-    if [[ $server == nginx ]]; then
-        ((S_MISSES[$key] == 0 && S_HITS[$key] >= S_REQ[$key])) || return 1
-    elif [[ $server == larder-l2 ]]; then
-        ((S_HITS[$key] >= S_REQ[$key])) || return 1
-    fi
-    return 0
-}
+RAW=$TMP/raw.jsonl
+not_all_hits=()
+{
+    python3 - "$ROUNDS" "$DURATION" "$CONNECTIONS" "$THREADS" "$(nproc)" "$L1_SIZE" "$NGINX_KEEPALIVE" <<'PY'
+import datetime, json, sys
+rounds, duration, connections, threads, cores, l1, keepalive = sys.argv[1:]
+print(json.dumps({
+    "meta": True, "bench": "front-memcached", "title": "The front on memcached against nginx memcached_pass",
+    "command": "bench/front-memcached.sh", "date": datetime.date.today().isoformat(), "subject": "larder-l2",
+    "setup": f"wrk -t{threads} -c{connections} --latency, {duration} s per measurement, {rounds} interleaved rounds; "
+             f"{cores} cores shared by wrk, memcached and the servers; nginx upstream keepalive {keepalive}; "
+             f"larder-l2: --store memcached://, no L1; larder-l1: the same with --l1 {l1}; larder-mem: memory only",
+    "metrics": [{"name": "rps", "label": "req/s", "better": "higher"},
+                {"name": "p99_ms", "label": "p99 ms", "better": "lower"}],
+    "pairs": [{"subject": "larder-l2", "vs": "nginx"}, {"subject": "larder-l1", "vs": "larder-mem"}],
+    "targets": [{"subject": "larder-l2", "vs": "nginx", "metric": "rps", "ratio": 2},
+                {"subject": "larder-l1", "vs": "larder-mem", "metric": "rps", "ratio": 0.9}],
+    "notes": ["mc_hits and mc_misses in the raw rows are memcached's get_hits and get_misses during the "
+              "measurement (larder's reads also fetch the prefix-purge list, a miss while nothing was purged)."],
+}))
+PY
+    while read -r server page round rps p99 req err n2 origin mc_hits mc_misses; do
+        all_hits "$server" "$req" "$err" "$n2" "$origin" "$mc_hits" "$mc_misses" ||
+            not_all_hits+=("$server /$page round $round (origin $origin, non-2xx $n2, errors $err, memcached hits $mc_hits, misses $mc_misses for $req requests)")
+        printf '{"bench":"front-memcached","case":"%s","subject":"%s","round":%d,"rps":%s,"p99_ms":%s,' \
+            "$page" "$server" "$round" "$rps" "$p99"
+        printf '"requests":%d,"errors":%d,"non2xx":%d,"origin_requests":%d,"mc_hits":%d,"mc_misses":%d}\n' \
+            "$req" "$err" "$n2" "$origin" "$mc_hits" "$mc_misses"
+    done <"$TMP/results"
+} >"$RAW"
+[[ -z $RAW_OUT ]] || cat "$RAW" >>"$RAW_OUT"
 
 if ((JSON)); then
-    for page in "${PAGES[@]}"; do
-        for server in "${SERVERS[@]}"; do
-            key="$server/$page"
-            base=${BASE[$server]:-}
-            ratio=null target=null met=null
-            if [[ -n $base ]]; then
-                ratio=$(calc "(${S_RPS[$base/$page]} > 0) ? sprintf(\"%.3f\", ${S_RPS[$key]} / ${S_RPS[$base/$page]}) : \"null\"")
-                target=${TARGET[$server]}
-                met=$(calc "($ratio != \"null\" && ${S_RPS[$key]} >= $target * ${S_RPS[$base/$page]}) ? \"true\" : \"false\"")
-            fi
-            printf '{"server":"%s","page":"%s","connections":%d,"threads":%d,"duration_s":%d,"rounds":%d,' \
-                "$server" "$page" "$CONNECTIONS" "$THREADS" "$DURATION" "$ROUNDS"
-            printf '"requests_per_s":%s,"requests_per_s_min":%s,"requests_per_s_max":%s,"p99_ms":%s,' \
-                "${S_RPS[$key]}" "${S_LO[$key]}" "${S_HI[$key]}" "${S_P99[$key]}"
-            printf '"requests":%d,"socket_errors":%d,"non2xx":%d,"origin_requests":%d,' \
-                "${S_REQ[$key]}" "${S_ERR[$key]}" "${S_N2[$key]}" "${S_ORIGIN[$key]}"
-            printf '"memcached_hits":%d,"memcached_misses":%d,"all_hits":%s,' \
-                "${S_HITS[$key]}" "${S_MISSES[$key]}" "$(all_hits "$key" && echo true || echo false)"
-            printf '"compared_with":%s,"ratio":%s,"target_ratio":%s,"target_met":%s}\n' \
-                "$([[ -n $base ]] && echo "\"$base\"" || echo null)" "$ratio" "$target" "$met"
-        done
-    done
+    python3 "$BENCH_DIR/report.py" json "$RAW"
 else
     echo
-    echo "Cached hits: wrk -t$THREADS -c$CONNECTIONS --latency, ${DURATION} s per measurement, median of $ROUNDS" \
-        "interleaved round(s); $(nproc) cores shared by wrk, memcached and the servers"
     echo "nginx $(nginx -v 2>&1 | sed 's|.*/||') (memcached_pass, upstream keepalive $NGINX_KEEPALIVE)," \
         "$(memcached -V 2>/dev/null) (-t 2), larder $("$LARDER" --version 2>/dev/null | awk '{print $NF}') ($LARDER)"
-    echo
-    fmt='%-26s %-5s %10s %15s %8s %9s %9s %14s  %s\n'
-    # shellcheck disable=SC2059
-    printf "$fmt" server page "req/s" "(min-max)" "p99 ms" "mc hit/r" "mc miss/r" "ratio" "target"
-    for page in "${PAGES[@]}"; do
-        for server in "${SERVERS[@]}"; do
-            key="$server/$page"
-            base=${BASE[$server]:-}
-            ratio="" verdict=""
-            if [[ -n $base ]]; then
-                ratio=$(calc "(${S_RPS[$base/$page]} > 0) ? sprintf(\"%.2fx %s\", ${S_RPS[$key]} / ${S_RPS[$base/$page]}, \"$base\") : \"-\"")
-                verdict=$(calc "(${S_RPS[$key]} >= ${TARGET[$server]} * ${S_RPS[$base/$page]}) ? \">= ${TARGET[$server]}x met\" : \">= ${TARGET[$server]}x MISSED\"")
-            fi
-            all_hits "$key" || verdict+="${verdict:+; }NOT ALL HITS (origin ${S_ORIGIN[$key]}, non-2xx ${S_N2[$key]}, errors ${S_ERR[$key]})"
-            # shellcheck disable=SC2059
-            printf "$fmt" "${LABEL[$server]}" "$page" "${S_RPS[$key]}" "(${S_LO[$key]%.*}-${S_HI[$key]%.*})" \
-                "${S_P99[$key]}" "$(per_request "${S_HITS[$key]}" "${S_REQ[$key]}")" \
-                "$(per_request "${S_MISSES[$key]}" "${S_REQ[$key]}")" "$ratio" "$verdict"
-        done
-    done
-    echo
-    echo "ratio = req/s / the named server's req/s. Targets: larder remote L2 (no L1) >= 3x nginx memcached_pass;"
-    echo "larder with L1 >= 0.9x larder memory-only. mc hit/r, mc miss/r = memcached get_hits, get_misses per request"
-    echo "during the measurement (larder's reads also fetch the prefix-purge list, a miss while nothing was purged)."
-    echo "Every row: 0 origin requests, 0 non-2xx, 0 socket errors unless flagged NOT ALL HITS."
+    python3 "$BENCH_DIR/report.py" table "$RAW"
 fi
+for flagged in "${not_all_hits[@]}"; do
+    log "NOT ALL HITS: $flagged"
+done
 
 FAILED=0

@@ -31,8 +31,8 @@
 # minute, --hold-all adds two more holds.
 #
 # Usage: bench/peers.sh [--quick] [--duration SECS] [--rounds N] [--connections N] [--threads N]
-#                       [--hold-connections N] [--hold-duration SECS] [--no-hold] [--hold-all] [--build] [--json]
-#                       [--keep-tmp] [-h|--help]
+#                       [--hold-connections N] [--hold-duration SECS] [--no-hold] [--hold-all] [--pages LIST]
+#                       [--no-pin] [--raw FILE] [--build] [--json] [--keep-tmp] [-h|--help]
 set -euo pipefail
 
 BENCH_NAME=peers
@@ -57,12 +57,16 @@ Options:
   --hold-duration SECS  seconds to hold them (default 60; --quick 10)
   --no-hold             skip the keep-alive hold
   --hold-all            hold the connections against nginx and Varnish too, for reference (adds 2 holds)
+  --pages LIST          cached pages to measure, of 10k, 100k, 1m (default 10k,100k,1m)
+  --no-pin              let wrk and the servers share every core (default: wrk on the last core, the servers on
+                        the others, when there are at least 2)
+  --raw FILE            also append the raw measurements (JSON lines, bench/report.py's input) to FILE
   --build               run cargo build --release -p larder-cli first (otherwise only when the binary is missing)
   --json                print one JSON object per row instead of the table
   --keep-tmp            keep the temporary directory (configs, logs, cache) after the run
   -h, --help            this text
 
-Progress goes to stderr; the table (or the JSON rows) to stdout. LARDER_BIN=PATH benchmarks that larder binary
+Progress goes to stderr; the table (or the JSON rows) to stdout; the statistics are bench/report.py's. LARDER_BIN=PATH benchmarks that larder binary
 instead of the workspace's target/release/larder (and builds nothing). LARDER_BASELINE_BIN=PATH adds another larder
 binary (an earlier build, say) as the server "baseline", measured in the same rounds, so a change to larder is
 judged by its ratio to nginx and to its own earlier self in one run.
@@ -84,6 +88,9 @@ HOLD_ALL=0
 BUILD=0
 JSON=0
 KEEP_TMP=0
+PAGE_LIST=10k,100k,1m
+PIN=1
+RAW_OUT=""
 
 while (($#)); do
     case "$1" in
@@ -105,6 +112,19 @@ while (($#)); do
             set -- "${1%%=*}" "${1#*=}" "${@:2}"
             continue
             ;;
+        --pages | --raw)
+            (($# >= 2)) || die "$1 needs a value"
+            case "$1" in
+                --pages) PAGE_LIST=$2 ;;
+                --raw) RAW_OUT=$2 ;;
+            esac
+            shift
+            ;;
+        --pages=* | --raw=*)
+            set -- "${1%%=*}" "${1#*=}" "${@:2}"
+            continue
+            ;;
+        --no-pin) PIN=0 ;;
         --no-hold) HOLD=0 ;;
         --hold-all) HOLD_ALL=1 ;;
         --build) BUILD=1 ;;
@@ -136,15 +156,30 @@ fi
 WARM_SECS=2
 ((QUICK)) && WARM_SECS=1
 
-PAGES=(10k 100k)
-declare -A PAGE_BYTES=([10k]=10240 [100k]=102400)
+declare -A PAGE_BYTES=([10k]=10240 [100k]=102400 [1m]=1048576)
+IFS=, read -r -a PAGES <<<"$PAGE_LIST"
+for page in "${PAGES[@]}"; do
+    [[ -n ${PAGE_BYTES[$page]:-} ]] || die "--pages: unknown page '$page' (10k, 100k or 1m)"
+done
+((${#PAGES[@]})) || die "--pages needs at least one page"
+[[ " ${PAGES[*]} " == *" 10k "* ]] || HOLD=0
 SERVERS=(nginx varnish larder)
 BASELINE=${LARDER_BASELINE_BIN:-}
 [[ -z $BASELINE ]] || SERVERS+=(baseline)
 HOLD_SERVERS=(larder)
 ((HOLD_ALL)) && HOLD_SERVERS=(larder nginx varnish)
-# The issue's targets: larder req/s >= this many times the peer's.
-declare -A TARGET_RATIO=([nginx]=1.2 [varnish]=1.5)
+# Pinning: on a machine of a few cores, wrk and the servers fight for the same cores and a figure means something
+# else in every run. wrk gets the last core to itself, the servers (one at a time under load) the others.
+SERVER_CPUS="" LOAD_CPUS=""
+if ((PIN)) && command -v taskset >/dev/null 2>&1 && (($(nproc) >= 2)); then
+    last=$(($(nproc) - 1))
+    SERVER_CPUS="0-$((last - 1))"
+    ((last == 1)) && SERVER_CPUS=0
+    LOAD_CPUS=$last
+fi
+SERVER_WORKERS=$(($(nproc) - (${#LOAD_CPUS} > 0 ? 1 : 0)))
+on_servers() { if [[ -n $SERVER_CPUS ]]; then taskset -c "$SERVER_CPUS" "$@"; else "$@"; fi; }
+on_load() { if [[ -n $LOAD_CPUS ]]; then taskset -c "$LOAD_CPUS" "$@"; else "$@"; fi; }
 
 TEMPLATES=$BENCH_DIR/peers
 
@@ -184,7 +219,8 @@ render() { # TEMPLATE OUT [PORT]
     local user_line=""
     ((EUID == 0)) && user_line="user root root;"
     sed -e "s|@DIR@|$TMP|g" -e "s|@ORIGIN_PORT@|$ORIGIN_PORT|g" -e "s|@PORT@|${3:-}|g" \
-        -e "s|@USER_LINE@|$user_line|g" -e "s|@NOFILE@|$(ulimit -Sn)|g" "$TEMPLATES/$1" >"$2"
+        -e "s|@USER_LINE@|$user_line|g" -e "s|@NOFILE@|$(ulimit -Sn)|g" -e "s|@WORKERS@|$SERVER_WORKERS|g" \
+        "$TEMPLATES/$1" >"$2"
 }
 
 mkdir -p "$TMP/www" "$TMP/origin-tmp" "$TMP/nginx-tmp" "$TMP/nginx-cache" "$TMP/varnish"
@@ -192,14 +228,14 @@ for page in "${PAGES[@]}"; do
     head -c "${PAGE_BYTES[$page]}" /dev/zero | tr '\0' 'x' >"$TMP/www/$page"
 done
 
-log "origin: nginx serving /10k and /100k on 127.0.0.1:$ORIGIN_PORT"
+log "origin: nginx serving ${PAGES[*]/#//} on 127.0.0.1:$ORIGIN_PORT"
 render nginx-origin.conf.in "$TMP/origin.conf"
 start origin "$TMP/origin.log" nginx -p "$TMP" -e "$TMP/origin.error.log" -c "$TMP/origin.conf"
 wait_listening origin "$ORIGIN_PORT" "$TMP/origin.log"
 
 log "nginx proxy_cache on 127.0.0.1:$NGINX_PORT"
 render nginx-proxy.conf.in "$TMP/nginx.conf" "$NGINX_PORT"
-start nginx "$TMP/nginx.log" nginx -p "$TMP" -e "$TMP/nginx.error.log" -c "$TMP/nginx.conf"
+start nginx "$TMP/nginx.log" on_servers nginx -p "$TMP" -e "$TMP/nginx.error.log" -c "$TMP/nginx.conf"
 wait_listening nginx "$NGINX_PORT" "$TMP/nginx.log"
 
 # Two thread pools (one per core) of at least 100 threads, so that wrk's connections never wait for a thread to be
@@ -212,20 +248,20 @@ if ((HOLD && HOLD_ALL && HOLD_CONNECTIONS / 2 + 200 > VARNISH_THREADS_MAX)); the
 fi
 log "varnish (malloc 256m) on 127.0.0.1:$VARNISH_PORT"
 render varnish.vcl.in "$TMP/varnish.vcl"
-start varnish "$TMP/varnish.log" varnishd -F -j none -n "$TMP/varnish" -a "127.0.0.1:$VARNISH_PORT" \
+start varnish "$TMP/varnish.log" on_servers varnishd -F -j none -n "$TMP/varnish" -a "127.0.0.1:$VARNISH_PORT" \
     -T 127.0.0.1:0 -f "$TMP/varnish.vcl" -s malloc,256m -P "$TMP/varnish.pid" \
-    -p thread_pools=2 -p thread_pool_min=100 -p thread_pool_max="$VARNISH_THREADS_MAX"
+    -p thread_pools="$SERVER_WORKERS" -p thread_pool_min=100 -p thread_pool_max="$VARNISH_THREADS_MAX"
 wait_listening varnish "$VARNISH_PORT" "$TMP/varnish.log"
 
 log "larder (--capacity 256M) on 127.0.0.1:$LARDER_PORT"
-start larder "$TMP/larder.log" env RUST_LOG=warn "$LARDER" serve --upstream "http://127.0.0.1:$ORIGIN_PORT" \
+start larder "$TMP/larder.log" on_servers env RUST_LOG=warn "$LARDER" serve --upstream "http://127.0.0.1:$ORIGIN_PORT" \
     --listen "127.0.0.1:$LARDER_PORT" --no-admin --capacity 256M
 wait_listening larder "$LARDER_PORT" "$TMP/larder.log"
 
 if [[ -n $BASELINE ]]; then
     "$BASELINE" serve --help >/dev/null 2>&1 || die "LARDER_BASELINE_BIN=$BASELINE has no 'serve' command"
     log "baseline larder ($BASELINE, --capacity 256M) on 127.0.0.1:$BASELINE_PORT"
-    start baseline "$TMP/baseline.log" env RUST_LOG=warn "$BASELINE" serve \
+    start baseline "$TMP/baseline.log" on_servers env RUST_LOG=warn "$BASELINE" serve \
         --upstream "http://127.0.0.1:$ORIGIN_PORT" --listen "127.0.0.1:$BASELINE_PORT" --no-admin --capacity 256M
     wait_listening baseline "$BASELINE_PORT" "$TMP/baseline.log"
 fi
@@ -264,7 +300,7 @@ for server in "${SERVERS[@]}"; do
             fi
         done
     done
-    log "$server: /10k and /100k are cache HITs"
+    log "$server: ${PAGES[*]/#//} are cache HITs"
 done
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -272,7 +308,7 @@ done
 
 run_wrk() { # OUT-FILE CONNECTIONS SECS URL: runs wrk and prints parse_wrk's line
     local out=$1 connections=$2 secs=$3 url=$4 parsed
-    wrk -t "$THREADS" -c "$connections" -d "${secs}s" --latency "$url" >"$out" 2>&1 || true
+    on_load wrk -t "$THREADS" -c "$connections" -d "${secs}s" --latency "$url" >"$out" 2>&1 || true
     if ! parsed=$(parse_wrk "$out"); then
         cat "$out" >&2
         die "wrk printed no Requests/sec for $url (output above)"
@@ -343,74 +379,39 @@ if ((HOLD)); then
 fi
 
 # ---------------------------------------------------------------------------------------------------------------
-# Report: medians over the rounds, larder's ratios to each peer.
+# Report: bench/report.py turns the raw rounds into medians, spreads, ratios and the targets' verdicts.
 
-# Prints per server and page: SERVER PAGE RPS P99 RPS_MIN RPS_MAX REQUESTS C R W T N2 ORIGIN
-summary=$(awk '
-    function median(list,   n, a, i, j, t) {
-        n = split(list, a, " ")
-        for (i = 2; i <= n; i++) { t = a[i] + 0; for (j = i - 1; j >= 1 && a[j] + 0 > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
-        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-    }
-    {
-        key = $1 " " $2
-        if (!(key in rps)) { order[++count] = key; lo[key] = $4; hi[key] = $4 }
-        rps[key] = rps[key] " " $4
-        p99[key] = p99[key] " " $5
-        if ($4 + 0 < lo[key] + 0) lo[key] = $4
-        if ($4 + 0 > hi[key] + 0) hi[key] = $4
-        for (i = 6; i <= 12; i++) sum[key, i] += $i
-    }
-    END {
-        for (k = 1; k <= count; k++) {
-            key = order[k]
-            printf "%s %.2f %.3f %.2f %.2f", key, median(rps[key]), median(p99[key]), lo[key], hi[key]
-            for (i = 6; i <= 12; i++) printf " %d", sum[key, i]
-            printf "\n"
-        }
-    }
-' "$TMP/results")
-
-declare -A S_RPS S_P99 S_LO S_HI S_REQ S_CONN S_READ S_WRITE S_TIMEOUT S_NON2XX S_ORIGIN
-while read -r server page rps p99 lo hi req c r w t n2 origin; do
-    key="$server/$page"
-    S_RPS[$key]=$rps S_P99[$key]=$p99 S_LO[$key]=$lo S_HI[$key]=$hi S_REQ[$key]=$req
-    S_CONN[$key]=$c S_READ[$key]=$r S_WRITE[$key]=$w S_TIMEOUT[$key]=$t S_NON2XX[$key]=$n2 S_ORIGIN[$key]=$origin
-done <<<"$summary"
-
+RAW=$TMP/raw.jsonl
+{
+    pin_note="wrk and the servers share every core"
+    [[ -n $LOAD_CPUS ]] && pin_note="wrk pinned to core $LOAD_CPUS, the servers to $SERVER_CPUS"
+    python3 - "$ROUNDS" "$DURATION" "$CONNECTIONS" "$THREADS" "$(nproc)" "$pin_note" "${PAGES[*]}" <<'PY'
+import json, sys
+import datetime
+rounds, duration, connections, threads, cores, pin, pages = sys.argv[1:]
+# The targets (issues 5 and 18): req/s >= 1.3x nginx and 1.5x Varnish, 100 KB pages >= 1.2x nginx, and on 10 KB
+# pages a p99 no longer than nginx's in every round.
+targets = [{"case": "10k", "vs": "nginx", "metric": "rps", "ratio": 1.3},
+           {"case": "10k", "vs": "varnish", "metric": "rps", "ratio": 1.5}, {"case": "100k", "vs": "varnish", "metric": "rps", "ratio": 1.5},
+           {"case": "10k", "vs": "nginx", "metric": "p99_ms", "ratio": 1.0, "every_round": True},
+           {"case": "100k", "vs": "nginx", "metric": "rps", "ratio": 1.2}]
+print(json.dumps({"meta": True, "bench": "peers", "title": "Cached hits: larder, nginx proxy_cache, Varnish",
+                  "command": "bench/peers.sh", "subject": "larder", "date": datetime.date.today().isoformat(),
+                  "setup": f"wrk -t{threads} -c{connections} --latency, {duration} s per measurement, {rounds} interleaved rounds; {cores} cores, {pin}",
+                  "metrics": [{"name": "rps", "label": "req/s", "better": "higher"},
+                              {"name": "p99_ms", "label": "p99 ms", "better": "lower"}],
+                  "targets": targets}))
+PY
+    while read -r server page round rps p99 req c r w t n2 reached; do
+        printf '{"bench":"peers","case":"%s","subject":"%s","round":%d,"rps":%s,"p99_ms":%s,"requests":%d,' \
+            "$page" "$server" "$round" "$rps" "$p99" "$req"
+        printf '"errors":%d,"origin_requests":%d}\n' "$((c + r + w + t + n2))" "$reached"
+    done <"$TMP/results"
+} >"$RAW"
+[[ -z $RAW_OUT ]] || cat "$RAW" >>"$RAW_OUT"
 
 if ((JSON)); then
-    for page in "${PAGES[@]}"; do
-        lrps=${S_RPS[larder/$page]} lp99=${S_P99[larder/$page]}
-        for server in "${SERVERS[@]}"; do
-            key="$server/$page"
-            errors=$((S_CONN[$key] + S_READ[$key] + S_WRITE[$key] + S_TIMEOUT[$key] + S_NON2XX[$key]))
-            rps_ratio=$(calc "(${S_RPS[$key]} > 0) ? sprintf(\"%.3f\", $lrps / ${S_RPS[$key]}) : \"null\"")
-            p99_ratio=$(calc "(${S_P99[$key]} > 0) ? sprintf(\"%.3f\", $lp99 / ${S_P99[$key]}) : \"null\"")
-            target=${TARGET_RATIO[$server]:-}
-            if [[ -n $target ]]; then
-                rps_met=$(calc "($rps_ratio != \"null\" && $lrps >= $target * ${S_RPS[$key]}) ? \"true\" : \"false\"")
-            else
-                target=null rps_met=null
-            fi
-            if [[ $server == nginx ]]; then
-                p99_met=$(calc "($lp99 <= ${S_P99[$key]}) ? \"true\" : \"false\"")
-            else
-                p99_met=null
-            fi
-            printf '{"server":"%s","page":"%s","test":"hits","connections":%d,"threads":%d,"duration_s":%d,' \
-                "$server" "$page" "$CONNECTIONS" "$THREADS" "$DURATION"
-            printf '"rounds":%d,"requests_per_s":%s,"requests_per_s_min":%s,"requests_per_s_max":%s,' \
-                "$ROUNDS" "${S_RPS[$key]}" "${S_LO[$key]}" "${S_HI[$key]}"
-            printf '"p99_ms":%s,"requests":%d,"errors":%d,"errors_connect":%d,"errors_read":%d,' \
-                "${S_P99[$key]}" "${S_REQ[$key]}" "$errors" "${S_CONN[$key]}" "${S_READ[$key]}"
-            printf '"errors_write":%d,"errors_timeout":%d,"errors_non2xx":%d,"origin_requests":%d,' \
-                "${S_WRITE[$key]}" "${S_TIMEOUT[$key]}" "${S_NON2XX[$key]}" "${S_ORIGIN[$key]}"
-            printf '"larder_requests_per_s":%s,"larder_p99_ms":%s,"larder_rps_ratio":%s,"larder_p99_ratio":%s,' \
-                "$lrps" "$lp99" "$rps_ratio" "$p99_ratio"
-            printf '"target_rps_ratio":%s,"rps_target_met":%s,"p99_target_met":%s}\n' "$target" "$rps_met" "$p99_met"
-        done
-    done
+    python3 "$BENCH_DIR/report.py" json "$RAW"
     for server in "${HOLD_SERVERS[@]}"; do
         [[ -n ${HOLD_RESULT[$server]:-} ]] || continue
         read -r rps p99 req c r w t n2 p50 max <<<"${HOLD_RESULT[$server]}"
@@ -425,39 +426,10 @@ if ((JSON)); then
     done
 else
     echo
-    echo "Cached hits: wrk -t$THREADS -c$CONNECTIONS --latency, ${DURATION} s per measurement, median of $ROUNDS" \
-        "interleaved round(s); $(nproc) cores shared by wrk and the servers"
     echo "nginx $(nginx -v 2>&1 | sed 's|.*/||'), varnish $(varnishd -V 2>&1 | sed -n 's/.*varnish-\([0-9.]*\).*/\1/p;q')," \
         "larder $("$LARDER" --version 2>/dev/null | awk '{print $NF}') ($LARDER)"
     [[ -z $BASELINE ]] || echo "baseline: $BASELINE"
-    echo
-    fmt='%-8s %-5s %11s %15s %9s %7s %10s %10s  %s\n'
-    # shellcheck disable=SC2059
-    printf "$fmt" server page "req/s" "(min-max)" "p99 ms" errors "ratio" "p99 ratio" "targets"
-    for page in "${PAGES[@]}"; do
-        lrps=${S_RPS[larder/$page]} lp99=${S_P99[larder/$page]}
-        for server in "${SERVERS[@]}"; do
-            key="$server/$page"
-            errors=$((S_CONN[$key] + S_READ[$key] + S_WRITE[$key] + S_TIMEOUT[$key] + S_NON2XX[$key]))
-            ratio=$(calc "(${S_RPS[$key]} > 0) ? sprintf(\"%.2fx\", $lrps / ${S_RPS[$key]}) : \"-\"")
-            p99r=$(calc "(${S_P99[$key]} > 0) ? sprintf(\"%.2fx\", $lp99 / ${S_P99[$key]}) : \"-\"")
-            verdict=""
-            if [[ -n ${TARGET_RATIO[$server]:-} ]]; then
-                verdict=$(calc "($lrps >= ${TARGET_RATIO[$server]} * ${S_RPS[$key]}) ? \"req/s >= ${TARGET_RATIO[$server]}x met\" : \"req/s >= ${TARGET_RATIO[$server]}x MISSED\"")
-            fi
-            if [[ $server == nginx ]]; then
-                verdict+=$(calc "($lp99 <= ${S_P99[$key]}) ? \"; p99 <= nginx met\" : \"; p99 <= nginx MISSED\"")
-            fi
-            [[ $server == larder ]] && ratio="" p99r=""
-            ((S_ORIGIN[$key] > 0)) && verdict+=" (origin reached ${S_ORIGIN[$key]}x: not all hits)"
-            # shellcheck disable=SC2059
-            printf "$fmt" "$server" "$page" "${S_RPS[$key]}" "(${S_LO[$key]%.*}-${S_HI[$key]%.*})" "${S_P99[$key]}" \
-                "$errors" "$ratio" "$p99r" "$verdict"
-        done
-    done
-    echo
-    echo "ratio = larder req/s / that server's req/s (above 1: larder is faster); p99 ratio = larder p99 / that"
-    echo "server's p99 (below 1: larder's tail is shorter). Targets: ratio >= 1.2 vs nginx, >= 1.5 vs Varnish, p99 ratio <= 1 vs nginx."
+    python3 "$BENCH_DIR/report.py" table "$RAW"
     echo "Origin requests during the measurements: $origin_during (0 means every measured request was a cache hit)."
     if ((${#HOLD_RESULT[@]})); then
         echo

@@ -76,6 +76,7 @@ Options:
   --redis-query Q     options added to larder's Redis URL, e.g. pool=16 (default: timeout=5s)
   --build             run cargo build --release -p larder-cli first
   --json              print one JSON object per row instead of the table
+  --raw FILE          also append the rounds in bench/report.py's raw form (JSON lines) to FILE
   --keep-tmp          keep the temporary directory (raw outputs, logs) after the run
   -h, --help          this text
 
@@ -102,6 +103,7 @@ MEMCACHED_QUERY="timeout=5s"
 REDIS_QUERY="timeout=5s"
 BUILD=0
 JSON=0
+RAW_OUT=""
 KEEP_TMP=0
 
 while (($#)); do
@@ -132,6 +134,11 @@ while (($#)); do
             ;;
         --build) BUILD=1 ;;
         --json) JSON=1 ;;
+        --raw)
+            (($# >= 2)) || die "$1 needs a value"
+            RAW_OUT=$2
+            shift
+            ;;
         --keep-tmp) KEEP_TMP=1 ;;
         -h | --help)
             usage
@@ -431,6 +438,7 @@ args=(report "$RESULTS" --target "$TARGET" --seconds "$SECONDS_PER" --stores "$(
     IFS=,
     echo "${STORES[*]}"
 )")
+[[ -z $RAW_OUT ]] || python3 "$HELPERS/parse.py" raw "$RESULTS" --header "${header%%$'\n'*}" >>"$RAW_OUT"
 if ((JSON)); then
     python3 "$HELPERS/parse.py" "${args[@]}" --json
 else

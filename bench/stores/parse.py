@@ -5,6 +5,7 @@
     parse.py memaslap FILE --op OP --size BYTES --store NAME [--round N]
     parse.py redis FILE --op OP --size BYTES --store NAME [--round N]
     parse.py report RESULTS --target 0.8 [--json] [--header TEXT]
+    parse.py raw RESULTS [--header TEXT]          the rounds in bench/report.py's raw form (for make bench's charts)
 
 Every result line is one JSON object: {round, store, op, size, tool, ops_per_sec, p99_ms, p99_approx, errors,
 misses, lookups}. "tool" is "larder" or the reference client's name. The report takes the median of the rounds for
@@ -295,6 +296,37 @@ def report(path, target, as_json, header, store_order, seconds):
     print("100 keys. memaslap's p99 is the upper bound of its log2 latency bucket (<=); redis-benchmark's is exact.")
 
 
+# The targets of issue 18 for the store clients: (store, op, size) -> larder / reference ops/s at least.
+RAW_TARGETS = [
+    ("redis", "get_many", 1024, 1.0),
+    ("memcached", "set", 102400, 0.9),
+    ("redis", "set", 102400, 0.9),
+]
+
+
+def raw(path, header):
+    """bench/report.py's raw lines: one case per store, op and size; larder against the reference tool."""
+    rows = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
+    tools = sorted({r["tool"] for r in rows if r["tool"] != "larder"})
+    case = lambda r: f"{r['store']} {OP_LABEL.get(r['op'], r['op'])} {size_label(r['size'])}"  # noqa: E731
+    targets = [
+        {"case": f"{store} {OP_LABEL[op]} {size_label(size)}", "vs": tool, "metric": "ops", "ratio": ratio}
+        for store, op, size, ratio in RAW_TARGETS
+        for tool in tools
+        if any(r["store"] == store and r["op"] == op and r["size"] == size and r["tool"] == tool for r in rows)
+    ]
+    print(json.dumps({
+        "meta": True, "bench": "stores", "title": "Store clients against each server's own benchmark client",
+        "command": "bench/stores.sh", "setup": header, "subject": "larder",
+        "metrics": [{"name": "ops", "label": "ops/s", "better": "higher"},
+                    {"name": "p99_ms", "label": "p99 ms", "better": "lower"}],
+        "targets": targets,
+    }))
+    for r in rows:
+        print(json.dumps({"bench": "stores", "case": case(r), "subject": r["tool"], "round": r["round"],
+                          "ops": r["ops_per_sec"], "p99_ms": r["p99_ms"], "errors": r["errors"]}))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="what", required=True)
@@ -309,6 +341,9 @@ def main():
         p.add_argument("--size", type=int, required=True)
         p.add_argument("--store", required=True)
         p.add_argument("--round", type=int, default=0)
+    p = sub.add_parser("raw")
+    p.add_argument("results")
+    p.add_argument("--header", default="")
     p = sub.add_parser("report")
     p.add_argument("results")
     p.add_argument("--target", type=float, default=0.8)
@@ -323,6 +358,8 @@ def main():
         parse_memaslap(args.file, args.op, args.size, args.store, args.round)
     elif args.what == "redis":
         parse_redis(args.file, args.op, args.size, args.store, args.round)
+    elif args.what == "raw":
+        raw(args.results, args.header)
     else:
         report(args.results, args.target, args.json, args.header, args.stores.split(","), args.seconds)
 

@@ -2,7 +2,7 @@
 //! variants and alternates (§5.4, §5.5), and reading one back. `storage.rs` does the reading and writing.
 
 use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue, AGE, CONTENT_ENCODING, CONTENT_LENGTH, DATE};
+use http::header::{HeaderName, HeaderValue, AGE, CACHE_CONTROL, CONTENT_ENCODING, CONTENT_LENGTH, DATE};
 use http::{HeaderMap, StatusCode};
 use larder_format::key::{self, VaryMarker};
 pub use larder_format::key::{alternate_key, url_keys};
@@ -11,6 +11,7 @@ use larder_format::{
 };
 
 use crate::respond::CONSUMED;
+use crate::rfc9111::cache_control::Directives;
 use crate::rfc9111::headers::end_to_end;
 use crate::rfc9111::{freshness, StorePlan};
 
@@ -41,6 +42,9 @@ pub struct Stored {
     pub key: String,
     /// The headers, once, in a map: for the caching rules, and the start of every response served from it.
     pub headers: HeaderMap,
+    /// Its Cache-Control says no-transform (RFC 9110 §7.7): read once when decoded, since a decoded response is
+    /// served many times (prepared.rs); parsing it on every hit was a tenth of a hit's instructions.
+    pub no_transform: bool,
 }
 
 /// What a lookup found.
@@ -58,10 +62,11 @@ impl Stored {
         Some(Stored::from_parts(key, meta, response))
     }
 
-    fn from_parts(key: String, meta: EntryMeta, response: HttpResponse) -> Stored {
+    pub(crate) fn from_parts(key: String, meta: EntryMeta, response: HttpResponse) -> Stored {
         let headers = header_map(&response.headers);
+        let no_transform = Directives::parse(headers.get_all(CACHE_CONTROL)).no_transform;
         let HttpResponse { status, body, content_encoding, .. } = response;
-        Stored { meta, status, body, content_encoding, key, headers }
+        Stored { meta, status, body, content_encoding, key, headers, no_transform }
     }
 
     /// The response as an entry holds it (for writing it again, or in another coding).

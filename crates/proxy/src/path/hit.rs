@@ -13,7 +13,6 @@ use http::header::CONTENT_ENCODING;
 use larder_cache::coalesce::Role;
 use larder_format::ContentEncoding;
 
-use crate::rfc9111::cache_control::Directives;
 use larder_store::Store;
 
 use super::Answer;
@@ -148,7 +147,7 @@ fn choose(stored: &Stored, accepted: &Accepted, offered: Option<ContentEncoding>
         return Choice::Stored { varies_on_coding: false };
     };
     // RFC 9110 §7.7: a proxy must not transform the content of a response that says no-transform.
-    if Directives::parse(stored.headers.get_all(http::header::CACHE_CONTROL)).no_transform {
+    if stored.no_transform {
         return Choice::Stored { varies_on_coding: false };
     }
     let offer = offered
@@ -167,19 +166,25 @@ mod tests {
     use super::*;
     use bytes::Bytes;
     use http::HeaderValue;
-    use larder_format::EntryMeta;
+    use larder_format::{EntryMeta, HttpResponse};
 
     fn stored(coding: ContentEncoding, content_type: &'static str, body_len: usize) -> Stored {
-        let mut headers = http::HeaderMap::new();
-        headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-        Stored {
-            meta: EntryMeta::with_ttl(1, 60_000),
-            status: 200,
-            body: Bytes::from(vec![b'a'; body_len]),
-            content_encoding: coding,
-            key: "k".into(),
-            headers,
+        stored_with(coding, content_type, body_len, None)
+    }
+
+    fn stored_with(
+        coding: ContentEncoding,
+        content_type: &'static str,
+        body_len: usize,
+        cache_control: Option<&'static str>,
+    ) -> Stored {
+        let mut headers = vec![(Bytes::from_static(b"content-type"), Bytes::from_static(content_type.as_bytes()))];
+        if let Some(value) = cache_control {
+            headers.push((Bytes::from_static(b"cache-control"), Bytes::from_static(value.as_bytes())));
         }
+        let response =
+            HttpResponse { status: 200, headers, body: Bytes::from(vec![b'a'; body_len]), content_encoding: coding };
+        Stored::from_parts("k".into(), EntryMeta::with_ttl(1, 60_000), response)
     }
 
     fn accepting(value: &'static str) -> Accepted {
@@ -190,12 +195,10 @@ mod tests {
 
     #[test]
     fn a_response_that_says_no_transform_is_served_as_stored() {
-        let mut gzipped = stored(ContentEncoding::Gzip, "text/html", 4096);
-        gzipped.headers.insert(http::header::CACHE_CONTROL, HeaderValue::from_static("max-age=60, no-transform"));
+        let gzipped = stored_with(ContentEncoding::Gzip, "text/html", 4096, Some("max-age=60, no-transform"));
         let choice = choose(&gzipped, &accepting("identity"), Some(ContentEncoding::Gzip));
         assert_eq!(choice, Choice::Stored { varies_on_coding: false }, "not decoded for a client without gzip");
-        let mut plain = stored(ContentEncoding::Identity, "text/html", 4096);
-        plain.headers.insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-transform"));
+        let plain = stored_with(ContentEncoding::Identity, "text/html", 4096, Some("no-transform"));
         assert_eq!(
             choose(&plain, &accepting("gzip"), Some(ContentEncoding::Gzip)),
             Choice::Stored { varies_on_coding: false }
