@@ -1,0 +1,446 @@
+// `Cache`: what a program calls. Values in the shared entry format (spec/FORMAT.md) over any store, with `fetch`:
+// - a miss is computed once per process: concurrent callers of one key share the leader's promise;
+// - across processes the leader follows the one lock policy (spec/STORES.md §3): it takes the store lock (`add` of
+//   a random token under internal_key("lock", key)), reads the key once more, loads, stores, releases with
+//   deleteIf; a cold miss that finds the lock held polls (5 ms doubling to 50 ms) for the holder's value, takes the
+//   lock itself when it goes without one, and loads without it after lockTtl; within an entry's stale window the
+//   stale value is served at once while one caller recomputes.
+// - Reads absorb store failures (a miss, counted): a cache that is down must not take the program down; fetch also
+//   absorbs failed writes. Plain writes (set, add, delete, incr, purges) reject with the store's StoreError.
+
+import { randomBytes } from "node:crypto";
+import { utf8 } from "./bytes.js";
+import { type Compressor, DEFAULT_MAX_SIZE } from "./compressors.js";
+import { DEFAULT_THRESHOLD, decodePayload, encode } from "./entry.js";
+import { InvalidEntry } from "./errors.js";
+import type { Serializer } from "./header.js";
+import { lockKey, safeKey } from "./keys.js";
+import { deserialize } from "./serializers.js";
+import { type Counter, counterValue, parseCounter, type Store } from "./stores/base.js";
+import { StoreError } from "./stores/errors.js";
+import { openStore } from "./stores/index.js";
+import type { Value } from "./value.js";
+
+export const DEFAULT_LOCK_TTL_MS = 10_000;
+const LOCK_POLL_FIRST_MS = 5;
+const LOCK_POLL_MOST_MS = 50;
+
+export interface CacheStats {
+  hits: number;
+  misses: number;
+  loads: number;
+  coalescedWaits: number;
+  coalescedAcrossProcesses: number;
+  staleServed: number;
+  storeErrors: number;
+  corruptEntries: number;
+}
+
+export interface CacheOptions {
+  namespace?: string;
+  serializer?: Serializer;
+  compressor?: Compressor;
+  compressThreshold?: number;
+  maxValueSize?: number;
+  /** Used when a write gives no ttlMs; undefined = never expires. */
+  defaultTtlMs?: number;
+  defaultStaleMs?: number;
+  /** How long a recompute lock lives if its holder dies; the longest a waiter waits for another process. */
+  lockTtlMs?: number;
+}
+
+export interface WriteOptions {
+  /** Time to live in ms; 0 = never expires; undefined = the cache's defaultTtlMs. */
+  ttlMs?: number;
+  /** How long past expiry the value may be served while one caller recomputes it. */
+  staleMs?: number;
+  version?: string;
+  tags?: readonly string[];
+}
+
+export interface ReadOptions {
+  version?: string;
+}
+
+type Lookup = ["fresh" | "stale", Value] | ["miss"];
+const MISS: Lookup = ["miss"];
+
+interface Shared {
+  store: Store;
+  inflight: Map<string, Promise<Value>>;
+  stats: CacheStats;
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+export class Cache {
+  readonly namespace: string;
+  readonly serializer: Serializer;
+  readonly compressor: Compressor;
+  readonly compressThreshold: number;
+  readonly maxValueSize: number;
+  readonly defaultTtlMs: number | undefined;
+  readonly defaultStaleMs: number;
+  readonly lockTtlMs: number;
+  private readonly shared: Shared;
+
+  /** A cache over `store` (a Store or a store URL such as "memcached://127.0.0.1:11211"; default memory://). */
+  constructor(store: Store | string = "memory://", options: CacheOptions = {}, shared?: Shared) {
+    this.shared = shared ?? {
+      store: typeof store === "string" ? openStore(store) : store,
+      inflight: new Map(),
+      stats: {
+        hits: 0,
+        misses: 0,
+        loads: 0,
+        coalescedWaits: 0,
+        coalescedAcrossProcesses: 0,
+        staleServed: 0,
+        storeErrors: 0,
+        corruptEntries: 0,
+      },
+    };
+    this.namespace = options.namespace ?? "";
+    this.serializer = options.serializer ?? "msgpack";
+    this.compressor = options.compressor ?? "lz4";
+    this.compressThreshold = options.compressThreshold ?? DEFAULT_THRESHOLD;
+    this.maxValueSize = options.maxValueSize ?? DEFAULT_MAX_SIZE;
+    this.defaultTtlMs = options.defaultTtlMs;
+    this.defaultStaleMs = options.defaultStaleMs ?? 0;
+    this.lockTtlMs = options.lockTtlMs ?? DEFAULT_LOCK_TTL_MS;
+  }
+
+  get store(): Store {
+    return this.shared.store;
+  }
+
+  /** The same cache (store, coalescing, counters) under a nested namespace `outer:inner`. */
+  withNamespace(namespace: string): Cache {
+    const full = this.namespace ? `${this.namespace}:${namespace}` : namespace;
+    return new Cache(this.store, { ...this.options(), namespace: full }, this.shared);
+  }
+
+  private options(): CacheOptions {
+    return {
+      serializer: this.serializer,
+      compressor: this.compressor,
+      compressThreshold: this.compressThreshold,
+      maxValueSize: this.maxValueSize,
+      ...(this.defaultTtlMs === undefined ? {} : { defaultTtlMs: this.defaultTtlMs }),
+      defaultStaleMs: this.defaultStaleMs,
+      lockTtlMs: this.lockTtlMs,
+    };
+  }
+
+  stats(): CacheStats {
+    return { ...this.shared.stats };
+  }
+
+  /** How many keys this process is computing right now. */
+  computing(): number {
+    return this.shared.inflight.size;
+  }
+
+  /** The key the store sees for `key` in this cache's namespace (FORMAT.md §5.1, §5.2). */
+  storeKey(key: string): string {
+    return safeKey(this.namespace ? `${this.namespace}:${key}` : key);
+  }
+
+  async close(): Promise<void> {
+    await this.store.close();
+  }
+
+  // ----------------------------------------------------------------------------------------- encoding
+
+  /** The entry bytes for `value`, and the store-side TTL matching its hard expiry. */
+  encode(value: Value, o: WriteOptions = {}): [Uint8Array, number | undefined] {
+    let ttl = o.ttlMs ?? this.defaultTtlMs;
+    if (ttl !== undefined && ttl <= 0) ttl = undefined;
+    const stale = ttl === undefined ? 0 : Math.round(o.staleMs ?? this.defaultStaleMs);
+    const ttlMs = ttl === undefined ? 0 : Math.max(Math.round(ttl), 1);
+    const data = encode(value, {
+      serializer: this.serializer,
+      compressor: this.compressor,
+      threshold: this.compressThreshold,
+      createdAt: Date.now(),
+      ttlMs,
+      staleMs: stale,
+      version: o.version,
+      tags: o.tags ?? [],
+    });
+    return [data, ttl === undefined ? undefined : ttlMs + stale];
+  }
+
+  /** What a read makes of the bytes a store returned: a miss for a corrupt entry (counted), another version, a
+   * response (not a value) or past its hard expiry; else fresh or stale. Counters read as numbers. */
+  private decodeRead(data: Uint8Array, version: string | undefined): Lookup {
+    let value: Value;
+    let expiresAt: number;
+    let staleMs: number;
+    let entryVersion: string | undefined;
+    try {
+      const [header, payload] = decodePayload(data, this.maxValueSize);
+      if (header.kind !== "value") {
+        this.shared.stats.corruptEntries++;
+        return MISS;
+      }
+      value = deserialize(header.serializer, payload);
+      expiresAt = Number(header.expiresAt);
+      staleMs = Number(header.staleMs);
+      entryVersion = header.version;
+    } catch (e) {
+      if (!(e instanceof InvalidEntry)) throw e;
+      const counter = parseCounter(data);
+      if (counter !== undefined && version === undefined) return ["fresh", counterValue(counter)];
+      this.shared.stats.corruptEntries++;
+      return MISS;
+    }
+    if (version !== undefined && entryVersion !== version) return MISS;
+    const now = Date.now();
+    const fresh = expiresAt === 0 || now < expiresAt;
+    if (!fresh && now >= expiresAt + staleMs) return MISS;
+    return [fresh ? "fresh" : "stale", value];
+  }
+
+  private async getRaw(storeKey: string): Promise<Uint8Array | undefined> {
+    try {
+      return await this.store.get(storeKey);
+    } catch (e) {
+      if (!(e instanceof StoreError)) throw e;
+      this.shared.stats.storeErrors++;
+      return undefined;
+    }
+  }
+
+  private async lookup(storeKey: string, version: string | undefined): Promise<Lookup> {
+    const raw = await this.getRaw(storeKey);
+    const found = raw === undefined ? MISS : this.decodeRead(raw, version);
+    if (found[0] === "fresh") this.shared.stats.hits++;
+    else this.shared.stats.misses++;
+    return found;
+  }
+
+  // ------------------------------------------------------------------------------------------- the verbs
+
+  /** The fresh value for `key` (of `version`, if given), else undefined. A store failure reads as a miss. */
+  async get(key: string, o: ReadOptions = {}): Promise<Value | undefined> {
+    const found = await this.lookup(this.storeKey(key), o.version);
+    return found[0] === "fresh" ? found[1] : undefined;
+  }
+
+  /** The fresh values among `keys`, in one store request. */
+  async getMany(keys: readonly string[], o: ReadOptions = {}): Promise<Map<string, Value>> {
+    const found = new Map<string, Value>();
+    if (keys.length === 0) return found;
+    let raws: Array<Uint8Array | undefined>;
+    try {
+      raws = await this.store.getMany(keys.map((k) => this.storeKey(k)));
+    } catch (e) {
+      if (!(e instanceof StoreError)) throw e;
+      this.shared.stats.storeErrors++;
+      raws = keys.map(() => undefined);
+    }
+    keys.forEach((key, i) => {
+      const raw = raws[i];
+      if (raw === undefined) return;
+      const r = this.decodeRead(raw, o.version);
+      if (r[0] === "fresh") found.set(key, r[1]);
+    });
+    this.shared.stats.hits += found.size;
+    this.shared.stats.misses += keys.length - found.size;
+    return found;
+  }
+
+  async has(key: string, o: ReadOptions = {}): Promise<boolean> {
+    return (await this.lookup(this.storeKey(key), o.version))[0] === "fresh";
+  }
+
+  /** Stores `value`; rejects with StoreError (naming the server) if the store fails. */
+  async set(key: string, value: Value, o: WriteOptions = {}): Promise<void> {
+    const [data, ttl] = this.encode(value, o);
+    await this.store.set(this.storeKey(key), data, ttl);
+  }
+
+  /** Stores several values with the same options, in as few store requests as the store allows. */
+  async setMany(
+    items: Iterable<readonly [string, Value]> | Record<string, Value>,
+    o: WriteOptions = {},
+  ): Promise<void> {
+    const entries =
+      Symbol.iterator in Object(items) ? [...(items as Iterable<readonly [string, Value]>)] : Object.entries(items);
+    const batch: Array<[string, Uint8Array]> = [];
+    let ttl: number | undefined;
+    for (const [key, value] of entries) {
+      const [data, t] = this.encode(value as Value, o);
+      ttl = t;
+      batch.push([this.storeKey(key), data]);
+    }
+    if (batch.length > 0) await this.store.setMany(batch, ttl);
+  }
+
+  /** Stores `value` only if `key` holds nothing; true if it stored. */
+  async add(key: string, value: Value, o: WriteOptions = {}): Promise<boolean> {
+    const [data, ttl] = this.encode(value, o);
+    return this.store.add(this.storeKey(key), data, ttl);
+  }
+
+  async delete(key: string): Promise<boolean> {
+    return this.store.delete(this.storeKey(key));
+  }
+
+  async deleteMany(keys: readonly string[]): Promise<number> {
+    return this.store.deleteMany(keys.map((k) => this.storeKey(k)));
+  }
+
+  /** Adds `delta` to the counter at `key` (created holding delta when missing and `create`). */
+  async incr(
+    key: string,
+    delta: number | bigint = 1,
+    o: { ttlMs?: number; create?: boolean } = {},
+  ): Promise<Counter | undefined> {
+    return this.store.incr(this.storeKey(key), delta, o.ttlMs, o.create ?? true);
+  }
+
+  async decr(
+    key: string,
+    delta: number | bigint = 1,
+    o: { ttlMs?: number; create?: boolean } = {},
+  ): Promise<Counter | undefined> {
+    return this.incr(key, -BigInt(delta), o);
+  }
+
+  /** Removes every entry tagged `tag`, or whose key (in this namespace) starts with `prefix`; how many, or null on
+   * a store that records purges instead of counting (memcached). */
+  async purge(what: { tag: string } | { prefix: string }): Promise<number | null> {
+    if ("tag" in what) return this.store.purgeTag(what.tag);
+    return this.store.purgePrefix(this.namespace ? `${this.namespace}:${what.prefix}` : what.prefix);
+  }
+
+  /** Removes everything in this namespace (the whole store without one). */
+  async clear(): Promise<void> {
+    if (this.namespace) await this.store.purgePrefix(`${this.namespace}:`);
+    else await this.store.clear();
+  }
+
+  // ------------------------------------------------------------------------------------------------ fetch
+
+  /** The value for `key`; on a miss `loader()` computes it (once per process, however many callers ask) and it
+   * is stored. Within the stale window one caller recomputes while the others get the stale value. The loader's
+   * rejection reaches every waiting caller and nothing is cached; store failures are absorbed. */
+  async fetch<T extends Value>(key: string, loader: () => T | Promise<T>, o: WriteOptions = {}): Promise<T> {
+    const storeKey = this.storeKey(key);
+    const inflight = this.shared.inflight;
+    const found = await this.lookup(storeKey, o.version);
+    if (found[0] === "fresh") return found[1] as T;
+    const running = inflight.get(storeKey);
+    if (running !== undefined) {
+      if (found[0] === "stale") {
+        // another caller of this process refreshes it
+        this.shared.stats.staleServed++;
+        return found[1] as T;
+      }
+      this.shared.stats.coalescedWaits++;
+      return (await running) as T;
+    }
+    const flight = this.lead(storeKey, found, loader, o);
+    inflight.set(storeKey, flight);
+    try {
+      return (await flight) as T;
+    } finally {
+      if (inflight.get(storeKey) === flight) inflight.delete(storeKey);
+    }
+  }
+
+  private async lead<T extends Value>(
+    storeKey: string,
+    found: Lookup,
+    loader: () => T | Promise<T>,
+    o: WriteOptions,
+  ): Promise<Value> {
+    let lock: [string, Uint8Array] | boolean = true;
+    let waitedSince: number | undefined;
+    try {
+      for (;;) {
+        lock = await this.tryLock(storeKey);
+        if (Array.isArray(lock)) {
+          const value = await this.peek(storeKey, o.version);
+          if (value !== undefined) {
+            this.shared.stats.coalescedAcrossProcesses++;
+            return value[0];
+          }
+        }
+        if (lock !== false) break;
+        if (found[0] === "stale") {
+          this.shared.stats.staleServed++;
+          return found[1];
+        }
+        waitedSince ??= Date.now();
+        const waited = await this.awaitOtherProcess(storeKey, o.version, waitedSince + this.lockTtlMs);
+        if (waited === "waited-lock-ttl") break;
+        if (waited !== "lock-gone") {
+          this.shared.stats.coalescedAcrossProcesses++;
+          return waited[0];
+        }
+      }
+      this.shared.stats.loads++;
+      const loaded = await loader();
+      const [data, ttl] = this.encode(loaded, o);
+      try {
+        await this.store.set(storeKey, data, ttl);
+      } catch (e) {
+        if (!(e instanceof StoreError)) throw e;
+        this.shared.stats.storeErrors++;
+      }
+      return loaded;
+    } finally {
+      if (Array.isArray(lock)) await this.unlock(lock[0], lock[1]);
+    }
+  }
+
+  /** [lock key, token] when taken; false when another process holds it; true when the store did not answer (go
+   * ahead without a lock: a lock is an optimisation, never a reason to fail). */
+  private async tryLock(storeKey: string): Promise<[string, Uint8Array] | boolean> {
+    const key = lockKey("", storeKey);
+    const token = utf8(randomBytes(8).toString("hex"));
+    try {
+      return (await this.store.add(key, token, this.lockTtlMs)) ? [key, token] : false;
+    } catch (e) {
+      if (!(e instanceof StoreError)) throw e;
+      this.shared.stats.storeErrors++;
+      return true;
+    }
+  }
+
+  /** [the fresh value] under storeKey, or undefined, without counting a hit or a miss. */
+  private async peek(storeKey: string, version: string | undefined): Promise<[Value] | undefined> {
+    const raw = await this.getRaw(storeKey);
+    if (raw === undefined) return undefined;
+    const found = this.decodeRead(raw, version);
+    return found[0] === "fresh" ? [found[1]] : undefined;
+  }
+
+  private async awaitOtherProcess(
+    storeKey: string,
+    version: string | undefined,
+    deadline: number,
+  ): Promise<[Value] | "lock-gone" | "waited-lock-ttl"> {
+    let pause = LOCK_POLL_FIRST_MS;
+    for (;;) {
+      await sleep(pause);
+      pause = Math.min(pause * 2, LOCK_POLL_MOST_MS);
+      const value = await this.peek(storeKey, version);
+      if (value !== undefined) return value;
+      if (Date.now() >= deadline) return "waited-lock-ttl";
+      if ((await this.getRaw(lockKey("", storeKey))) === undefined) return "lock-gone";
+    }
+  }
+
+  private async unlock(key: string, token: Uint8Array): Promise<void> {
+    try {
+      await this.store.deleteIf(key, token);
+    } catch (e) {
+      if (!(e instanceof StoreError)) throw e;
+      this.shared.stats.storeErrors++;
+    }
+  }
+}
