@@ -34,7 +34,7 @@ module Larder
       # The common case (a UTF-8 key memcached takes), checked without copying it: every read and write runs this.
       if key.is_a?(String) && key.encoding == Encoding::UTF_8 && key.bytesize <= MAX_KEY_LEN && key.valid_encoding? &&
          !key.match?(UNSAFE_TEXT)
-        return key.frozen? ? key : key.dup
+        return key.frozen? ? key : key.dup.freeze
       end
 
       raw = key.to_s.b
