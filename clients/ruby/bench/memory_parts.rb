@@ -21,11 +21,11 @@ def cpu
   Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
 end
 
-def part(name)
+def part(name, &)
   yield
   best = Array.new(5) do
     started = cpu
-    N.times { yield }
+    N.times(&)
     (cpu - started) / N * 1e6
   end.min
   puts format("| %-58s | %6.2f |", name, best)
