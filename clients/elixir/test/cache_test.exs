@@ -12,8 +12,10 @@ defmodule Larder.CacheTest do
     name
   end
 
+  # A generous timeout: these tests check the lock policy, not deadlines, on a loaded machine.
   defp memcached_url(prefix),
-    do: "memcached://#{Application.fetch_env!(:larder, :test_memcached)}?prefix=#{prefix}"
+    do:
+      "memcached://#{Application.fetch_env!(:larder, :test_memcached)}?prefix=#{prefix}&timeout=2s"
 
   test "caches and finds the correct data (the post's own test)" do
     c = start_cache()

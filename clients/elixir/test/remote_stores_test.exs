@@ -8,11 +8,12 @@ defmodule Larder.RemoteStoresTest do
 
   @root Path.expand("../../..", __DIR__)
 
+  # Generous timeouts: these tests check behaviour on a loaded machine; hostile_test.exs checks the deadlines.
   defp url(:memcached, prefix),
-    do: "memcached://#{Application.fetch_env!(:larder, :test_memcached)}?prefix=#{prefix}"
+    do: "memcached://#{Application.fetch_env!(:larder, :test_memcached)}?prefix=#{prefix}&timeout=2s"
 
   defp url(:redis, prefix),
-    do: "redis://#{Application.fetch_env!(:larder, :test_redis)}/0?prefix=#{prefix}"
+    do: "redis://#{Application.fetch_env!(:larder, :test_redis)}/0?prefix=#{prefix}&timeout=2s"
 
   defp open(kind) do
     prefix = "t#{System.unique_integer([:positive])}:"
