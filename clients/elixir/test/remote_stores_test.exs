@@ -10,7 +10,8 @@ defmodule Larder.RemoteStoresTest do
 
   # Generous timeouts: these tests check behaviour on a loaded machine; hostile_test.exs checks the deadlines.
   defp url(:memcached, prefix),
-    do: "memcached://#{Application.fetch_env!(:larder, :test_memcached)}?prefix=#{prefix}&timeout=2s"
+    do:
+      "memcached://#{Application.fetch_env!(:larder, :test_memcached)}?prefix=#{prefix}&timeout=2s"
 
   defp url(:redis, prefix),
     do: "redis://#{Application.fetch_env!(:larder, :test_redis)}/0?prefix=#{prefix}&timeout=2s"
