@@ -48,7 +48,7 @@ part("LarderStore#write") { larder.write("k0", value) }
 part("  ActiveSupport: instrument (an empty block)") { larder.send(:instrument, :write, "k0", {}) { nil } }
 part("  ActiveSupport: normalize_key") { larder.send(:normalize_key, "k0", {}) }
 part("  ActiveSupport: Entry.new") { ActiveSupport::Cache::Entry.new(value, compress: false) }
-part("  larder: serialize_entry (the whole entry, bytes)") { larder.send(:serialize_entry, entry) }
+part("  larder: serialize_entry (the whole entry, bytes)") { larder.send(:serialize_entry, entry, **larder.options) }
 part("    of which Header.pack") do
   Larder::Header.pack(kind: "value", serializer: "msgpack", compressor: "none", created_at: 1, expires_at: 0,
                       stale_ms: 0, version: nil, tags: [])
