@@ -10,8 +10,10 @@ set -euo pipefail
 root="$(pwd)"
 here="$root/clients/elixir"
 # gcc, libzstd-dev and libbrotli-dev build priv/bin/larder_codec (zstd and Brotli through a port, c_src/).
+# util-linux gives flock(1) for the file store; ruby and its libraries run the Ruby side of the cross-language tests
+# (the Python side uses the repository's .venv, which make test builds).
 packages=(elixir erlang-crypto erlang-inets erlang-public-key erlang-ssl gcc libc6-dev libzstd-dev libbrotli-dev
-  memcached redis-server)
+  memcached redis-server util-linux ruby ruby-msgpack liblz4-1 libzstd1 libsnappy1v5 libbrotli1)
 
 missing=()
 for package in "${packages[@]}"; do

@@ -16,13 +16,18 @@ defmodule Larder.RemoteStoresTest do
   defp url(:redis, prefix),
     do: "redis://#{Application.fetch_env!(:larder, :test_redis)}/0?prefix=#{prefix}&timeout=2s"
 
+  defp url(:file, prefix) do
+    dir = Path.join(System.tmp_dir!(), "larder-ex-files-#{System.pid()}")
+    "file://#{dir}?prefix=#{prefix}"
+  end
+
   defp open(kind) do
     prefix = "t#{System.unique_integer([:positive])}:"
     {:ok, s} = Larder.Stores.open(url(kind, prefix))
     {s, url(kind, prefix)}
   end
 
-  for kind <- [:memcached, :redis] do
+  for kind <- [:memcached, :redis, :file] do
     describe "#{kind}" do
       test "set, get, add, delete, delete_if, get_many" do
         {s, _} = open(unquote(kind))
@@ -141,6 +146,35 @@ defmodule Larder.RemoteStoresTest do
         File.rm(rust_entry)
       end
     end
+  end
+
+  test "file: add under flock is won by one of many concurrent callers; links and foreign files are left alone" do
+    dir = Path.join(System.tmp_dir!(), "larder-ex-flock-#{System.unique_integer([:positive])}")
+    {:ok, s} = Larder.Stores.open("file://#{dir}")
+
+    wins =
+      1..20
+      |> Enum.map(fn i -> Task.async(fn -> Store.add(s, "lock", "t#{i}", 5000) end) end)
+      |> Enum.map(&Task.await(&1, 15_000))
+
+    assert Enum.count(wins, &(&1 == {:ok, true})) == 1
+
+    File.write!(Path.join(dir, "notes.txt"), "an operator's file")
+    File.mkdir_p!(Path.join(dir, "ab/cd"))
+    File.write!(Path.join(dir, "ab/cd/" <> String.duplicate("a", 64)), "LDR1 not ours")
+    assert :ok = Store.set(s, "k", "v")
+    target = Path.join(dir, "elsewhere")
+    File.write!(target, "secret")
+    h = Base.encode16(:crypto.hash(:sha256, "linked"), case: :lower)
+    File.mkdir_p!(Path.join([dir, binary_part(h, 0, 2), binary_part(h, 2, 2)]))
+    File.ln_s!(target, Path.join([dir, binary_part(h, 0, 2), binary_part(h, 2, 2), h]))
+    assert :miss = Store.get(s, "linked")
+    assert :ok = Store.clear(s)
+    assert File.read!(Path.join(dir, "notes.txt")) == "an operator's file"
+    assert File.exists?(Path.join(dir, "ab/cd/" <> String.duplicate("a", 64)))
+    assert File.read!(target) == "secret"
+    assert :miss = Store.get(s, "k")
+    File.rm_rf!(dir)
   end
 
   test "memcached: keys go where ketama sends them; a dead server is ejected and its keys move" do

@@ -1,6 +1,6 @@
 defmodule Larder.Stores do
   @moduledoc """
-  Opens a store from its URL (spec/STORES.md §1): `memcached://` and `redis://` give a handle at once;
+  Opens a store from its URL (spec/STORES.md §1): `memcached://`, `redis://` and `file://` give a handle at once;
   `memory://` needs an owner process, so it is started by `Larder.Cache` (or `Larder.Stores.Memory.start_link/1`).
   Returns `{:ok, %Larder.Store{}}` or `{:error, %Larder.StoreError{kind: :url}}`; an unknown option is an error.
   """
@@ -18,12 +18,7 @@ defmodule Larder.Stores do
             {:ok, Larder.Stores.Redis.open(parsed)}
 
           "file" ->
-            {:error,
-             StoreError.new(
-               "file",
-               :url,
-               "the Elixir client has no file:// store yet (see README)"
-             )}
+            {:ok, Larder.Stores.File.open(parsed)}
 
           "memory" ->
             {:error,
