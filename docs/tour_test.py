@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Lines of the tour not run here, and why.
 SKIP = {
     "bench/peers.sh": "installs nginx, Varnish and wrk and measures for minutes: a benchmark, not a check",
+    "make bench QUICK=1": "runs every benchmark for minutes: a benchmark, not a check",
 }
 #: What the tour must print, each with what it shows.
 EXPECT = [
