@@ -95,8 +95,15 @@ module Larder
         ring&.server(stored_key) || raise(StoreError.new(BACKEND, "every server is ejected"))
       end
 
+      # get_many of one key, without its lists.
       def get(key)
-        get_many([key]).first
+        stored = stored_key(key)
+        deadline = deadline_from_now
+        found = multi_get(@prefix_purge ? [stored, prefixes_key] : [stored], deadline)
+        value = found[stored]
+        return nil if value.nil?
+
+        purge_check([key], [value], @prefix_purge ? parse_prefixes(found[prefixes_key]) : [], deadline).first
       end
 
       # One round trip per server (each key's `mg`, and the prefix list), then one more for the tag records of the
@@ -303,10 +310,11 @@ module Larder
 
       # Values whose entry a purge record covers become nil (§4.4). `keys` are the caller's (unprefixed) keys.
       def purge_check(keys, values, prefixes, deadline)
+        # No prefix record, and no entry whose flags announce tags: nothing to look up, no header to parse.
+        return values if prefixes.empty? && values.none? { |value| tagged?(value) }
+
         headers = values.map { |value| value && Base.entry?(value) ? safe_header(value) : nil }
         tags = headers.compact.flat_map(&:tags).uniq
-        return values if prefixes.empty? && tags.empty? # no record can cover any of them
-
         records = tags.empty? ? {} : multi_get(tags.map { |tag| internal("tag", tag) }, deadline)
         keys.zip(values, headers).map do |key, value, header|
           next value if header.nil?
@@ -319,6 +327,10 @@ module Larder
                    end
           purged ? nil : value
         end
+      end
+
+      def tagged?(value)
+        !value.nil? && Base.entry?(value) && value.bytesize > 6 && value.getbyte(6).anybits?(Header::FLAG_TAGS)
       end
 
       def safe_header(value)
