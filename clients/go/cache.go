@@ -338,4 +338,3 @@ func token() []byte {
 	_, _ = rand.Read(b[:])
 	return []byte(hex.EncodeToString(b[:]))
 }
-

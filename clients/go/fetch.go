@@ -101,9 +101,9 @@ func (c *Cache) Fetch(ctx context.Context, key string, ttl time.Duration, loader
 type lockState int
 
 const (
-	lockTaken lockState = iota
-	lockHeld            // by another process
-	lockNoAnswer        // the store did not answer: go on without a lock
+	lockTaken    lockState = iota
+	lockHeld               // by another process
+	lockNoAnswer           // the store did not answer: go on without a lock
 )
 
 func (c *Cache) lead(ctx context.Context, storeKey string, f *flight, staleValue any, isStale bool, loader Loader, o entryOpts) (value any, err error) {

@@ -278,4 +278,6 @@ func responseFromJSON(doc any) (*format.Response, error) {
 	return r, nil
 }
 
-func isASCII(s string) bool { return bytes.IndexFunc([]byte(s), func(r rune) bool { return r > 127 }) < 0 }
+func isASCII(s string) bool {
+	return bytes.IndexFunc([]byte(s), func(r rune) bool { return r > 127 }) < 0
+}

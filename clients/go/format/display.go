@@ -12,10 +12,7 @@ import (
 	"unicode/utf8"
 )
 
-var (
-	errDisplayDeep  = errors.New("too deep")
-	errDisplayLarge = errors.New("too large")
-)
+var errDisplayLarge = errors.New("too large")
 
 // DisplayLimit is the longest display `inspect` writes for a payload: 16 characters per byte plus 1 MiB.
 func DisplayLimit(payloadLen int) int { return 16*payloadLen + 1<<20 }

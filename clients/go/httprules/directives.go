@@ -10,7 +10,7 @@ const MaxDeltaSeconds = 1 << 31
 // Directives are the cache directives larder acts on; a number is nil when absent (an invalid one is 0).
 type Directives struct {
 	NoStore, NoCache, Private, Public, MustRevalidate, ProxyRevalidate, MustUnderstand bool
-	MaxAge, SMaxage, StaleWhileRevalidate, StaleIfError                                 *int64
+	MaxAge, SMaxage, StaleWhileRevalidate, StaleIfError                                *int64
 }
 
 func isFlag(name string) bool {

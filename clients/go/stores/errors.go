@@ -2,10 +2,7 @@
 // caller can tell a refused key from a dead server, and logs say which server failed.
 package stores
 
-import (
-	"errors"
-	"fmt"
-)
+import "errors"
 
 // ErrorKind says what went wrong.
 type ErrorKind string
@@ -58,8 +55,4 @@ func KindOf(err error) ErrorKind {
 		return se.Kind
 	}
 	return ""
-}
-
-func errf(kind ErrorKind, backend, server, format string, args ...any) *Error {
-	return &Error{Kind: kind, Backend: backend, Server: server, Msg: fmt.Sprintf(format, args...)}
 }

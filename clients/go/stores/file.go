@@ -74,7 +74,9 @@ func (f *File) Backend() string { return "file" }
 func (f *File) MaxValue() int   { return 64 << 20 } // the format's default max_size
 func (f *File) Close() error    { return nil }
 
-func (f *File) errf(err error) error { return &Error{Kind: Other, Backend: "file", Server: f.root, Err: err} }
+func (f *File) errf(err error) error {
+	return &Error{Kind: Other, Backend: "file", Server: f.root, Err: err}
+}
 
 func hashName(stored string) string {
 	s := sha256.Sum256([]byte(stored))
