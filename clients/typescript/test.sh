@@ -21,3 +21,5 @@ npx tsc -p tsconfig.build.json
 rm -rf build
 npx tsc -p tsconfig.json
 node --test --test-concurrency=2 build/test/*.test.js
+# Keyv's own suite for storage adapters (@keyv/test-suite runs under vitest) on memory, memcached and Redis.
+npx vitest run

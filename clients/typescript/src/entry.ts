@@ -62,6 +62,16 @@ export function encodeResponse(response: HttpResponse, options: Omit<EncodeOptio
   return build("response", "msgpack", response.toPayload(), options);
 }
 
+/** An already serialized payload (its bytes in `serializer`'s form) as a value entry: for callers that hold the
+ * serialized text themselves (Keyv's JSON). The payload is not checked against the serializer. */
+export function encodeSerialized(
+  payload: Uint8Array,
+  serializer: Serializer,
+  options: Omit<EncodeOptions, "serializer"> = {},
+): Uint8Array {
+  return build("value", serializer, payload, options);
+}
+
 export interface DecodeOptions {
   /** The decompressed-size limit (default 64 MiB). */
   maxSize?: number;

@@ -11,6 +11,7 @@ export * from "./header.js";
 export * from "./http/storageRules.js";
 export * from "./json.js";
 export * from "./keys.js";
+export * from "./keyv.js";
 export * from "./msgpack.js";
 export * from "./report.js";
 export * from "./response.js";

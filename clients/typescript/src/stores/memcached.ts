@@ -161,7 +161,8 @@ export class MemcachedStore implements Store {
   readonly maxItem: number;
   readonly prefixPurge: boolean;
   private readonly policy: FailurePolicy;
-  private readonly purgeSkewMs: number;
+  /** Entries written within this long after a purge are treated as purged too (clock skew between machines). */
+  readonly purgeSkewMs: number;
   private readonly purgeRetentionMs: number;
   private readonly prefixesKey: string;
   private readonly ringServers: RingServer[];

@@ -229,6 +229,13 @@ export class MemoryStore implements Store {
     return n;
   }
 
+  /** The live keys starting with `prefix`. */
+  async *keys(prefix = ""): AsyncGenerator<string, void, unknown> {
+    const now = Date.now();
+    for (const key of [...this.slots.keys()])
+      if (key.startsWith(prefix) && this.live(key, now) !== undefined) yield key;
+  }
+
   async stats(): Promise<StoreStats> {
     return { ...this.counters, entries: this.slots.size, bytes: this.weight };
   }

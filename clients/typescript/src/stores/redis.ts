@@ -337,6 +337,16 @@ export class RedisStore implements Store {
     return deleted;
   }
 
+  /** The keys starting with `prefix` (after the store's own prefix, which is taken off), by SCAN. */
+  async *keys(prefix = ""): AsyncGenerator<string, void, unknown> {
+    const pattern = globPrefix(this.prefix + prefix);
+    for (const key of new Set(
+      await this.scanPages("SCAN", (cursor) => pack("SCAN", cursor, "MATCH", pattern, "COUNT", SCAN_COUNT)),
+    )) {
+      if (!key.startsWith("larder#") && !key.startsWith(`${this.prefix}larder#`)) yield key.slice(this.prefix.length);
+    }
+  }
+
   async stats(): Promise<StoreStats> {
     const stats = emptyStats();
     stats.entries = this.int("DBSIZE", (await this.run([[pack("DBSIZE"), SMALL]]))[0] as RespValue);

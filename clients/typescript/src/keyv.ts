@@ -1,0 +1,158 @@
+// KeyvLarder: a Keyv storage adapter (keyv 5) over any larder store, so Keyv, cache-manager and cacheable keep
+// their values as larder entries that Rust, Python and Ruby read. What Keyv hands the adapter decides the entry:
+// - an object {value, expires} (Keyv created with `serialize: undefined`): the value as a MessagePack entry, its
+//   expiry the entry's expires_at, readable as a plain value by every language;
+// - a string (Keyv's default JSON serializer): that JSON text as a json-serializer entry (its envelope
+//   {"value":…,"expires":…}), expiring with it; read back byte for byte for Keyv's own deserializer.
+// Keys are Keyv's (`namespace:key`), made safe by safeKey as the Cache does. `iterator` exists where the store can
+// list its keys (memory, Redis); memcached cannot.
+
+import { EventEmitter } from "node:events";
+import { utf8, utf8OrUndefined } from "./bytes.js";
+import { decodePayload, encode, encodeSerialized } from "./entry.js";
+import { InvalidEntry } from "./errors.js";
+import { safeKey } from "./keys.js";
+import { deserialize } from "./serializers.js";
+import type { Store } from "./stores/base.js";
+import { openStore, redact } from "./stores/index.js";
+import { MemcachedStore } from "./stores/memcached.js";
+import { MemoryStore } from "./stores/memory.js";
+import { RedisStore } from "./stores/redis.js";
+import type { Value } from "./value.js";
+
+interface KeyvData {
+  value: unknown;
+  expires?: number | null;
+}
+
+export interface KeyvLarderOptions {
+  /** Compressor of the entries (default lz4, above 1 KiB). */
+  compressor?: "none" | "lz4" | "snappy" | "zstd" | "brotli" | "gzip";
+}
+
+export class KeyvLarder extends EventEmitter {
+  readonly store: Store;
+  namespace?: string | undefined;
+  readonly opts: Record<string, unknown>;
+  private readonly compressor: NonNullable<KeyvLarderOptions["compressor"]>;
+  /** Present only where the store can list its keys (Keyv checks for it). */
+  iterator?: (namespace?: string) => AsyncGenerator<[string, unknown], void, unknown>;
+
+  /** Over `store` (a Store or a store URL; default memory://). */
+  constructor(store: Store | string = "memory://", options: KeyvLarderOptions = {}) {
+    super();
+    this.store = typeof store === "string" ? openStore(store) : store;
+    // Keyv offers `iterator()` only for the dialects it lists (redis among them, not memory or memcached).
+    this.opts = { url: typeof store === "string" ? redact(store) : this.store.backend, dialect: this.store.backend };
+    this.compressor = options.compressor ?? "lz4";
+    if (this.store instanceof MemoryStore || this.store instanceof RedisStore) this.iterator = (ns) => this.iterate(ns);
+  }
+
+  private key(key: string): string {
+    return safeKey(key);
+  }
+
+  private entry(data: unknown, ttl: number | undefined): [Uint8Array, number | undefined] {
+    const now = Date.now();
+    const ttlMs = typeof ttl === "number" && ttl > 0 ? ttl : undefined;
+    if (typeof data === "string") {
+      let expires: unknown;
+      try {
+        expires = (JSON.parse(data) as { expires?: unknown }).expires;
+      } catch {
+        return [
+          encodeSerialized(utf8(data), "text", {
+            compressor: this.compressor,
+            createdAt: now,
+            ...(ttlMs ? { ttlMs } : {}),
+          }),
+          ttlMs,
+        ];
+      }
+      const expiresAt =
+        typeof expires === "number" && Number.isSafeInteger(expires) && expires > 0 ? expires : undefined;
+      const options = expiresAt !== undefined ? { expiresAt } : ttlMs ? { ttlMs } : {};
+      return [encodeSerialized(utf8(data), "json", { compressor: this.compressor, createdAt: now, ...options }), ttlMs];
+    }
+    const d = data as KeyvData;
+    const expiresAt = typeof d?.expires === "number" && d.expires > 0 ? d.expires : undefined;
+    const options = expiresAt !== undefined ? { expiresAt } : ttlMs ? { ttlMs } : {};
+    return [encode(toValue(d?.value), { compressor: this.compressor, createdAt: now, ...options }), ttlMs];
+  }
+
+  /** What Keyv gets back: the JSON text it wrote, or {value, expires}. */
+  private read(raw: Uint8Array | undefined): unknown {
+    if (raw === undefined) return undefined;
+    try {
+      const [header, payload] = decodePayload(raw);
+      if (header.kind !== "value") return undefined;
+      if (header.serializer === "json" || header.serializer === "text") return utf8OrUndefined(payload);
+      const expires = Number(header.expiresAt);
+      return { value: fromValue(deserialize(header.serializer, payload)), expires: expires === 0 ? null : expires };
+    } catch (e) {
+      if (e instanceof InvalidEntry) return undefined;
+      throw e;
+    }
+  }
+
+  async get(key: string): Promise<unknown> {
+    return this.read(await this.store.get(this.key(key)));
+  }
+
+  async getMany(keys: string[]): Promise<unknown[]> {
+    return (await this.store.getMany(keys.map((k) => this.key(k)))).map((raw) => this.read(raw));
+  }
+
+  async set(key: string, value: unknown, ttl?: number): Promise<boolean> {
+    const [data, ttlMs] = this.entry(value, ttl);
+    await this.store.set(this.key(key), data, ttlMs);
+    return true;
+  }
+
+  async delete(key: string): Promise<boolean> {
+    return this.store.delete(this.key(key));
+  }
+
+  async deleteMany(keys: string[]): Promise<boolean> {
+    return (await this.store.deleteMany(keys.map((k) => this.key(k)))) > 0;
+  }
+
+  async has(key: string): Promise<boolean> {
+    return (await this.get(key)) !== undefined;
+  }
+
+  /** Clears this adapter's namespace (`namespace:` keys), or the whole store without one. On memcached a purge is a
+   * record that hides entries written up to purge_skew after it (spec/STORES.md §4.4): clear returns once that has
+   * passed, so what Keyv writes next is not mistaken for purged (use a small purge_skew, e.g. 0ms on one machine). */
+  async clear(): Promise<void> {
+    if (this.namespace) await this.store.purgePrefix(`${this.namespace}:`);
+    else await this.store.clear();
+    if (this.store instanceof MemcachedStore && (this.namespace || this.store.prefix)) {
+      const until = Date.now() + this.store.purgeSkewMs + 1;
+      while (Date.now() <= until) await new Promise((r) => setTimeout(r, Math.max(1, until - Date.now() + 1)));
+    }
+  }
+
+  async disconnect(): Promise<void> {
+    await this.store.close();
+  }
+
+  private async *iterate(namespace?: string): AsyncGenerator<[string, unknown], void, unknown> {
+    const prefix = namespace ? `${namespace}:` : "";
+    const store = this.store as MemoryStore | RedisStore;
+    for await (const key of store.keys(prefix)) {
+      const value = await this.get(key);
+      if (value !== undefined) yield [key, value];
+    }
+  }
+}
+
+/** A Keyv value as a larder Value: Buffers as bytes, Dates as ISO text, undefined as null. */
+function toValue(value: unknown): Value {
+  if (value === undefined) return null;
+  return value as Value;
+}
+
+function fromValue(value: Value): unknown {
+  return value;
+}
