@@ -129,12 +129,16 @@ defmodule Larder.Stores.Memory do
     :ets.new(name, [:set, :public, :named_table, read_concurrency: true])
     # seq -> key, oldest first: what eviction takes.
     order = :ets.new(:larder_memory_order, [:ordered_set, :private])
+
+    # {expiry, seq} -> key, soonest first: what the janitor takes, without scanning the whole table.
+    expiries = :ets.new(:larder_memory_expiries, [:ordered_set, :private])
     :timer.send_interval(Keyword.get(opts, :janitor_ms, 1000), :janitor)
 
     {:ok,
      %{
        table: name,
        order: order,
+       expiries: expiries,
        capacity: Keyword.get(opts, :capacity) || @default_capacity,
        max_entries: Keyword.get(opts, :max_entries),
        bytes: 0,
@@ -216,6 +220,7 @@ defmodule Larder.Stores.Memory do
   def handle_call(:clear, _from, s) do
     :ets.delete_all_objects(s.table)
     :ets.delete_all_objects(s.order)
+    :ets.delete_all_objects(s.expiries)
     {:reply, :ok, %{s | bytes: 0}}
   end
 
@@ -288,6 +293,7 @@ defmodule Larder.Stores.Memory do
             seq = s.seq + 1
             :ets.insert(s.table, {key, value, exp, seq, size})
             :ets.insert(s.order, {seq, key})
+            if exp, do: :ets.insert(s.expiries, {{exp, seq}, key})
             {:ok, evict(%{s | seq: seq, bytes: s.bytes + size})}
         end
     end
@@ -295,8 +301,9 @@ defmodule Larder.Stores.Memory do
 
   defp remove(s, key) do
     case :ets.take(s.table, key) do
-      [{_, _, _, seq, size}] ->
+      [{_, _, exp, seq, size}] ->
         :ets.delete(s.order, seq)
+        if exp, do: :ets.delete(s.expiries, {exp, seq})
         %{s | bytes: s.bytes - size}
 
       [] ->
