@@ -89,10 +89,10 @@ defmodule Larder.ReplyFuzzTest do
 
       {:ok, s} =
         Larder.Stores.open(
-          "#{unquote(scheme)}://127.0.0.1:#{port}?timeout=200ms&failures=1000#{extra}"
+          "#{unquote(scheme)}://127.0.0.1:#{port}?timeout=100ms&failures=1000#{extra}"
         )
 
-      for i <- 1..300 do
+      for i <- 1..150 do
         op =
           Enum.random([
             fn -> Store.get(s, "k#{i}") end,
