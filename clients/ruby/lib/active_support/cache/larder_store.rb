@@ -190,7 +190,13 @@ module ActiveSupport
       # Reads go through read_serialized_entry and writes through write_serialized_entry, the hooks ActiveSupport
       # 7.1+'s LocalCache wraps (it keeps the stored bytes); 6.1's LocalCache wraps read_entry/write_entry.
       def read_entry(key, **options)
-        return read_view(key) if @views && (LOCAL_CACHE_WRAPS_READ_ENTRY || local_cache.nil?)
+        if LOCAL_CACHE_WRAPS_READ_ENTRY # 6.1: nothing wraps the two hooks, so no options are passed through them
+          return read_view(key) if @views
+
+          raw = failsafe(:read_entry) { @larder.get(larder_key(key)) }
+          return raw && to_as_entry(raw)
+        end
+        return read_view(key) if @views && local_cache.nil?
 
         deserialize_entry(read_serialized_entry(key, **options), **options)
       end
