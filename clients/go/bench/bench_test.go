@@ -79,7 +79,7 @@ func BenchmarkMemcached(b *testing.B) {
 	ctx := context.Background()
 	for _, g := range []int{1, 50} {
 		pool := max(2, g)
-		larderStore := openStore(b, fmt.Sprintf("memcached://%s?pool=%d&timeout=2s&prefix_purge=false", addr, pool))
+		larderStore := openStore(b, fmt.Sprintf("memcached://%s?pool=%d&timeout=10s&prefix_purge=false", addr, pool))
 		gm := memcache.New(addr)
 		gm.MaxIdleConns = pool
 		gm.Timeout = 2 * time.Second
@@ -127,7 +127,7 @@ func BenchmarkRedis(b *testing.B) {
 	ctx := context.Background()
 	for _, g := range []int{1, 50} {
 		pool := max(4, g)
-		larderStore := openStore(b, fmt.Sprintf("%s?pool=%d&timeout=2s", url, pool))
+		larderStore := openStore(b, fmt.Sprintf("%s?pool=%d&timeout=10s", url, pool))
 		rc := redis.NewClient(&redis.Options{Addr: addr, PoolSize: pool, ReadTimeout: 2 * time.Second})
 		b.Cleanup(func() { rc.Close() })
 		for _, size := range sizes {
