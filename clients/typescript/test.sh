@@ -16,7 +16,7 @@ export LARDER_HOSTILE="${LARDER_HOSTILE:-$PWD/target/debug/larder-hostile}"
 cd "$here"
 npm ci --no-progress --loglevel=error
 npx tsc -p tsconfig.json --noEmit
-npx biome check src test
+npx biome check src test bench
 npx tsc -p tsconfig.build.json
 rm -rf build
 npx tsc -p tsconfig.json

@@ -19,6 +19,7 @@ import { deserialize } from "./serializers.js";
 import { type Counter, counterValue, parseCounter, type Store } from "./stores/base.js";
 import { StoreError } from "./stores/errors.js";
 import { openStore } from "./stores/index.js";
+import { MemoryStore } from "./stores/memory.js";
 import type { Value } from "./value.js";
 
 export const DEFAULT_LOCK_TTL_MS = 10_000;
@@ -63,6 +64,21 @@ export interface ReadOptions {
 }
 
 type Lookup = ["fresh" | "stale", Value] | ["miss"];
+
+/** What a read decoded from an entry's bytes: its header's verdict fields and, for an immutable value, the value
+ * itself. Kept per bytes object (the memory store hands back the same Uint8Array until the key is rewritten), so a
+ * memory-store hit skips the header and, for a string, number, boolean or null, the payload too. */
+interface Decoded {
+  value: Value;
+  immutable: boolean;
+  expiresAt: number;
+  staleMs: number;
+  version: string | undefined;
+  serializer: Serializer;
+  payloadStart: number;
+  compressed: boolean;
+}
+const decodedMemo = new WeakMap<Uint8Array, Decoded>();
 const MISS: Lookup = ["miss"];
 
 interface Shared {
@@ -83,6 +99,8 @@ export class Cache {
   readonly defaultStaleMs: number;
   readonly lockTtlMs: number;
   private readonly shared: Shared;
+  /** Over larder's memory store, whose reads hand back the stored bytes themselves: decodes are memoized. */
+  private readonly memoize: boolean;
 
   /** A cache over `store` (a Store or a store URL such as "memcached://127.0.0.1:11211"; default memory://). */
   constructor(store: Store | string = "memory://", options: CacheOptions = {}, shared?: Shared) {
@@ -108,6 +126,7 @@ export class Cache {
     this.defaultTtlMs = options.defaultTtlMs;
     this.defaultStaleMs = options.defaultStaleMs ?? 0;
     this.lockTtlMs = options.lockTtlMs ?? DEFAULT_LOCK_TTL_MS;
+    this.memoize = this.shared.store instanceof MemoryStore;
   }
 
   get store(): Store {
@@ -178,6 +197,16 @@ export class Cache {
     let expiresAt: number;
     let staleMs: number;
     let entryVersion: string | undefined;
+    const memo = this.memoize ? decodedMemo.get(data) : undefined;
+    if (memo !== undefined) {
+      value = memo.immutable
+        ? memo.value
+        : deserialize(
+            memo.serializer,
+            memo.compressed ? decodePayload(data, this.maxValueSize)[1] : data.subarray(memo.payloadStart),
+          );
+      return this.judge(value, memo.expiresAt, memo.staleMs, memo.version, version);
+    }
     try {
       const [header, payload] = decodePayload(data, this.maxValueSize);
       if (header.kind !== "value") {
@@ -188,6 +217,19 @@ export class Cache {
       expiresAt = Number(header.expiresAt);
       staleMs = Number(header.staleMs);
       entryVersion = header.version;
+      if (this.memoize) {
+        const immutable = value === null || (typeof value !== "object" && typeof value !== "undefined");
+        decodedMemo.set(data, {
+          value: immutable ? value : null,
+          immutable,
+          expiresAt,
+          staleMs,
+          version: entryVersion,
+          serializer: header.serializer,
+          payloadStart: header.size,
+          compressed: header.compressor !== "none",
+        });
+      }
     } catch (e) {
       if (!(e instanceof InvalidEntry)) throw e;
       const counter = parseCounter(data);
@@ -195,6 +237,16 @@ export class Cache {
       this.shared.stats.corruptEntries++;
       return MISS;
     }
+    return this.judge(value, expiresAt, staleMs, entryVersion, version);
+  }
+
+  private judge(
+    value: Value,
+    expiresAt: number,
+    staleMs: number,
+    entryVersion: string | undefined,
+    version: string | undefined,
+  ): Lookup {
     if (version !== undefined && entryVersion !== version) return MISS;
     const now = Date.now();
     const fresh = expiresAt === 0 || now < expiresAt;
@@ -213,7 +265,7 @@ export class Cache {
   }
 
   private async lookup(storeKey: string, version: string | undefined): Promise<Lookup> {
-    const raw = await this.getRaw(storeKey);
+    const raw = this.memoize ? (this.store as MemoryStore).getNow(storeKey) : await this.getRaw(storeKey);
     const found = raw === undefined ? MISS : this.decodeRead(raw, version);
     if (found[0] === "fresh") this.shared.stats.hits++;
     else this.shared.stats.misses++;

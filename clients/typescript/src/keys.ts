@@ -168,7 +168,10 @@ export function urlKeys(baseKey: string): string[] {
 }
 
 /** Why a store may not take `key` (STORES.md §2), or undefined when it may. */
+const PLAIN_KEY = /^[\x21-\x7e]{1,250}$/;
+
 export function keyProblem(key: string): string | undefined {
+  if (PLAIN_KEY.test(key)) return undefined; // the common case, without encoding: ASCII is its own UTF-8
   if (key.length === 0) return "the key is empty";
   const raw = utf8(key);
   if (raw.length > MAX_KEY_LEN) return `the key is ${raw.length} bytes, at most ${MAX_KEY_LEN}`;

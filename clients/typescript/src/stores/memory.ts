@@ -89,6 +89,7 @@ export class MemoryStore implements Store {
       this.counters.misses++;
       return undefined;
     }
+    // Recency: a key read again goes to the back of the eviction order (a Map keeps insertion order).
     this.slots.delete(key);
     this.slots.set(key, slot);
     this.counters.hits++;

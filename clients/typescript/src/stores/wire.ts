@@ -58,6 +58,7 @@ export class Connection<R, L = undefined> {
     const timer = setTimeout(() => {
       this.fail(new WireFailure(`no connection within ${options.connectTimeoutMs} ms`, true));
     }, options.connectTimeoutMs);
+    socket.setNoDelay(true);
     socket.once("connect", () => clearTimeout(timer));
     socket.on("data", (chunk: Buffer) => this.onData(chunk));
     socket.on("error", (e) => {

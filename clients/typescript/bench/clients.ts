@@ -1,0 +1,143 @@
+// Side-by-side throughput of larder's TypeScript stores and the incumbents, on the same servers in one run (the
+// machine is shared: only ratios mean anything). Starts its own memcached and redis-server on free loopback ports.
+//
+//   node build/bench/clients.js [--seconds 1]
+//
+// Prints one line per figure: what, size, callers in flight, ops/s for each client, and larder's ratio.
+
+import { Redis as IORedis } from "ioredis";
+import { LRUCache } from "lru-cache";
+import memjs from "memjs";
+import { createClient } from "redis";
+import { Cache } from "../src/cache.js";
+import { MemcachedStore } from "../src/stores/memcached.js";
+import { MemoryStore } from "../src/stores/memory.js";
+import { RedisStore } from "../src/stores/redis.js";
+import { startMemcached, startRedis } from "../test/support/servers.js";
+
+const seconds = Number(process.argv[process.argv.indexOf("--seconds") + 1] || 1) || 1;
+
+/** ops/s of `op` run by `callers` concurrent loops for `seconds`. */
+async function rate(op: () => Promise<unknown> | unknown, callers: number): Promise<number> {
+  for (let i = 0; i < 200; i++) await op(); // warm up
+  let done = 0;
+  const until = performance.now() + seconds * 1000;
+  const loop = async (): Promise<void> => {
+    while (performance.now() < until) {
+      await op();
+      done++;
+    }
+  };
+  const start = performance.now();
+  await Promise.all(Array.from({ length: callers }, loop));
+  return done / ((performance.now() - start) / 1000);
+}
+
+/** ops/s of a synchronous `op`, in batches, for `seconds`. */
+function syncRate(op: () => unknown): number {
+  let done = 0;
+  const start = performance.now();
+  const until = start + seconds * 1000;
+  while (performance.now() < until) {
+    for (let i = 0; i < 10_000; i++) op();
+    done += 10_000;
+  }
+  return done / ((performance.now() - start) / 1000);
+}
+
+function line(what: string, figures: Record<string, number>): void {
+  const [larder, ...others] = Object.entries(figures);
+  const best = Math.max(...others.map(([, v]) => v));
+  const shown = Object.entries(figures)
+    .map(([k, v]) => `${k} ${Math.round(v).toLocaleString("en")}/s`)
+    .join("  ");
+  console.log(`${what.padEnd(34)} ${shown}  larder/best-other ${((larder?.[1] ?? 0) / best).toFixed(2)}`);
+}
+
+const value1k = new Uint8Array(1024).map((_, i) => 97 + (i % 26));
+const value64k = new Uint8Array(65536).map((_, i) => 97 + ((i * 7) % 26));
+
+async function main(): Promise<void> {
+  const [memcached, redis] = await Promise.all([startMemcached(), startRedis()]);
+  try {
+    // In process: the memory store's Cache.fetch hit against lru-cache's get.
+    const cache = new Cache(new MemoryStore());
+    await cache.set("k", "x".repeat(1024));
+    const lru = new LRUCache<string, string>({ max: 10_000 });
+    lru.set("k", "x".repeat(1024));
+    line("memory fetch hit 1 KiB", {
+      larder: await rate(() => cache.fetch("k", () => "never"), 1),
+      "lru-cache get": syncRate(() => lru.get("k")),
+    });
+    const memory = new MemoryStore();
+    await memory.set("k", value1k);
+    line("memory store getNow 1 KiB", {
+      larder: syncRate(() => memory.getNow("k")),
+      "lru-cache get": syncRate(() => lru.get("k")),
+    });
+
+    const mcStore = new MemcachedStore([["127.0.0.1", memcached.port]], { timeoutMs: 2000, prefixPurge: false });
+    const mcStorePurge = new MemcachedStore([["127.0.0.1", memcached.port]], { timeoutMs: 2000 });
+    const mj = memjs.Client.create(memcached.address, { logger: { log: () => {} } });
+    const ior = new IORedis({ host: "127.0.0.1", port: redis.port, lazyConnect: false });
+    const nr = createClient({ url: `redis://${redis.address}` });
+    nr.on("error", () => {});
+    await nr.connect();
+    const rs = new RedisStore("127.0.0.1", redis.port, { timeoutMs: 2000 });
+    for (const [size, value] of [
+      ["1KiB", value1k],
+      ["64KiB", value64k],
+    ] as const) {
+      await mcStore.set(`v${size}`, value);
+      await rs.set(`v${size}`, value);
+      for (const callers of [1, 50]) {
+        line(`memcached get ${size} x${callers}`, {
+          larder: await rate(() => mcStore.get(`v${size}`), callers),
+          "larder+purge-records": await rate(() => mcStorePurge.get(`v${size}`), callers),
+          memjs: await rate(() => mj.get(`v${size}`), callers),
+        });
+        line(`memcached set ${size} x${callers}`, {
+          larder: await rate(() => mcStore.set(`w${size}`, value), callers),
+          memjs: await rate(() => mj.set(`w${size}`, Buffer.from(value), {}), callers),
+        });
+        line(`redis get ${size} x${callers}`, {
+          larder: await rate(() => rs.get(`v${size}`), callers),
+          ioredis: await rate(() => ior.getBuffer(`v${size}`), callers),
+          "node-redis": await rate(() => nr.get(`v${size}`), callers),
+        });
+        line(`redis set ${size} x${callers}`, {
+          larder: await rate(() => rs.set(`w${size}`, value), callers),
+          ioredis: await rate(() => ior.set(`w${size}`, Buffer.from(value)), callers),
+          "node-redis": await rate(() => nr.set(`w${size}`, Buffer.from(value)), callers),
+        });
+      }
+    }
+    const keys = Array.from({ length: 100 }, (_, i) => `m${i}`);
+    for (const k of keys) {
+      await mcStore.set(k, value1k);
+      await rs.set(k, value1k);
+    }
+    line("memcached getMany 100 x 1 KiB", {
+      larder: await rate(() => mcStore.getMany(keys), 1),
+      memjs: await rate(() => Promise.all(keys.map((k) => mj.get(k))), 1),
+    });
+    line("redis getMany 100 x 1 KiB", {
+      larder: await rate(() => rs.getMany(keys), 1),
+      ioredis: await rate(() => ior.mgetBuffer(...keys), 1),
+      "node-redis": await rate(() => nr.mGet(keys), 1),
+    });
+    const mcCache = new Cache(mcStore);
+    await mcCache.set("hit", "x".repeat(1024));
+    line("memcached Cache.fetch hit 1 KiB x1", {
+      larder: await rate(() => mcCache.fetch("hit", () => "never"), 1),
+      "memjs get": await rate(() => mj.get("v1KiB"), 1),
+    });
+    await Promise.all([mcStore.close(), mcStorePurge.close(), rs.close(), nr.quit()]);
+    mj.close();
+    ior.disconnect();
+  } finally {
+    await Promise.all([memcached.stop(), redis.stop()]);
+  }
+}
+
+await main();
