@@ -168,10 +168,11 @@ func ringCases(data []byte) ([]Case, error) {
 	return out, nil
 }
 
-// StoreKeyCheck, when set (by the stores' tests), also runs a refused or accepted key through real stores.
-var StoreKeyCheck func(key string, refused bool) error
+func storesCases(data []byte) ([]Case, error) { return StoreKeyCases(data, nil) }
 
-func storesCases(data []byte) ([]Case, error) {
+// StoreKeyCases lists stores.json's cases; with storeCheck, refused and accepted keys also go through it (the stores'
+// tests run them on every operation of real stores).
+func StoreKeyCases(data []byte, storeCheck func(key string, refused bool) error) ([]Case, error) {
 	var doc struct {
 		Cases []struct {
 			Kind      string `json:"kind"`
@@ -216,8 +217,8 @@ func storesCases(data []byte) ([]Case, error) {
 				if !refused && err != nil {
 					return err
 				}
-				if StoreKeyCheck != nil {
-					return StoreKeyCheck(string(k), refused)
+				if storeCheck != nil {
+					return storeCheck(string(k), refused)
 				}
 				return nil
 			}
