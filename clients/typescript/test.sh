@@ -17,7 +17,7 @@ cd "$here"
 npm ci --no-progress --loglevel=error
 npx tsc -p tsconfig.json --noEmit
 npx biome check src test bench
-npx tsc -p tsconfig.build.json
+npm run --silent build
 rm -rf build
 npx tsc -p tsconfig.json
 node --test --test-concurrency=2 build/test/*.test.js

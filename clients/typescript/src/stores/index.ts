@@ -10,6 +10,7 @@ export * from "./base.js";
 export * from "./errors.js";
 export { type MemcachedOptions, MemcachedStore } from "./memcached.js";
 export { type MemoryOptions, MemoryStore } from "./memory.js";
+export { NAMES as REDIS_SCRIPTS, scriptSha, scriptSource, scriptsLocation } from "./scripts.js";
 export { parseDurationMs, parseSize, redact, StoreUrl } from "./url.js";
 
 export function openStore(url: string): Store {
