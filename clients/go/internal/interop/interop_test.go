@@ -198,3 +198,50 @@ func TestGoAndPythonThroughSharedStores(t *testing.T) {
 		})
 	}
 }
+
+const rubyReader = `
+require "json"
+require "larder"
+cache = Larder::Cache.new(ARGV[0])
+puts JSON.generate(cache.read(ARGV[1]))
+cache.write(ARGV[2], {"from" => "ruby", "list" => [1, 2.5, nil]}, ttl: 60)
+`
+
+func TestGoAndRubyThroughSharedStores(t *testing.T) {
+	ruby, err := exec.LookPath("ruby")
+	if err != nil {
+		t.Fatalf("ruby is needed (make ruby-packages): %v", err)
+	}
+	urls := sharedStores(t)
+	lib := filepath.Join(testenv.RepoRoot(), "clients", "ruby", "lib")
+	for _, name := range []string{"memcached", "redis", "postgres", "sqlite", "file"} {
+		url := urls[name]
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			c, err := larder.Open(ctx, url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			id := rand.Int63()
+			goKey, rbKey := fmt.Sprintf("go-rb-%d", id), fmt.Sprintf("rb-%d", id)
+			if err := c.Set(ctx, goKey, format.NewMap("title", "Grüße", "views", int64(12)), larder.TTL(time.Minute)); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command(ruby, "-I", lib, "-e", rubyReader, url, goKey, rbKey).CombinedOutput()
+			if err != nil {
+				t.Fatalf("ruby: %v: %s", err, out)
+			}
+			if strings.TrimSpace(string(out)) != `{"title":"Grüße","views":12}` {
+				t.Fatalf("Ruby reads Go's value as %s", out)
+			}
+			v, ok := c.Get(ctx, rbKey)
+			if !ok {
+				t.Fatal("Go does not read Ruby's value")
+			}
+			if got, _ := format.DisplayJSON(v, -1); got != `{"from":"ruby","list":[1,2.5,null]}` {
+				t.Fatalf("Go reads Ruby's value as %s", got)
+			}
+		})
+	}
+}
