@@ -8,6 +8,7 @@ export * from "./display.js";
 export * from "./entry.js";
 export * from "./errors.js";
 export * from "./express.js";
+export * from "./fastify.js";
 export * from "./header.js";
 export * from "./http/storageRules.js";
 export * from "./json.js";
