@@ -35,20 +35,17 @@ defmodule Larder.Stores.Health do
 
   @doc "Counts a failure; answers `:ejected` when this one ejects the server."
   def failure(id, i, limit, retry_after, now) do
-    {failures, was_ejected} =
+    {failures, was_ejected, errors} =
       case :ets.lookup(@table, {id, i}) do
-        [{_, f, until, errors}] ->
-          {f + 1, until != nil}
-          |> tap(fn _ -> :ets.insert(@table, {{id, i}, f + 1, until, errors + 1}) end)
-
-        [] ->
-          {1, false} |> tap(fn _ -> :ets.insert(@table, {{id, i}, 1, nil, 1}) end)
+        [{_, f, until, errors}] -> {f + 1, until != nil, errors + 1}
+        [] -> {1, false, 1}
       end
 
     if failures >= limit or was_ejected do
-      :ets.update_element(@table, {id, i}, [{2, 0}, {3, now + retry_after}])
+      :ets.insert(@table, {{id, i}, 0, now + retry_after, errors})
       :ejected
     else
+      :ets.insert(@table, {{id, i}, failures, nil, errors})
       :counted
     end
   end
