@@ -12,7 +12,7 @@ import { decode, encode, encodeResponse } from "../src/entry.js";
 import { HttpResponse } from "../src/response.js";
 import { openStore, type Store } from "../src/stores/index.js";
 import { LARDER_BIN, REPO } from "./support/paths.js";
-import { type ServerProcess, startMemcached, startRedis } from "./support/servers.js";
+import { type ServerProcess, startMemcached, startPostgres, startRedis } from "./support/servers.js";
 
 const PYTHON = join(REPO, ".venv", "bin", "python");
 
@@ -135,4 +135,8 @@ crossing("a two-server memcached pool", async () => {
 crossing("redis", async () => {
   const server = await startRedis();
   return [[server], `redis://${server.address}/1?timeout=2s`];
+});
+crossing("postgres", async () => {
+  const server = await startPostgres();
+  return [[server], `${server.url}?timeout=5s&connect_timeout=5s&table=interop`];
 });

@@ -3,6 +3,7 @@
 import type { Store } from "./base.js";
 import { MemcachedStore } from "./memcached.js";
 import { MemoryStore } from "./memory.js";
+import { PostgresStore } from "./postgres.js";
 import { RedisStore } from "./redis.js";
 import { StoreUrl } from "./url.js";
 
@@ -20,12 +21,15 @@ export function openStore(url: string): Store {
       return MemoryStore.fromUrl(parsed);
     case "memcached":
       return MemcachedStore.fromUrl(parsed);
+    case "postgres":
+    case "postgresql":
+      return PostgresStore.fromUrl(parsed);
     case "redis":
     case "redis+cluster":
       return RedisStore.fromUrl(parsed);
     default:
       throw parsed.error(
-        `unknown store scheme ${parsed.scheme}:// (this client knows memory://, memcached://, redis://)`,
+        `unknown store scheme ${parsed.scheme}:// (this client knows memory://, memcached://, redis://, postgres://)`,
       );
   }
 }

@@ -139,3 +139,39 @@ export async function startRedis(port?: number): Promise<ServerProcess> {
   ];
   return new ServerProcess("redis-server", command, p).start();
 }
+
+const PG_BIN_DIRS = ["/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/17/bin"];
+
+/** PostgreSQL in a temporary data directory, trust authentication, user `larder` (run as the `postgres` user when
+ * this process is root: PostgreSQL refuses to run as root). */
+export async function startPostgres(): Promise<ServerProcess & { url: string }> {
+  const { mkdtempSync, mkdirSync } = await import("node:fs");
+  const { execFileSync } = await import("node:child_process");
+  const { tmpdir } = await import("node:os");
+  const dir = mkdtempSync(`${tmpdir()}/larder-ts-pg-`);
+  const data = `${dir}/data`;
+  mkdirSync(data);
+  const root = process.getuid?.() === 0;
+  const as = (binary: string): string[] => (root ? [findBinary("runuser"), "-u", "postgres", "--", binary] : [binary]);
+  if (root) execFileSync("chown", ["-R", "postgres:postgres", dir]);
+  const [initdb, ...initArgs] = as(findBinary("initdb", PG_BIN_DIRS));
+  execFileSync(
+    initdb as string,
+    [...initArgs, "-D", data, "-A", "trust", "-U", "larder", "--no-sync", "-E", "UTF8", "--locale=C"],
+    { stdio: "ignore" },
+  );
+  const port = await freePort();
+  const command = [...as(findBinary("postgres", PG_BIN_DIRS)), "-D", data, "-p", String(port), "-k", data];
+  command.push(
+    "-c",
+    "listen_addresses=127.0.0.1",
+    "-c",
+    "fsync=off",
+    "-c",
+    "synchronous_commit=off",
+    "-c",
+    "full_page_writes=off",
+  );
+  const server = await new ServerProcess("postgres", command, port).start();
+  return Object.assign(server, { url: `postgres://larder@127.0.0.1:${port}/postgres` });
+}
