@@ -13,7 +13,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"strconv"
 	"time"
 )
 
@@ -175,25 +174,35 @@ func (s *mcServer) failed(err error) error {
 	return &Error{Kind: kind, Backend: "memcached", Server: s.addr, Err: err}
 }
 
-// line reads one reply line (without CR LF), refusing one longer than maxLine.
+// line reads one reply line (without CR LF), refusing one longer than maxLine. The slice is valid until the
+// next read on the connection.
 func (c *mcConn) line() ([]byte, error) {
-	var buf []byte
-	for {
-		frag, err := c.r.ReadSlice('\n')
-		buf = append(buf, frag...)
-		if err == nil {
-			break
+	frag, err := c.r.ReadSlice('\n')
+	if err == nil {
+		if len(frag) > maxLine+2 {
+			return nil, protoErr("a reply line longer than %d bytes", maxLine)
 		}
+		if len(frag) < 2 || frag[len(frag)-2] != '\r' {
+			return nil, protoErr("a reply line not ended by CR LF")
+		}
+		return frag[:len(frag)-2], nil
+	}
+	buf := append([]byte(nil), frag...)
+	for {
 		if errors.Is(err, bufio.ErrBufferFull) {
 			if len(buf) > maxLine {
 				return nil, protoErr("a reply line longer than %d bytes", maxLine)
 			}
-			continue
-		}
-		if errors.Is(err, io.EOF) {
+		} else if errors.Is(err, io.EOF) {
 			return nil, io.ErrUnexpectedEOF
+		} else if err != nil {
+			return nil, err
 		}
-		return nil, err
+		frag, err = c.r.ReadSlice('\n')
+		buf = append(buf, frag...)
+		if err == nil {
+			break
+		}
 	}
 	if len(buf) > maxLine+2 {
 		return nil, protoErr("a reply line longer than %d bytes", maxLine)
@@ -232,22 +241,22 @@ func (c *mcConn) value(maxItem int, wantCas bool) ([]byte, uint64, error) {
 	if !bytes.HasPrefix(l, []byte("VA ")) {
 		return nil, 0, errorLine(l, "mg")
 	}
-	fields := bytes.Fields(l[3:])
-	if len(fields) == 0 {
-		return nil, 0, protoErr("VA without a length")
-	}
-	n, err := strconv.ParseUint(string(fields[0]), 10, 31)
-	if err != nil {
-		return nil, 0, protoErr("VA with a bad length %q", truncateBytes(fields[0]))
+	rest := l[3:]
+	lenText, flags, _ := bytes.Cut(rest, []byte(" "))
+	n, ok := parseDigits(lenText)
+	if !ok {
+		return nil, 0, protoErr("VA with a bad length %q", truncateBytes(lenText))
 	}
 	if n > uint64(maxItem) {
 		return nil, 0, protoErr("a value of %d bytes announced, more than max_item (%d)", n, maxItem)
 	}
 	var cas uint64
-	for _, f := range fields[1:] {
-		if f[0] == 'c' && wantCas {
-			if cas, err = strconv.ParseUint(string(f[1:]), 10, 64); err != nil {
-				return nil, 0, protoErr("bad cas %q", truncateBytes(f))
+	if wantCas {
+		for _, f := range bytes.Fields(flags) {
+			if f[0] == 'c' {
+				if cas, ok = parseDigits(f[1:]); !ok {
+					return nil, 0, protoErr("bad cas %q", truncateBytes(f))
+				}
 			}
 		}
 	}
@@ -273,4 +282,19 @@ func (c *mcConn) status(cmd string, allowed ...string) (string, error) {
 		}
 	}
 	return "", errorLine(l, cmd)
+}
+
+// parseDigits reads a decimal of at most 19 digits.
+func parseDigits(b []byte) (uint64, bool) {
+	if len(b) == 0 || len(b) > 19 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return n, true
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
@@ -177,7 +178,7 @@ func (r *Redis) GetMulti(ctx context.Context, keys []string) ([][]byte, error) {
 				}
 				for i, v := range vals {
 					if s, ok := v.(string); ok {
-						out[start+i] = []byte(s)
+						out[start+i] = stringBytes(s)
 					}
 				}
 			}
@@ -447,4 +448,13 @@ func (r *Redis) Stats(ctx context.Context) (Stats, error) {
 		})
 	})
 	return st, err
+}
+
+// stringBytes views a string go-redis decoded as bytes without copying it (a 100-key multi-get of 64 KiB values
+// spent a third of its time copying). Values a store returns are read-only (see Store).
+func stringBytes(s string) []byte {
+	if s == "" {
+		return []byte{}
+	}
+	return unsafe.Slice(unsafe.StringData(s), len(s))
 }

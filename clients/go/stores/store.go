@@ -31,7 +31,8 @@ type Stats struct {
 }
 
 // Store is what every backend implements. A nil value with a nil error is a miss. A ttl of 0 means none (the
-// entry's own hard expiry still applies, STORES.md §2).
+// entry's own hard expiry still applies, STORES.md §2). Values a store returns are read-only: they may share
+// memory with the store (memory) or the client library (Redis); copy one before changing it.
 type Store interface {
 	Backend() string
 	// MaxValue is the longest value the store accepts.
