@@ -20,6 +20,6 @@ npx biome check src test bench
 npm run --silent build
 rm -rf build
 npx tsc -p tsconfig.json
-node --test --test-concurrency=2 build/test/*.test.js
+node --test --test-concurrency=3 build/test/*.test.js
 # Keyv's own suite for storage adapters (@keyv/test-suite runs under vitest) on memory, memcached and Redis.
 npx vitest run
