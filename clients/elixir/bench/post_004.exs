@@ -3,6 +3,7 @@
 #
 #   mix run bench/post_004.exs            # N=1000000 entries, SECS=10 per load test
 #   N=100000 SECS=3 mix run bench/post_004.exs
+#   ONLY=larder SECS=0 mix run bench/post_004.exs   # one design alone (ONLY=post for the other); SECS=0: no load test
 #
 # 1. One million `fetch(to_string(i), fn -> link end)` into (a) the post's own design, a GenServer owning a
 #    private ETS table of terms, and (b) Larder.Cache on a memory:// store (larder entries: MessagePack bytes,
@@ -62,10 +63,11 @@ defmodule Bench do
     chunk = 50_000
     bin0 = :erlang.memory(:binary)
 
-    fetches = [
-      post: &PostLinkCache.fetch/2,
-      larder: &Larder.Cache.fetch(BenchCache, &1, &2)
-    ]
+    fetches =
+      Enum.filter(
+        [post: &PostLinkCache.fetch/2, larder: &Larder.Cache.fetch(BenchCache, &1, &2)],
+        fn {name, _} -> System.get_env("ONLY", "both") in ["both", Atom.to_string(name)] end
+      )
 
     time = fn fun ->
       Enum.reduce(Enum.chunk_every(1..n, chunk), %{}, fn range, acc ->
@@ -88,7 +90,10 @@ defmodule Bench do
     hits = time.(fn fetch, k, _ -> fetch.(k, fn -> raise "miss" end) end)
 
     for {name, mb} <- [post: post_mb, larder: larder_mb], into: %{} do
-      {name, {inserts[name] / 1.0e6, mb, round(n / (inserts[name] / 1.0e6)), round(n / (hits[name] / 1.0e6))}}
+      case inserts[name] do
+        nil -> {name, {0.0, mb, 0, 0}}
+        t -> {name, {t / 1.0e6, mb, round(n / (t / 1.0e6)), round(n / (hits[name] / 1.0e6))}}
+      end
     end
   end
 
@@ -121,14 +126,21 @@ stats = Larder.Cache.stats(BenchCache)
 GenServer.stop(PostLinkCache)
 Supervisor.stop(sup)
 
-Larder.Shortener.DB.start(10, 5)
-{:ok, _} = Larder.Cache.start_link(name: ShortCache, store: "memory://")
-{:ok, with_pid, with_port} = Larder.Shortener.start(cache: ShortCache)
-cached = Bench.wrk(with_port, secs)
-Larder.Shortener.stop(with_pid)
-{:ok, without_pid, without_port} = Larder.Shortener.start(cache: nil)
-uncached = Bench.wrk(without_port, secs)
-Larder.Shortener.stop(without_pid)
+{cached, uncached} =
+  if secs > 0 do
+    Larder.Shortener.DB.start(10, 5)
+    {:ok, _} = Larder.Cache.start_link(name: ShortCache, store: "memory://")
+    {:ok, with_pid, with_port} = Larder.Shortener.start(cache: ShortCache)
+    cached = Bench.wrk(with_port, secs)
+    Larder.Shortener.stop(with_pid)
+    {:ok, without_pid, without_port} = Larder.Shortener.start(cache: nil)
+    uncached = Bench.wrk(without_port, secs)
+    Larder.Shortener.stop(without_pid)
+    {cached, uncached}
+  else
+    none = %{rps: "-", latency: "-", failed: "-", requests: "-"}
+    {none, none}
+  end
 
 row = fn label, post, today -> IO.puts("| #{label} | #{post} | #{today} |") end
 IO.puts("")
