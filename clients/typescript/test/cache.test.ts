@@ -7,7 +7,7 @@ import { after, before, describe, test } from "node:test";
 import { Cache } from "../src/cache.js";
 import { decode } from "../src/entry.js";
 import { openStore, type Store } from "../src/stores/index.js";
-import { type ServerProcess, startMemcached, startRedis } from "./support/servers.js";
+import { type ServerProcess, startMemcached, startPostgres, startRedis } from "./support/servers.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 let n = 0;
@@ -15,17 +15,19 @@ const fresh = (name: string): string => `c${process.pid}-${++n}-${name}`;
 
 let memcached: ServerProcess;
 let redis: ServerProcess;
+let postgres: ServerProcess & { url: string };
 before(async () => {
-  [memcached, redis] = await Promise.all([startMemcached(), startRedis()]);
+  [memcached, redis, postgres] = await Promise.all([startMemcached(), startRedis(), startPostgres()]);
 });
 after(async () => {
-  await Promise.all([memcached?.stop(), redis?.stop()]);
+  await Promise.all([memcached?.stop(), redis?.stop(), postgres?.stop()]);
 });
 
 const URLS: Array<[string, () => string]> = [
   ["memory", () => "memory://"],
   ["memcached", () => `memcached://${memcached.address}?timeout=1s`],
   ["redis", () => `redis://${redis.address}/4?timeout=1s`],
+  ["postgres", () => `${postgres.url}?timeout=2s&connect_timeout=2s&table=cache_test`],
 ];
 
 for (const [name, url] of URLS) {
