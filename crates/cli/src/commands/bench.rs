@@ -50,13 +50,14 @@ struct MemoryArgs {
     only: Option<String>,
 }
 
-/// Replay a cache trace through the memory store and an exact LRU; print both hit ratios.
+/// Replay a cache trace through the memory store and an exact LRU; print both hit ratios and miss counts.
 ///
 /// Give a public trace with --trace and --format (ARC's OLTP and P3, LIRS's, cache2k's, libCacheSim's oracleGeneral
 /// files; see docs/benchmarks.md for where each comes from), or --zipf for a synthetic one made here: --requests
 /// requests over --keys keys, Zipf-distributed with that exponent, from a fixed seed. Unsized traces (arc, lirs,
 /// cache2k, zipf) bound the store by entry count; traces that carry object sizes (oracle-general) bound it by
-/// bytes. Files ending in .zst, .gz or .xz are decompressed.
+/// bytes, counting object sizes as simulators do, and report the byte hit ratio (the share of requested bytes
+/// served) beside the request hit ratio. Files ending in .zst, .gz or .xz are decompressed.
 #[derive(Args)]
 struct HitRatioArgs {
     /// The trace file.
@@ -74,12 +75,48 @@ struct HitRatioArgs {
     /// With --zipf: requests.
     #[arg(long, default_value_t = 1_000_000, requires = "zipf")]
     requests: usize,
-    /// Capacities to try, comma-separated (entries, or bytes for sized traces).
-    #[arg(long, value_delimiter = ',', required = true, value_name = "N[,N...]")]
+    /// Capacities to try, comma-separated (entries, or bytes for sized traces; K, M and G suffixes are powers of
+    /// 1024).
+    #[arg(long, value_delimiter = ',', required = true, value_name = "N[,N...]", value_parser = parse_capacity)]
     capacity: Vec<usize>,
+    /// Shards in the store (default: what the store picks for the capacity, as in service).
+    #[arg(long, value_name = "N")]
+    shards: Option<usize>,
+    /// Sized traces: charge entries what the store charges in service (key, value and bookkeeping) rather than
+    /// the object size alone.
+    #[arg(long)]
+    charge_bookkeeping: bool,
+    /// Published miss counts to compare with, one per capacity in order, e.g. ARC=90252,85861,... (repeatable).
+    #[arg(long = "reference", value_name = "NAME=MISSES[,MISSES...]", value_parser = parse_reference)]
+    references: Vec<(String, Vec<u64>)>,
     /// Print one JSON object per capacity.
     #[arg(long)]
     json: bool,
+}
+
+fn parse_capacity(text: &str) -> Result<usize, String> {
+    let (digits, unit) = match text.trim().char_indices().last() {
+        Some((i, 'K' | 'k')) => (&text[..i], 1 << 10),
+        Some((i, 'M' | 'm')) => (&text[..i], 1 << 20),
+        Some((i, 'G' | 'g')) => (&text[..i], 1 << 30),
+        _ => (text, 1),
+    };
+    digits
+        .trim()
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("{text:?} is not a capacity (a positive number, optionally with K, M or G)"))
+}
+
+fn parse_reference(text: &str) -> Result<(String, Vec<u64>), String> {
+    let (name, counts) = text.split_once('=').ok_or_else(|| format!("{text:?}: expected NAME=MISSES,MISSES,..."))?;
+    let counts = counts
+        .split(',')
+        .map(|c| c.trim().parse::<u64>().map_err(|e| format!("{text:?}: miss count {c:?}: {e}")))
+        .collect::<Result<Vec<u64>, String>>()?;
+    Ok((name.trim().to_owned(), counts))
 }
 
 /// Compare compressors, serializers and the whole entry envelope.
@@ -148,32 +185,81 @@ fn hit_ratio(args: HitRatioArgs) -> Result<(), Failure> {
         }
         (None, None) => return Err(Failure::input("give --trace FILE --format F, or --zipf EXPONENT")),
     };
+    for (label, counts) in &args.references {
+        if counts.len() != args.capacity.len() {
+            return Err(Failure::input(format!(
+                "--reference {label}: {} miss counts for {} capacities",
+                counts.len(),
+                args.capacity.len()
+            )));
+        }
+    }
+    let options = hit_ratio::ReplayOptions { shards: args.shards, charge_bookkeeping: args.charge_bookkeeping };
     let bar = progress::bar(args.capacity.len() as u64, !args.json);
-    let mut text = format!("{name}: {} requests\n", requests.len());
-    let _ = writeln!(text, "{:>12} {:>8} {:>10} {:>10} {:>8}", "capacity", "shards", "larder", "LRU", "delta");
+    let mut rows = Vec::new();
     for &capacity in &args.capacity {
         bar.set_message(format!("capacity {capacity}"));
-        let row = hit_ratio::replay(&name, &requests, capacity).map_err(Failure::input)?;
+        let row = hit_ratio::replay_with(&name, &requests, capacity, options).map_err(Failure::input)?;
         bar.inc(1);
         if args.json {
             print_line(&serde_json::to_string(&row)?)?;
-            continue;
         }
-        let _ = writeln!(
+        rows.push(row);
+    }
+    bar.finish_and_clear();
+    if !args.json {
+        write_stdout(hit_ratio_table(&name, requests.len(), &rows, &args.references).as_bytes())?;
+    }
+    Ok(())
+}
+
+/// Request hit ratios for every trace; byte hit ratios and miss counts too for sized ones; then each reference's
+/// misses against larder's.
+fn hit_ratio_table(
+    name: &str,
+    requests: usize,
+    rows: &[hit_ratio::HitRatioRow],
+    refs: &[(String, Vec<u64>)],
+) -> String {
+    let sized = rows.first().is_some_and(|r| r.requested_bytes.is_some());
+    let mut text = format!("{name}: {requests} requests");
+    if let Some(bytes) = rows.first().and_then(|r| r.requested_bytes) {
+        let _ = write!(text, ", {bytes} bytes requested");
+    }
+    text.push('\n');
+    let _ = write!(text, "{:>12} {:>6} {:>9} {:>9} {:>7}", "capacity", "shards", "larder", "LRU", "delta");
+    if sized {
+        let _ = write!(text, " {:>11} {:>11}", "larder byte", "LRU byte");
+    }
+    let _ = write!(text, " {:>9} {:>9}", "misses", "LRU miss");
+    for (label, _) in refs {
+        let _ = write!(text, " {:>9} {:>9}", format!("{label} miss"), "larder-it");
+    }
+    text.push('\n');
+    for (i, row) in rows.iter().enumerate() {
+        let _ = write!(
             text,
-            "{:>12} {:>8} {:>9.2}% {:>9.2}% {:>+7.2}",
+            "{:>12} {:>6} {:>8.2}% {:>8.2}% {:>+7.2}",
             row.capacity,
             row.shards,
             100.0 * row.larder_hit_ratio,
             100.0 * row.lru_hit_ratio,
             100.0 * (row.larder_hit_ratio - row.lru_hit_ratio)
         );
+        if let (Some(l), Some(r)) = (row.larder_byte_hit_ratio, row.lru_byte_hit_ratio) {
+            let _ = write!(text, " {:>10.2}% {:>10.2}%", 100.0 * l, 100.0 * r);
+        }
+        let _ = write!(text, " {:>9} {:>9}", row.larder_misses, row.lru_misses);
+        for (_, counts) in refs {
+            let theirs = counts[i];
+            let _ = write!(text, " {:>9} {:>+9}", theirs, row.larder_misses as i64 - theirs as i64);
+        }
+        text.push('\n');
     }
-    bar.finish_and_clear();
-    if !args.json {
-        write_stdout(text.as_bytes())?;
+    if !refs.is_empty() {
+        text.push_str("(larder-it: larder's misses minus the reference's; negative is fewer misses)\n");
     }
-    Ok(())
+    text
 }
 
 fn memory_bench(args: MemoryArgs) -> Result<(), Failure> {
@@ -304,4 +390,27 @@ fn tables(rows: &[Row]) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capacities_take_binary_suffixes_and_refuse_nonsense() {
+        assert_eq!(parse_capacity("1000"), Ok(1000));
+        assert_eq!(parse_capacity("128M"), Ok(128 << 20));
+        assert_eq!(parse_capacity("1g"), Ok(1 << 30));
+        assert_eq!(parse_capacity("4K"), Ok(4096));
+        for bad in ["", "M", "0", "-1", "1.5G", "12X", "99999999999999999999G"] {
+            assert!(parse_capacity(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn references_name_one_miss_count_per_capacity() {
+        assert_eq!(parse_reference("ARC=3,2,1"), Ok(("ARC".to_owned(), vec![3, 2, 1])));
+        assert!(parse_reference("ARC").is_err());
+        assert!(parse_reference("ARC=1,x").is_err());
+    }
 }

@@ -20,7 +20,7 @@ use std::time::Duration;
 use larder_format::{Entry, FIXED_HEADER_LEN, MAGIC};
 
 use self::entry::{EntryRef, MAX_VALUE_LEN};
-use self::shard::{Counters, Shard, WriteMode};
+use self::shard::{Charge, Counters, Shard, WriteMode};
 use crate::clock::{Clock, LazyNow, SystemClock};
 use crate::error::StoreError;
 use crate::keys::{check_key, check_prefix};
@@ -40,6 +40,7 @@ pub struct MemoryStoreBuilder {
     shards: Option<usize>,
     clock: Arc<dyn Clock>,
     maintenance_interval: Option<Duration>,
+    charge: Charge,
 }
 
 /// Why a configuration was refused.
@@ -62,6 +63,7 @@ impl Default for MemoryStoreBuilder {
             shards: None,
             clock: Arc::new(SystemClock),
             maintenance_interval: Some(Duration::from_millis(100)),
+            charge: Charge::Everything,
         }
     }
 }
@@ -103,6 +105,15 @@ impl MemoryStoreBuilder {
         self
     }
 
+    /// For trace replays only: charge each entry its value's length alone, as cache simulators count object sizes,
+    /// so that a replay's figures compare with theirs. The store then holds more than its bound in key and
+    /// bookkeeping bytes.
+    #[doc(hidden)]
+    pub fn charge_values_only(mut self, values_only: bool) -> Self {
+        self.charge = if values_only { Charge::ValueOnly } else { Charge::Everything };
+        self
+    }
+
     pub fn build(self) -> Result<MemoryStore, ConfigError> {
         if self.capacity_bytes < 4096 {
             return Err(ConfigError::CapacityTooSmall(self.capacity_bytes));
@@ -119,7 +130,9 @@ impl MemoryStoreBuilder {
         let max_entry_weight = ((self.capacity_bytes as f64 * self.max_entry_fraction) as usize).min(per_shard_bytes);
         let cores = std::thread::available_parallelism().map_or(4, |n| n.get());
         let lock_stripes = cores.min(16);
-        let shards = (0..shard_count).map(|_| Shard::new(per_shard_bytes, per_shard_entries, lock_stripes)).collect();
+        let charge = self.charge;
+        let shards =
+            (0..shard_count).map(|_| Shard::new(per_shard_bytes, per_shard_entries, lock_stripes, charge)).collect();
         let stripe_count = (2 * cores).next_power_of_two();
         let inner = Arc::new(Inner {
             shards,
@@ -128,6 +141,7 @@ impl MemoryStoreBuilder {
             hasher: foldhash::quality::RandomState::default(),
             clock: self.clock,
             max_entry_weight,
+            charge,
             capacity_bytes: self.capacity_bytes,
             crawl_budget: 4096,
             updates: (0..shard_count).map(|_| parking_lot::Mutex::new(())).collect(),
@@ -174,6 +188,7 @@ struct Inner {
     hasher: foldhash::quality::RandomState,
     clock: Arc<dyn Clock>,
     max_entry_weight: usize,
+    charge: Charge,
     capacity_bytes: usize,
     crawl_budget: usize,
     /// One per shard: serialises read-modify-write operations (`incr`, `delete_if`) on that shard's keys.
@@ -397,12 +412,12 @@ impl MemoryStore {
         if let Err(error) = check_key(BACKEND, key) {
             return reject(error);
         }
-        if shard::weight_for(key.len(), value.len()) > inner.max_entry_weight || value.len() > MAX_VALUE_LEN {
+        if inner.charge.weight_for(key.len(), value.len()) > inner.max_entry_weight || value.len() > MAX_VALUE_LEN {
             return reject(StoreError::TooLarge {
                 backend: BACKEND,
                 key: key.to_owned(),
                 size: value.len(),
-                limit: inner.max_entry_weight.saturating_sub(shard::weight_for(key.len(), 0)),
+                limit: inner.max_entry_weight.saturating_sub(inner.charge.weight_for(key.len(), 0)),
             });
         }
         let now = LazyNow::new(&*inner.clock);

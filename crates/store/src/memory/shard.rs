@@ -17,9 +17,27 @@ use crate::clock::LazyNow;
 /// `larder bench memory`.
 pub const ENTRY_OVERHEAD: usize = 40;
 
-/// The weight an entry is charged: everything it makes the process hold.
-pub fn weight(entry: &EntryRef) -> usize {
-    weight_for(entry.key().len(), entry.value().len())
+/// What an entry is charged against the bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Charge {
+    /// Everything it makes the process hold (the default).
+    Everything,
+    /// Its value's length alone (at least 1, so the bound still bounds), as cache simulators count object sizes
+    /// (trace replays only).
+    ValueOnly,
+}
+
+impl Charge {
+    pub fn weight(self, entry: &EntryRef) -> usize {
+        self.weight_for(entry.key().len(), entry.value().len())
+    }
+
+    pub fn weight_for(self, key_len: usize, value_len: usize) -> usize {
+        match self {
+            Charge::Everything => weight_for(key_len, value_len),
+            Charge::ValueOnly => value_len.max(1),
+        }
+    }
 }
 
 /// The weight an entry with these lengths will be charged.
@@ -53,6 +71,7 @@ pub struct Shard {
 struct Inner {
     table: HashTable<EntryRef>,
     policy: S3Fifo,
+    charge: Charge,
     /// Where the expiry crawler resumes.
     crawl_cursor: usize,
 }
@@ -67,12 +86,13 @@ pub enum WriteMode {
 }
 
 impl Shard {
-    pub fn new(capacity_weight: usize, capacity_entries: usize, lock_stripes: usize) -> Shard {
+    pub fn new(capacity_weight: usize, capacity_entries: usize, lock_stripes: usize, charge: Charge) -> Shard {
         Shard {
             inner: StripedLock::new(
                 Inner {
                     table: HashTable::new(),
                     policy: S3Fifo::new(capacity_weight, capacity_entries),
+                    charge,
                     crawl_cursor: 0,
                 },
                 lock_stripes,
@@ -144,7 +164,7 @@ impl Shard {
             }
             inner.remove_exact(&old, hasher);
         }
-        let w = weight(&entry);
+        let w = inner.charge.weight(&entry);
         inner.table.insert_unique(hash, entry.clone(), |e| hasher(e.key()));
         inner.policy.admit(entry, hash, w);
         Counters::add(&counters.inserts, 1);
@@ -217,7 +237,7 @@ impl Inner {
         let Ok(slot) = self.table.find_entry(hash, |e| e.same(entry)) else { return false };
         slot.remove();
         entry.set_flags(entry.flags() | REMOVED);
-        self.policy.remove(entry, weight(entry));
+        self.policy.remove(entry, self.charge.weight(entry));
         true
     }
 
@@ -225,7 +245,8 @@ impl Inner {
     fn shrink_to_bound(&mut self, now: &LazyNow<'_>, hasher: &impl Fn(&[u8]) -> u64) -> (u64, u64) {
         let (mut evicted, mut expired) = (0, 0);
         while self.policy.over_capacity() {
-            let Some((victim, exit)) = self.policy.evict(now, hasher, weight) else { break };
+            let charge = self.charge;
+            let Some((victim, exit)) = self.policy.evict(now, hasher, |e| charge.weight(e)) else { break };
             let hash = hasher(victim.key());
             if let Ok(slot) = self.table.find_entry(hash, |e| e.same(&victim)) {
                 slot.remove();
