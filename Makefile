@@ -12,7 +12,8 @@ LARDER_DEBUG := $(CURDIR)/target/debug/larder
 # The hostile memcached/Redis server every language's store suite runs against (crates/testkit).
 LARDER_HOSTILE := $(CURDIR)/target/debug/larder-hostile
 
-.PHONY: bench demo test test-rust test-python test-django test-ruby test-activesupport test-tour conformance lint-rust build-debug venv services \
+.PHONY: bench demo test test-rust test-python test-django test-ruby test-activesupport test-typescript test-go test-elixir \
+	test-tour conformance lint-rust build-debug venv services \
 	ruby-packages rails-tests fuzz clean
 
 # Servers the store tests start on loopback (never as system services): binary -> Debian package.
@@ -33,7 +34,8 @@ demo:
 	cargo build --release -p larder-cli
 	./target/release/larder demo
 
-test: services lint-rust test-rust test-python test-django test-ruby test-activesupport conformance test-tour
+test: services lint-rust test-rust test-python test-django test-ruby test-activesupport test-typescript test-go test-elixir \
+	conformance test-tour
 
 # Installs (apt-get, only what is missing) the servers the tests start themselves through larder-testkit.
 services:
@@ -91,6 +93,20 @@ test-django: $(VENV_STAMP) services
 test-ruby: ruby-packages services build-debug $(VENV_STAMP)
 	cd clients/ruby && LARDER_HOSTILE=$(LARDER_HOSTILE) rake test && rubocop
 
+# The TypeScript, Go and Elixir clients: each one's test.sh installs what it needs (npm ci from the lockfile, Go
+# modules, Debian's Elixir) into CACHE_DIR or from Debian's packages, and runs its lint and tests. Their
+# cross-language tests read and write entries with the Rust binary, Python (.venv) and Ruby.
+CLIENT_TEST_ENV = CACHE_DIR="$(CACHE_DIR)" LARDER_BIN=$(LARDER_DEBUG) LARDER_HOSTILE=$(LARDER_HOSTILE)
+
+test-typescript: build-debug services ruby-packages $(VENV_STAMP)
+	$(CLIENT_TEST_ENV) clients/typescript/test.sh
+
+test-go: build-debug services ruby-packages $(VENV_STAMP)
+	$(CLIENT_TEST_ENV) bash clients/go/test.sh
+
+test-elixir: build-debug services ruby-packages $(VENV_STAMP)
+	$(CLIENT_TEST_ENV) clients/elixir/test.sh
+
 # ActiveSupport's own tests at the installed version, from Debian's source package of rails (its orig tarball),
 # into CACHE_DIR once.
 rails-tests: ruby-packages
@@ -100,8 +116,8 @@ test-activesupport: rails-tests services
 	cd clients/ruby && RAILS_AS_TESTS=$$(test/activesupport/fetch_rails_tests.sh "$(CACHE_DIR)") rake activesupport
 
 # Every language against every file of spec/vectors, as one matrix (spec/conformance.py; each language's runner is
-# described in spec/vectors/README.md).
-conformance: build-debug $(VENV_STAMP) ruby-packages
+# described in spec/vectors/README.md). The TypeScript and Elixir runners are built by their test targets.
+conformance: build-debug $(VENV_STAMP) ruby-packages test-typescript test-elixir
 	$(PYTHON) spec/conformance.py
 	$(PYTHON) spec/storage_differential.py
 

@@ -33,7 +33,7 @@ STEPS=(
     "hit-ratio|eviction hit ratio on the OLTP trace and a Zipf trace|target/release/larder bench hit-ratio --zipf 0.99 --capacity 1000,10000|target/release/larder bench hit-ratio --zipf 0.99 --capacity 1000"
     "shared-proxies|three proxies sharing memcached against three with private memory|bench/shared-proxies.sh --with-l1|bench/shared-proxies.sh --quick"
     "python|larder's Django backend against Django's own backends|.venv/bin/python clients/python/bench/django_backends.py|.venv/bin/python clients/python/bench/django_backends.py --seconds 0.1"
-    "ruby|LarderStore against Dalli's MemCacheStore, RedisCacheStore and MemoryStore|ruby clients/ruby/bench/stores.rb|ruby clients/ruby/bench/stores.rb"
+    "ruby|LarderStore against Dalli's MemCacheStore, RedisCacheStore and MemoryStore|ruby clients/ruby/bench/stores.rb|ROUNDS=1 SECONDS=0.2 ruby clients/ruby/bench/stores.rb"
 )
 
 usage() {

@@ -22,6 +22,8 @@ RUNNERS = {
     "rust": [str(ROOT / "target" / "debug" / "larder-conformance")],
     "python": [str(ROOT / ".venv" / "bin" / "python"), str(ROOT / "clients" / "python" / "tests" / "conformance.py")],
     "ruby": ["ruby", str(ROOT / "clients" / "ruby" / "test" / "conformance.rb")],
+    "typescript": ["node", str(ROOT / "clients" / "typescript" / "build" / "test" / "conformance.js")],
+    "elixir": [str(ROOT / "clients" / "elixir" / "bin" / "conformance")],
 }
 #: The longest one runner may take for one file.
 TIMEOUT_S = 300
