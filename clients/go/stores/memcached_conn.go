@@ -139,14 +139,20 @@ func (s *mcServer) do(ctx context.Context, dl time.Time, write func(w *bufio.Wri
 		return s.failed(err)
 	}
 	_ = c.c.SetDeadline(dl)
+	// A cancelled context cuts the exchange short too: the connection's deadline moves to now.
+	stop := context.AfterFunc(ctx, func() { _ = c.c.SetDeadline(time.Now()) })
 	write(c.w)
 	err = c.w.Flush()
 	if err == nil {
 		err = read(c)
 	}
+	cancelled := !stop() && errors.Is(ctx.Err(), context.Canceled)
 	var ans *answerError
-	good := err == nil || errors.As(err, &ans)
+	good := (err == nil || errors.As(err, &ans)) && !cancelled
 	s.release(c, good)
+	if cancelled {
+		return ctx.Err()
+	}
 	if good {
 		s.health.record(true, s.opts.failures, s.opts.retryAfter)
 		if ans != nil {

@@ -5,6 +5,7 @@ package stores_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/larder-cache/larder/clients/go/stores"
 	"net"
@@ -130,3 +131,22 @@ func asStoreError(err error, target **stores.Error) bool {
 }
 
 func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
+
+func TestMemcachedHonoursCancellation(t *testing.T) {
+	addr, stop := testservers.Hostile(t, "memcached", "silent")
+	defer stop()
+	s := openURL(t, "memcached://"+addr+"?timeout=5s&failures=1")
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := s.Get(ctx, "k")
+	if !errors.Is(err, context.Canceled) || time.Since(start) > time.Second {
+		t.Fatalf("%v after %v", err, time.Since(start))
+	}
+	// A caller's cancellation is not a failure of the server: it is not ejected.
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel2()
+	if _, err := s.Get(ctx2, "k"); stores.KindOf(err) == stores.Unavailable {
+		t.Fatalf("ejected after a cancellation: %v", err)
+	}
+}
