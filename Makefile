@@ -116,8 +116,8 @@ test-activesupport: rails-tests services
 	cd clients/ruby && RAILS_AS_TESTS=$$(test/activesupport/fetch_rails_tests.sh "$(CACHE_DIR)") rake activesupport
 
 # Every language against every file of spec/vectors, as one matrix (spec/conformance.py; each language's runner is
-# described in spec/vectors/README.md). The TypeScript and Elixir runners are built by their test targets.
-conformance: build-debug $(VENV_STAMP) ruby-packages test-typescript test-elixir
+# described in spec/vectors/README.md). The TypeScript, Go and Elixir runners are built by their test targets.
+conformance: build-debug $(VENV_STAMP) ruby-packages test-typescript test-go test-elixir
 	$(PYTHON) spec/conformance.py
 	$(PYTHON) spec/storage_differential.py
 

@@ -23,6 +23,7 @@ RUNNERS = {
     "python": [str(ROOT / ".venv" / "bin" / "python"), str(ROOT / "clients" / "python" / "tests" / "conformance.py")],
     "ruby": ["ruby", str(ROOT / "clients" / "ruby" / "test" / "conformance.rb")],
     "typescript": ["node", str(ROOT / "clients" / "typescript" / "build" / "test" / "conformance.js")],
+    "go": [str(ROOT / "clients" / "go" / "bin" / "larder-conformance")],
     "elixir": [str(ROOT / "clients" / "elixir" / "bin" / "conformance")],
 }
 #: The longest one runner may take for one file.
