@@ -301,12 +301,13 @@ def summary(bench: Bench) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------------------------------------------------------
 # Charts: grouped horizontal bars, one group per case, one bar per server (the median; a line from min to max).
 
-PALETTE = ["#d95f02", "#7570b3", "#1b9e77", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666"]
-
-
 def svg(bench: Bench, metric: Metric) -> str:
-    subjects = bench.subjects
-    colours = {s: PALETTE[i % len(PALETTE)] for i, s in enumerate(subjects)}
+    # larder first and in warm colours, its peers after it in cool ones, the same in every chart.
+    mine = [s for s in bench.subjects if bench.is_subject(s)]
+    subjects = mine + [s for s in bench.subjects if s not in mine]
+    warm, cool = ["#d95f02", "#e6ab02", "#e7298a"], ["#7570b3", "#1b9e77", "#666666", "#66a61e", "#a6761d"]
+    colours = {s: warm[i % len(warm)] for i, s in enumerate(mine)}
+    colours.update({s: cool[i % len(cool)] for i, s in enumerate(subjects[len(mine):])})
     bar, gap, left, right, top = 16, 14, 150, 150, 46
     groups = [(case, [s for s in subjects if bench.series(case, s, metric.name)]) for case in bench.cases]
     groups = [(c, ss) for c, ss in groups if ss]
