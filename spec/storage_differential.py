@@ -16,6 +16,7 @@ import argparse
 import email.utils
 import gzip
 import http.server
+import importlib.util
 import json
 import random
 import socket
@@ -31,8 +32,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 ANSWER = [str(ROOT / "target" / "debug" / "larder-conformance"), "--answer"]
 LARDER = str(ROOT / "target" / "debug" / "larder")
-sys.path.insert(0, str(ROOT / "spec"))
-from conformance import RUNNERS as EVERY_RUNNER  # noqa: E402 (one list of runners, spec/conformance.py's)
+
+def every_runner() -> dict[str, list[str]]:
+    """spec/conformance.py's runners: one list for both scripts (loaded by path: other `conformance` modules exist)."""
+    spec = importlib.util.spec_from_file_location("larder_spec_conformance", ROOT / "spec" / "conformance.py")
+    if spec is None or spec.loader is None:
+        raise SystemExit("storage differential: cannot load spec/conformance.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return dict(module.RUNNERS)
+
+
+EVERY_RUNNER = every_runner()
 
 #: Every language's runner but Rust's, whose rules answer the cases.
 RUNNERS = {language: command for language, command in EVERY_RUNNER.items() if language != "rust"}
