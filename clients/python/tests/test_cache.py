@@ -289,3 +289,107 @@ def test_errors_name_the_server() -> None:
     redis_store = open_store(f"redis://127.0.0.1:{port}/0")
     with pytest.raises(ServerError, match=f"redis server 127.0.0.1:{port}"):
         redis_store.get("k")
+
+
+# --- notes on the memory store: what a read decoded, kept for the next read of the same bytes ----------------------
+
+
+def test_each_read_of_a_container_on_memory_gets_its_own_copy() -> None:
+    cache = Cache("memory://")
+    cache.set("k", {"id": 7, "tags": ["a", "b"]}, ttl=60)
+    first = cache.get("k")
+    first["tags"].append("mutated")
+    first["id"] = 8
+    second, third = cache.get("k"), cache.fetch("k", lambda: None)
+    assert second == third == {"id": 7, "tags": ["a", "b"]}
+    assert second is not third
+    assert second["tags"] is not third["tags"]
+    assert cache.get_many(["k"]) == {"k": {"id": 7, "tags": ["a", "b"]}}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        [1, "a", None],
+        {"a": 1, "b": "x"},
+        {"a": {"b": 1}, "c": [1, 2]},
+        [[1], [2]],
+        {"deep": {"er": [1]}},
+        list(range(300)),
+        {"k": msgpack.ExtType(5, b"x")},
+    ],
+)
+def test_no_two_reads_on_memory_share_a_container(value: object) -> None:
+    cache = Cache("memory://")
+    cache.set("k", value, ttl=60)
+    copies = [cache.get("k"), cache.get("k"), cache.fetch("k", lambda: None), cache.get_many(["k"])["k"]]
+    assert all(copy == value for copy in copies)
+    containers: list[int] = []
+    for copy in copies:
+        stack: list[object] = [copy]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, (list, dict)):
+                containers.append(id(item))
+                stack.extend(item.values() if isinstance(item, dict) else item)
+    assert len(containers) == len(set(containers)), "every list and dict handed out is new"
+
+
+def test_a_note_goes_with_the_bytes_it_was_made_from() -> None:
+    cache = Cache("memory://")
+    for value in ("text", b"bytes", 7, 1.5, None, True, {"a": 1}, [1, 2]):
+        cache.set("k", value, ttl=60)
+        assert cache.get("k") == value
+        assert cache.get("k") == value, "read again, from the note"
+    cache.set("k", "old", ttl=60)
+    assert cache.get("k") == "old"
+    cache.store.set(cache.store_key("k"), larder.encode("new"))  # written under the cache, straight to the store
+    assert cache.get("k") == "new"
+    cache.delete("k")
+    assert cache.get("k") is None
+
+
+def test_a_note_keeps_versions_expiry_and_stale_windows() -> None:
+    cache = Cache("memory://")
+    cache.set("v", "one", ttl=60, version="1")
+    assert cache.get("v", version="1") == "one"
+    assert cache.get("v", version="1") == "one"
+    assert cache.get("v", version="2") is None
+    cache.set("s", "stale soon", ttl=0.05, stale=60)
+    assert cache.get("s") == "stale soon"
+    time.sleep(0.1)
+    assert cache.get("s") is None, "past its expiry: stale, which get does not serve"
+    assert cache.fetch("s", lambda: "recomputed", ttl=60) == "recomputed", "the one caller recomputes it"
+    assert cache.get("s") == "recomputed"
+    cache.set("e", "short", ttl=0.05)
+    assert cache.get("e") == "short"
+    time.sleep(0.1)
+    assert cache.get("e") is None
+
+
+def test_a_cache_with_a_smaller_max_value_size_refuses_what_another_noted() -> None:
+    store = open_store("memory://")
+    big = Cache(store)
+    small = Cache(store, max_value_size=100)
+    big.set("k", "x" * 1000, ttl=60)
+    assert big.get("k") == "x" * 1000
+    assert small.get("k") is None
+    assert small.stats().corrupt_entries == 1
+
+
+def test_notes_weigh_in_the_capacity_but_never_evict_an_entry() -> None:
+    cache = Cache("memory://?capacity=64K")
+    for i in range(40):
+        cache.set(f"k{i}", "v" * 1000, ttl=60)
+    held = cache.store.stats()
+    for _ in range(2):
+        for i in range(40):
+            assert cache.get(f"k{i}") == "v" * 1000
+    after = cache.store.stats()
+    assert after.entries == held.entries, "reads evict nothing"
+    assert after.evictions == held.evictions
+    assert after.bytes <= 64 * 1024, "notes count toward the bytes held, within the capacity"
+    for i in range(40, 80):
+        cache.set(f"k{i}", "v" * 1000, ttl=60)
+        assert cache.store.stats().bytes <= 64 * 1024
+    assert cache.store.stats().entries >= held.entries, "notes go before entries when a write needs room"

@@ -152,3 +152,34 @@ def test_memcached_replies(pair: tuple[Wire, socket.socket]) -> None:
         wire.pos = 0
         with pytest.raises(WireFailure, match="malformed"):
             memcached(pair, bad)
+
+
+def test_a_request_in_parts_is_sent_whole_however_full_the_socket(pair: tuple[Wire, socket.socket]) -> None:
+    wire, server = pair
+    big = bytes(range(256)) * 16384  # 4 MiB: far more than a socket buffer holds
+    parts = [b"ms key 4194304 T0 F0\r\n", big, b"\r\n"]
+    received = bytearray()
+
+    def drain() -> None:
+        while len(received) < sum(map(len, parts)):
+            received.extend(server.recv(1 << 16))
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    wire.send(parts, time.monotonic() + 10)
+    reader.join(10)
+    assert bytes(received) == b"".join(parts)
+
+
+def test_values_of_every_size_are_read_whole(pair: tuple[Wire, socket.socket]) -> None:
+    wire, server = pair
+    for size in (0, 1, 100, 8191, 8192, 8193, 70_000, 300_000):
+        value = bytes(i % 251 for i in range(size))
+        reply = b"$%d\r\n" % size + value + b"\r\n"
+        sender = threading.Thread(
+            target=lambda r=reply: [server.sendall(r[i : i + 7000]) for i in range(0, len(r), 7000)]
+        )
+        sender.start()
+        assert read_reply(wire, time.monotonic() + 10, Limits(1 << 20, 1 << 20, 10)) == value
+        sender.join()
+        assert wire.pos == len(wire.buf)

@@ -105,14 +105,14 @@ class AsyncCache:
         stats = sync._shared.stats
         while True:
             found: _Lookup = await asyncio.to_thread(sync._lookup, store_key, version)
-            if found.state == "fresh":
-                return found.value  # type: ignore[no-any-return]
+            if found[0] == "fresh":
+                return found[1]  # type: ignore[no-any-return]
             waiting = self._flights.get(store_key)
             if waiting is None:
                 return await self._lead(store_key, found, loader, ttl, stale, version, tags)
-            if found.state == "stale":
+            if found[0] == "stale":
                 stats.bump("stale_served")
-                return found.value  # type: ignore[no-any-return]
+                return found[1]  # type: ignore[no-any-return]
             stats.bump("coalesced_waits")
             try:
                 return await asyncio.shield(waiting)
@@ -150,10 +150,10 @@ class AsyncCache:
                         return value  # type: ignore[no-any-return]
                 if lock is not False:
                     break
-                if found.state == "stale":
+                if found[0] == "stale":
                     sync._shared.stats.bump("stale_served")
-                    future.set_result(found.value)
-                    return found.value  # type: ignore[no-any-return]
+                    future.set_result(found[1])
+                    return found[1]  # type: ignore[no-any-return]
                 if waited_since is None:
                     waited_since = time.monotonic()
                 value = await self._await_other_process(store_key, version, waited_since + sync.lock_ttl)

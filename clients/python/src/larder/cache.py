@@ -23,24 +23,32 @@ is unpickled only when its signature is this application's; anything else at ext
 
 from __future__ import annotations
 
+import functools
 import pickle
 import secrets
+import struct
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from time import time_ns
 from typing import Any, Final, TypeVar
 
 import msgpack
+from msgpack import ExtType as _ExtType
+from msgpack import unpackb
 
 from .compressors import DEFAULT_MAX_SIZE
-from .entry import DEFAULT_THRESHOLD, _build, decode, now_ms
+from .entry import DEFAULT_THRESHOLD, _as_bytes, _build, _check_max_size, build_plain, payload_of
 from .errors import InvalidEntry
-from .keys import namespaced_key
-from .serializers import serialize
+from .header import COMPRESSORS, FIXED_HEADER_LEN, FORMAT_VERSION, MAGIC, SERIALIZERS, U64_MAX, parse_header
+from .keys import namespaced_key, safe_key
+from .serializers import deserialize, msgpack_value, pack_msgpack, serialize
 from .signing import Refused, Secret, Signer, log_refusal
 from .stores import Store, StoreError, open_store
 from .stores.base import lock_key, parse_counter
+from .stores.memory import MemoryStore
 
 T = TypeVar("T")
 
@@ -53,6 +61,16 @@ LOCK_POLL_FIRST: Final = 0.005
 LOCK_POLL_MOST: Final = 0.05
 
 _MISSING: Final = object()
+#: The types a value is of when `_plain` says so at its first step (exact types: not a subclass, not a container).
+_SCALARS: Final = frozenset({type(None), bool, int, float, str, bytes})
+#: The fixed fields of a header: magic, format, kind, serializer, compressor, flags, created_at, expires_at.
+_FIXED_HEADER: Final = struct.Struct("<2sBBBBBQQ")
+_SERIALIZERS: Final = len(SERIALIZERS)
+_COMPRESSORS: Final = len(COMPRESSORS)
+#: What a note weighs in the memory store beyond an immutable value it keeps: the tuple and its fields.
+_NOTE_WEIGHT: Final = 120
+#: An uncompressed payload shorter than this is copied out of its entry; a longer one is read in place (entry.py).
+_SMALL_PAYLOAD: Final = 4096
 #: What waiting for another process's value can end in, besides the value (spec/STORES.md §3, step 4).
 LOCK_GONE: Final = object()
 WAITED_LOCK_TTL: Final = object()
@@ -122,13 +140,12 @@ class _InFlight:
         return len(self._flights)
 
 
-@dataclass(frozen=True)
-class _Lookup:
-    state: str  # "fresh", "stale" or "miss"
-    value: Any = None
+#: What a read finds: its state ("fresh", "stale" or "miss") and the value (None on a miss). A plain tuple: a hit
+#: makes one, and a class of its own costs more than the rest of a hit in memory.
+_Lookup = tuple[str, Any]
 
 
-MISS: Final = _Lookup("miss")
+MISS: Final[_Lookup] = ("miss", None)
 
 
 class _Shared:
@@ -138,6 +155,8 @@ class _Shared:
         self.store = store
         self.inflight = _InFlight()
         self.stats = CacheStats()
+        #: The store, when it is larder's own memory store: reads there leave notes of what they decoded (`_note`).
+        self.memory = store if type(store) is MemoryStore else None
 
 
 class Cache:
@@ -240,11 +259,11 @@ class Cache:
                 ) from None
         if _plain(value, 0):
             try:
-                return "msgpack", bytes(msgpack.packb(value, use_bin_type=True))
+                return "msgpack", pack_msgpack(value)
             except (OverflowError, ValueError, TypeError):
                 pass
         data = self._signer.sign(PICKLE_EXT, pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
-        return "msgpack", bytes(msgpack.packb(msgpack.ExtType(PICKLE_EXT, data)))
+        return "msgpack", pack_msgpack(msgpack.ExtType(PICKLE_EXT, data))
 
     def encode(
         self,
@@ -256,14 +275,32 @@ class Cache:
         tags: Sequence[str] = (),
     ) -> tuple[bytes, float | None]:
         """The entry bytes for `value`, and the store-side TTL matching its hard expiry."""
-        ttl = self.default_ttl if ttl is None else ttl
+        return self._encode(value, ttl, stale, version, tags)
+
+    def _encode(
+        self, value: Any, ttl: float | None, stale: float | None, version: str | None, tags: Sequence[str]
+    ) -> tuple[bytes, float | None]:
+        if ttl is None:
+            ttl = self.default_ttl
         if ttl is not None and ttl <= 0:
             ttl = None
         stale_s = self.default_stale if stale is None else stale
-        serializer, payload = self._payload(value)
-        now = now_ms()
-        ttl_ms = 0 if ttl is None else max(1, round(ttl * 1000))
-        stale_ms = round(stale_s * 1000) if ttl is not None else 0
+        if type(value) in _SCALARS and self.serializer == "msgpack":
+            try:  # a plain scalar, as _payload packs it (which raises, or pickles, what fails here)
+                serializer, payload = "msgpack", pack_msgpack(value)
+            except (OverflowError, ValueError, TypeError):
+                serializer, payload = self._payload(value)
+        else:
+            serializer, payload = self._payload(value)
+        now = time_ns() // 1_000_000
+        if ttl is None:
+            ttl_ms = stale_ms = 0
+        else:
+            ttl_ms = round(ttl * 1000) or 1
+            stale_ms = round(stale_s * 1000)
+        if not stale_ms and version is None and type(tags) in (tuple, list) and not tags:
+            data = build_plain(serializer, payload, self.compressor, self.compress_threshold, now, ttl_ms)
+            return data, None if ttl is None else ttl + stale_s
         data = _build(
             "value",
             serializer,
@@ -280,32 +317,119 @@ class Cache:
         )
         return data, None if ttl is None else ttl + stale_s
 
-    def _decode(self, data: bytes, version: str | None) -> _Lookup:
+    def _decode(self, data: bytes, version: str | None, noting: str | None = None) -> _Lookup:
+        """What a read makes of the bytes a store returned: header, payload and value are decoded whatever the
+        entry's expiry (so a corrupt entry is counted as one, fresh or not), then its kind, version and expiry
+        decide. Everything the hit needs, without building an `Entry`. `noting`: the key under which the memory
+        store holds `data`, to leave it a note of what was decoded (`_note`)."""
+        max_size = self.max_value_size
+        if type(max_size) is not int or max_size < 0:
+            _check_max_size(max_size)
         try:
-            entry = decode(data, max_size=self.max_value_size)
+            if type(data) is not bytes:
+                data = _as_bytes(data)
+            try:  # the common header (a value, no optional field) at once; parse_header reads any other
+                magic, fmt, kind, serializer, compressor, flags, _, expires_at = _FIXED_HEADER.unpack_from(data)
+            except struct.error:
+                flags = -1
+            if (
+                flags == 0
+                and magic == MAGIC
+                and fmt == FORMAT_VERSION
+                and kind == 0
+                and serializer < _SERIALIZERS
+                and compressor < _COMPRESSORS
+            ):
+                stale_ms, entry_version, size = 0, None, FIXED_HEADER_LEN
+            else:
+                kind, serializer, compressor, _, expires_at, stale_ms, entry_version, _, size = parse_header(data)
+            if kind:  # an HTTP response (the page cache's) is not a value, whatever its payload holds
+                self._shared.stats.bump("corrupt_entries")
+                return MISS
+            value, payload_size = _payload_value(data, serializer, compressor, size, max_size)
         except InvalidEntry:
             # memcached pads a counter that shrank in place with trailing spaces ("11" - 2 reads "9 ").
             counter = parse_counter(bytes(data).rstrip(b" "))
             if counter is not None and version is None:
-                return _Lookup("fresh", counter)
+                return ("fresh", counter)
             self._shared.stats.bump("corrupt_entries")
             return MISS
-        if entry.kind != "value":
-            self._shared.stats.bump("corrupt_entries")
+        if noting is not None:
+            self._note(
+                noting, data, value, payload_size, expires_at, stale_ms, entry_version, serializer, compressor, size
+            )
+        return self._judge(value, expires_at, stale_ms, entry_version, version)
+
+    def _judge(
+        self, value: Any, expires_at: int, stale_ms: int, entry_version: str | None, version: str | None
+    ) -> _Lookup:
+        """A decoded value entry's verdict: a miss for another version or past its hard expiry, else fresh or
+        stale; a pickle is unpickled here (a miss unless this application signed it)."""
+        if version is not None and entry_version != version:
             return MISS
-        if version is not None and entry.version != version:
-            return MISS
-        now = now_ms()
-        fresh = entry.expires_at == 0 or now < entry.expires_at
-        hard = entry.hard_expiry
-        if not fresh and not (hard is not None and now < hard):
-            return MISS
-        value = entry.value
-        if isinstance(value, msgpack.ExtType) and value.code == PICKLE_EXT:
+        fresh = True
+        if expires_at:
+            now = time_ns() // 1_000_000
+            if now >= expires_at:
+                if now >= min(expires_at + stale_ms, U64_MAX):
+                    return MISS
+                fresh = False
+        if type(value) is msgpack.ExtType and value.code == PICKLE_EXT:
             value = self._unpickle(value.data)
             if value is _MISSING:
                 return MISS
-        return _Lookup("fresh" if fresh else "stale", value)
+        return ("fresh" if fresh else "stale", value)
+
+    def _note(
+        self,
+        key: str,
+        data: bytes,
+        value: Any,
+        payload_size: int,
+        expires_at: int,
+        stale_ms: int,
+        entry_version: str | None,
+        serializer: int,
+        compressor: int,
+        size: int,
+    ) -> None:
+        """Leaves the memory store a note on the entry `data` under `key`: its header's fields, and the value itself
+        when it is immutable (None, bool, int, float, str, bytes), so that the next read of the same bytes skips
+        the header and, for such a value, the payload too. A container (or a pickle) is decoded again on each read:
+        each caller gets its own copy, as LocMemCache's unpickling gives. The note depends on the bytes alone,
+        and `payload_size` lets a cache with a smaller `max_value_size` refuse it as it would refuse the bytes."""
+        memory = self._shared.memory
+        if memory is None:
+            return
+        weight = _NOTE_WEIGHT
+        payload: bytes | None = None
+        decoder: Callable[[], Any] | None = None
+        copier = _copier(value) if type(value) in (list, dict) else None
+        if type(value) in _SCALARS:
+            weight += sys.getsizeof(value)
+        elif copier is not None:  # a small list or dict of plain values, copied faster than msgpack decodes it
+            decoder, copy_weight = copier
+            weight += copy_weight
+        elif serializer == 1 and compressor == 0 and len(data) - size < _SMALL_PAYLOAD:
+            payload = data[size:]  # its own copy, small: read with msgpack at each hit
+            weight += sys.getsizeof(payload)
+        else:  # (any payload size is within max_size: this one is payload_size)
+            decoder = functools.partial(_payload_only, data, serializer, compressor, size, payload_size)
+        kept = value if payload is None and decoder is None else None
+        note = (payload_size, kept, expires_at, stale_ms, entry_version, payload, decoder)
+        memory.note(key, data, note, weight)
+
+    def _from_note(self, data: bytes, note: Any, version: str | None) -> _Lookup:
+        """`_decode(data, version)` for bytes the memory store holds with a note of an earlier decode (`_note`):
+        (payload size, value, expires_at, stale_ms, version, payload, decoder). A value decoded anew on every read
+        is kept as its small msgpack payload or as a decoder to call, instead of the value itself."""
+        _, value, expires_at, stale_ms, entry_version, payload, decoder = note
+        if payload is not None or decoder is not None:
+            try:
+                value = unpackb(payload, raw=False, strict_map_key=False) if payload is not None else decoder()
+            except Exception:  # msgpack refusing a map key a dict cannot hold: _decode's way reads it
+                return self._decode(data, version)
+        return self._judge(value, expires_at, stale_ms, entry_version, version)
 
     def _unpickle(self, data: bytes) -> Any:
         """The object a signed pickle holds; `_MISSING` (a miss, counted) when this cache does not unpickle, the
@@ -337,34 +461,102 @@ class Cache:
             return None
 
     def _lookup(self, store_key: str, version: str | None) -> _Lookup:
-        raw = self._get_raw(store_key)
-        found = MISS if raw is None else self._decode(raw, version)
-        self._shared.stats.bump("hits" if found.state == "fresh" else "misses")
+        shared = self._shared
+        memory = shared.memory
+        if memory is None:
+            try:
+                raw = shared.store.get(store_key)
+            except StoreError:
+                shared.stats.bump("store_errors")
+                raw = None
+            found = MISS if raw is None else self._decode(raw, version)
+        else:
+            try:
+                record = memory.read_checked(store_key) if store_key else memory.read(store_key)
+            except StoreError:
+                shared.stats.bump("store_errors")
+                record = None
+            if record is None:
+                found = MISS
+            else:
+                note = record[2]
+                max_size = self.max_value_size
+                if note is not None and type(max_size) is int and note[0] <= max_size:
+                    # a note of an earlier decode of these bytes (_note): the common hit, answered here
+                    _, value, expires_at, stale_ms, entry_version, payload, decoder = note
+                    try:
+                        if payload is not None:
+                            value = unpackb(payload, raw=False, strict_map_key=False)
+                        elif decoder is not None:
+                            value = decoder()
+                    except Exception:  # msgpack refusing a map key a dict cannot hold: _decode's way reads it
+                        found = self._decode(record[0], version)
+                    else:
+                        if not stale_ms and version is None and type(value) is not _ExtType:
+                            # No stale window: the entry's hard expiry is expires_at, and the store, which keeps no
+                            # entry past its hard expiry, just found it live. So it is fresh.
+                            found = ("fresh", value)
+                        else:
+                            found = self._judge(value, expires_at, stale_ms, entry_version, version)
+                else:
+                    found = self._decode(record[0], version, store_key)
+        stats = shared.stats
+        lock = stats._lock
+        lock.acquire()  # (what it guards cannot raise: no `with` needed, and a hit is the cheaper without it)
+        if found[0] == "fresh":
+            stats.hits += 1
+        else:
+            stats.misses += 1
+        lock.release()
         return found
 
     # ------------------------------------------------------------------------------------------ the verbs
 
     def get(self, key: str, default: Any = None, *, version: str | None = None) -> Any:
         """The fresh value for `key` (of `version`, if given), else `default`. A store failure reads as a miss."""
-        found = self._lookup(self.store_key(key), version)
-        return found.value if found.state == "fresh" else default
+        state, value = self._lookup(safe_key(f"{self.namespace}:{key}" if self.namespace else key), version)
+        return value if state == "fresh" else default
 
     def get_many(self, keys: Iterable[str], *, version: str | None = None) -> dict[str, Any]:
         """The fresh values among `keys`, in one store request."""
         keys = list(keys)
         if not keys:
             return {}
-        try:
-            raws = self.store.get_many([self.store_key(k) for k in keys])
-        except StoreError:
-            self._shared.stats.bump("store_errors")
-            raws = [None] * len(keys)
+        store_keys = [self.store_key(k) for k in keys]
+        memory = self._shared.memory
         found: dict[str, Any] = {}
-        for key, raw in zip(keys, raws, strict=True):
-            lookup = MISS if raw is None else self._decode(raw, version)
-            self._shared.stats.bump("hits" if lookup.state == "fresh" else "misses")
-            if lookup.state == "fresh":
-                found[key] = lookup.value
+        if memory is not None:
+            try:
+                records = memory.read_many(store_keys)
+            except StoreError:
+                self._shared.stats.bump("store_errors")
+                records = [None] * len(keys)
+            max_size = self.max_value_size
+            for key, store_key, record in zip(keys, store_keys, records, strict=True):
+                if record is not None:
+                    data, _, note, _ = record
+                    if note is not None and type(max_size) is int and note[0] <= max_size:
+                        state, value = self._from_note(data, note, version)
+                    else:
+                        state, value = self._decode(data, version, store_key)
+                    if state == "fresh":
+                        found[key] = value
+        else:
+            try:
+                raws = self.store.get_many(store_keys)
+            except StoreError:
+                self._shared.stats.bump("store_errors")
+                raws = [None] * len(keys)
+            decode = self._decode
+            for key, raw in zip(keys, raws, strict=True):
+                if raw is not None:
+                    state, value = decode(raw, version)
+                    if state == "fresh":
+                        found[key] = value
+        stats = self._shared.stats
+        with stats._lock:
+            stats.hits += len(found)
+            stats.misses += len(keys) - len(found)
         return found
 
     def exists(self, key: str, *, version: str | None = None) -> bool:
@@ -381,8 +573,8 @@ class Cache:
         tags: Sequence[str] = (),
     ) -> None:
         """Stores `value`; raises `StoreError` (naming the server) if the store fails."""
-        data, store_ttl = self.encode(value, ttl=ttl, stale=stale, version=version, tags=tags)
-        self.store.set(self.store_key(key), data, store_ttl)
+        data, store_ttl = self._encode(value, ttl, stale, version, tags)
+        self._shared.store.set(safe_key(f"{self.namespace}:{key}" if self.namespace else key), data, store_ttl)
 
     def set_many(
         self,
@@ -397,7 +589,7 @@ class Cache:
         batch = []
         store_ttl: float | None = None
         for key, value in items.items():
-            data, store_ttl = self.encode(value, ttl=ttl, stale=stale, version=version, tags=tags)
+            data, store_ttl = self._encode(value, ttl, stale, version, tags)
             batch.append((self.store_key(key), data))
         if batch:
             self.store.set_many(batch, store_ttl)
@@ -413,7 +605,7 @@ class Cache:
         tags: Sequence[str] = (),
     ) -> bool:
         """Stores `value` only if `key` holds nothing; True if it stored."""
-        data, store_ttl = self.encode(value, ttl=ttl, stale=stale, version=version, tags=tags)
+        data, store_ttl = self._encode(value, ttl, stale, version, tags)
         return self.store.add(self.store_key(key), data, store_ttl)
 
     def delete(self, key: str) -> bool:
@@ -464,16 +656,16 @@ class Cache:
         """The value for `key`; on a miss `loader()` computes it (once per process, however many threads ask) and
         it is stored. Within the stale window one caller recomputes while the others get the stale value. The
         loader's exception reaches every waiting caller and nothing is cached; store failures are absorbed."""
-        store_key = self.store_key(key)
-        inflight = self._shared.inflight
+        store_key = safe_key(f"{self.namespace}:{key}" if self.namespace else key)
         found = self._lookup(store_key, version)
-        if found.state == "fresh":
-            return found.value  # type: ignore[no-any-return]
-        if found.state == "stale":
+        inflight = self._shared.inflight
+        if found[0] == "fresh":
+            return found[1]  # type: ignore[no-any-return]
+        if found[0] == "stale":
             flight = inflight.try_lead(store_key)
             if flight is None:  # another thread of this process refreshes it
                 self._shared.stats.bump("stale_served")
-                return found.value  # type: ignore[no-any-return]
+                return found[1]  # type: ignore[no-any-return]
         else:
             lead, flight = inflight.join_or_lead(store_key)
             if not lead:
@@ -515,10 +707,10 @@ class Cache:
                         return value  # type: ignore[no-any-return]
                 if lock is not False:
                     break
-                if found.state == "stale":
+                if found[0] == "stale":
                     self._shared.stats.bump("stale_served")
-                    inflight.finish(store_key, flight, found.value)
-                    return found.value  # type: ignore[no-any-return]
+                    inflight.finish(store_key, flight, found[1])
+                    return found[1]  # type: ignore[no-any-return]
                 if waited_since is None:
                     waited_since = time.monotonic()
                 value = self._await_other_process(store_key, version, waited_since + self.lock_ttl)
@@ -550,7 +742,7 @@ class Cache:
         tags: Sequence[str],
     ) -> None:
         """Stores a computed value: an unencodable value is the caller's error, a failing store is absorbed."""
-        data, store_ttl = self.encode(value, ttl=ttl, stale=stale, version=version, tags=tags)
+        data, store_ttl = self._encode(value, ttl, stale, version, tags)
         try:
             self.store.set(store_key, data, store_ttl)
         except StoreError:
@@ -575,7 +767,7 @@ class Cache:
         """The fresh value under `store_key`, or `_MISSING`, without counting a hit or a miss."""
         raw = self._get_raw(store_key)
         found = MISS if raw is None else self._decode(raw, version)
-        return found.value if found.state == "fresh" else _MISSING
+        return found[1] if found[0] == "fresh" else _MISSING
 
     def _locked(self, store_key: str) -> bool:
         """Whether the store lock of `store_key` is held (a store that does not answer: not held)."""
@@ -619,3 +811,76 @@ def _plain(value: Any, depth: int) -> bool:
 
 
 __all__ = ["PICKLE_EXT", "Cache", "CacheStats"]
+
+
+def _payload_value(data: bytes, serializer: int, compressor: int, size: int, max_size: int) -> tuple[Any, int]:
+    """The value in the payload of the entry `data` (its header `size` bytes long, its serializer and compressor
+    given by their ids), and the payload's size decompressed. Raises `InvalidEntry`."""
+    n = len(data) - size
+    if compressor or n >= _SMALL_PAYLOAD or n > max_size:
+        payload: bytes | memoryview = payload_of(data, compressor, size, max_size)
+    else:
+        payload = data[size:]
+    if serializer == 1:
+        try:
+            value = unpackb(payload, raw=False, strict_map_key=False)
+        except Exception:
+            value = msgpack_value(payload)  # the same again, for its error or a map with array keys
+    else:
+        value = deserialize(SERIALIZERS[serializer], payload)
+    return value, len(payload)
+
+
+def _payload_only(data: bytes, serializer: int, compressor: int, size: int, max_size: int) -> Any:
+    return _payload_value(data, serializer, compressor, size, max_size)[0]
+
+
+#: The most elements a container may hold, its nested ones included, for `_copier` to copy it.
+_COPY_MOST: Final = 256
+
+
+def _copier(value: Any) -> tuple[Callable[[], Any], int] | None:
+    """For a list, or a dict, of plain values (None, bool, int, float, str, bytes), and of lists and dicts of plain
+    values (one level down): a function that makes a new copy of it at each call (its containers new, the plain
+    values, which cannot change, shared), and what the copy it keeps as a template weighs; else None. The template is
+    a copy of its own, made before `value` reaches anyone."""
+    count = len(value)
+    nested: list[Any] = []
+    children = value if type(value) is list else value.values()
+    weight = sys.getsizeof(value)
+    for child in children:
+        kind = type(child)
+        if kind in _SCALARS:
+            weight += sys.getsizeof(child)
+            continue
+        if kind is list:
+            inner = child
+        elif kind is dict and type(value) is dict:
+            inner = child.values()
+        else:
+            return None
+        count += len(child)
+        if count > _COPY_MOST or not all(type(item) in _SCALARS for item in inner):
+            return None
+        weight += sys.getsizeof(child) + sum(sys.getsizeof(item) for item in inner)
+        nested.append(child)
+    if count > _COPY_MOST:
+        return None
+    if type(value) is dict:
+        template: Any = value.copy()
+        keys = tuple(key for key, child in template.items() if type(child) in (list, dict))
+        for key in keys:
+            template[key] = template[key].copy()
+        if keys:
+            return functools.partial(_copy_dict, template, keys), weight
+        return template.copy, weight
+    if nested:
+        return None  # (a list of lists: decoded again instead)
+    return list(value).copy, weight
+
+
+def _copy_dict(template: dict[Any, Any], keys: tuple[Any, ...]) -> dict[Any, Any]:
+    copy = template.copy()
+    for key in keys:
+        copy[key] = copy[key].copy()
+    return copy

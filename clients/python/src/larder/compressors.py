@@ -59,10 +59,7 @@ def compress(name: str, data: bytes, level: int | None = None) -> bytes:
     if name == "none":
         return bytes(data)
     if name == "lz4":
-        if len(data) > _U32_MAX:
-            raise ValueError(f"lz4 input of {len(data)} bytes exceeds 4 GiB")
-        # store_size=True writes exactly the format's 4-byte little-endian uncompressed-size prefix.
-        return bytes(lz4.block.compress(data, store_size=True))
+        return bytes(compress_lz4(data))
     if name == "snappy":
         return bytes(cramjam.snappy.compress_raw(data))
     if name == "zstd":
@@ -80,13 +77,25 @@ def compress(name: str, data: bytes, level: int | None = None) -> bytes:
     raise ValueError(f"unknown compressor {name!r}")
 
 
-def decompress(name: str, data: bytes, max_size: int = DEFAULT_MAX_SIZE) -> bytes:
-    """Decompresses `data`, refusing to produce more than `max_size` bytes. Raises only `InvalidEntry`."""
-    if name == "none":
-        _check_size(len(data), max_size)
-        return bytes(data)
+def compress_lz4(data: bytes) -> bytes | cramjam.Buffer:
+    """`data` as the format's LZ4 payload: its 4-byte little-endian uncompressed size, then one LZ4 block (what
+    python-lz4's `lz4.block.compress(data, store_size=True)` writes). cramjam's encoder: a third faster on values of
+    tens of KiB, no slower on small ones; its result is bytes-like (`len`, `b"".join`) without a copy."""
+    if len(data) > _U32_MAX:
+        raise ValueError(f"lz4 input of {len(data)} bytes exceeds 4 GiB")
+    return cramjam.lz4.compress_block(data)
+
+
+def decompress(name: str, data: bytes | memoryview, max_size: int = DEFAULT_MAX_SIZE) -> bytes:
+    """Decompresses `data`, refusing to produce more than `max_size` bytes. Raises only `InvalidEntry`. LZ4 reads a
+    memoryview in place; the other codecs are given bytes."""
     if name == "lz4":
         return _lz4_decompress(data, max_size)
+    if type(data) is not bytes:
+        data = bytes(data)
+    if name == "none":
+        _check_size(len(data), max_size)
+        return data
     if name == "snappy":
         return _snappy_decompress(data, max_size)
     if name == "zstd":
@@ -98,7 +107,7 @@ def decompress(name: str, data: bytes, max_size: int = DEFAULT_MAX_SIZE) -> byte
     raise ValueError(f"unknown compressor {name!r}")
 
 
-def _lz4_decompress(data: bytes, max_size: int) -> bytes:
+def _lz4_decompress(data: bytes | memoryview, max_size: int) -> bytes:
     if len(data) < 4:
         raise _corrupt(f"lz4 payload of {len(data)} bytes has no 4-byte size prefix")
     (declared,) = _LZ4_PREFIX.unpack_from(data)

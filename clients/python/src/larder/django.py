@@ -121,6 +121,13 @@ class LarderCache(BaseCache):
     def _key(self, key: Any, version: int | None) -> str:
         return str(self.make_and_validate_key(key, version=version))
 
+    def validate_key(self, key: Any) -> None:
+        """Django's check (a warning for a key memcached would refuse), answered at once for the common key: at most
+        250 characters of printable ASCII but the space cannot draw a warning."""
+        if type(key) is str and key.isascii() and len(key) <= 250 and key.isprintable() and " " not in key:
+            return
+        super().validate_key(key)
+
     def add(self, key: Any, value: Any, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None) -> bool:
         ttl = self._ttl(timeout)
         k = self._key(key, version)
@@ -133,17 +140,21 @@ class LarderCache(BaseCache):
         return self.larder.add(k, value, ttl)
 
     def get(self, key: Any, default: Any = None, version: int | None = None) -> Any:
-        return self.larder.get(self._key(key, version), default)
+        return (self._cache_obj or self.larder).get(self._key(key, version), default)
 
     def set(self, key: Any, value: Any, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None) -> None:
         ttl = self._ttl(timeout)
         k = self._key(key, version)
+        cache = self._cache_obj or self.larder
         if ttl is None:
-            self.larder.delete(k)
+            cache.delete(k)
         else:
-            value = self._storable(value)
-            self._cull_if_full()
-            self.larder.set(k, value, ttl)
+            if not cache.pickle:
+                value = self._storable(value)
+            store = cache.store
+            if isinstance(store, MemoryStore) and len(store) >= self._max_entries:
+                store.cull(self._cull_frequency)
+            cache.set(k, value, ttl)
 
     def touch(self, key: Any, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None) -> bool:
         k = self._key(key, version)
@@ -165,7 +176,7 @@ class LarderCache(BaseCache):
 
     def get_many(self, keys: Iterable[Any], version: int | None = None) -> dict[Any, Any]:
         by_store_key = {self._key(key, version): key for key in keys}
-        found = self.larder.get_many(list(by_store_key))
+        found = (self._cache_obj or self.larder).get_many(list(by_store_key))
         return {by_store_key[k]: v for k, v in found.items()}
 
     def set_many(

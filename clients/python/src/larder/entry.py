@@ -8,13 +8,28 @@ surfaces as `InvalidEntry`, never as another exception.
 
 from __future__ import annotations
 
+import struct
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .compressors import DEFAULT_MAX_SIZE, compress, decompress
-from .header import COMPRESSOR_OFFSET, COMPRESSORS, U64_MAX, BytesLike, Header, hard_expiry, pack_header, read_header
+from .compressors import DEFAULT_MAX_SIZE, compress, compress_lz4, decompress
+from .header import (
+    COMPRESSOR_OFFSET,
+    COMPRESSORS,
+    FORMAT_VERSION,
+    KINDS,
+    MAGIC,
+    SERIALIZERS,
+    U64_MAX,
+    BytesLike,
+    Header,
+    hard_expiry,
+    pack_header,
+    parse_header,
+    read_header,
+)
 from .response import HttpResponse
 from .serializers import deserialize, serialize
 
@@ -127,32 +142,62 @@ def decode(data: BytesLike, *, max_size: int = DEFAULT_MAX_SIZE) -> Entry:
 
     Raises `InvalidEntry`, whose `kind` says why (spec/FORMAT.md §7), for any bytes that are not a valid entry.
     """
-    header, payload = decode_payload(data, max_size=max_size)
-    value = HttpResponse.from_payload(payload) if header.kind == "response" else deserialize(header.serializer, payload)
+    _check_max_size(max_size)
+    data = _as_bytes(data)
+    kind, serializer, compressor, created_at, expires_at, stale_ms, version, tags, size = parse_header(data)
+    payload = payload_of(data, compressor, size, max_size)
+    value = HttpResponse.from_payload(bytes(payload)) if kind else deserialize(SERIALIZERS[serializer], payload)
     return Entry(
-        header.kind,
-        header.serializer,
-        header.compressor,
-        header.created_at,
-        header.expires_at,
-        header.stale_ms,
-        header.version,
-        header.tags,
+        KINDS[kind],
+        SERIALIZERS[serializer],
+        COMPRESSORS[compressor],
+        created_at,
+        expires_at,
+        stale_ms,
+        version,
+        tags,
         value,
     )
 
 
 def decode_payload(data: BytesLike, *, max_size: int = DEFAULT_MAX_SIZE) -> tuple[Header, bytes]:
     """The header and the decompressed (still serialized) payload of an entry. Raises `InvalidEntry`."""
-    if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 0:
-        raise ValueError(f"max_size must be a non-negative int, not {max_size!r}")
-    if not isinstance(data, bytes):
-        if not isinstance(data, (bytearray, memoryview)):
-            raise TypeError(f"an entry is bytes, not {type(data).__name__}")
-        data = bytes(data)
+    _check_max_size(max_size)
+    data = _as_bytes(data)
     header = read_header(data)
     payload = decompress(header.compressor, data[header.size :], max_size)
     return header, payload
+
+
+#: Uncompressed payloads of at least this many bytes are read through a view of the entry rather than a copy (below
+#: it, making the view costs more than the copy it saves).
+_VIEW_FROM: Final = 4096
+
+
+def payload_of(data: bytes, compressor: int, offset: int, max_size: int) -> bytes | memoryview:
+    """The decompressed payload of the entry `data`, whose header (compressor id `compressor`) takes `offset` bytes:
+    an uncompressed payload is not copied (a large one is a view into `data`), an LZ4 block is read in place. At
+    most `max_size` bytes; raises `InvalidEntry` as `decompress` does."""
+    if compressor == 0:
+        if len(data) - offset > max_size:
+            decompress("none", data[offset:], max_size)  # raises too_large
+        return data[offset:] if len(data) - offset < _VIEW_FROM else memoryview(data)[offset:]
+    if compressor == 1:
+        return decompress("lz4", memoryview(data)[offset:], max_size)
+    return decompress(COMPRESSORS[compressor], data[offset:], max_size)
+
+
+def _check_max_size(max_size: int) -> None:
+    if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 0:
+        raise ValueError(f"max_size must be a non-negative int, not {max_size!r}")
+
+
+def _as_bytes(data: BytesLike) -> bytes:
+    if type(data) is bytes:
+        return data
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"an entry is bytes, not {type(data).__name__}")
+    return bytes(data)
 
 
 def _build(
@@ -195,8 +240,57 @@ def _build(
         tags=tags,
     )
     if compressor != "none" and len(payload) >= threshold:
-        compressed = compress(compressor, payload, level)
+        compressed = compress_lz4(payload) if compressor == "lz4" else compress(compressor, payload, level)
         if len(compressed) < len(payload):
             header[COMPRESSOR_OFFSET] = COMPRESSORS.index(compressor)
-            return bytes(header + compressed)
-    return bytes(header + payload)
+            return b"".join((header, compressed))
+    return b"".join((header, payload))
+
+
+_FIXED: Final = struct.Struct("<2sBBBBBQQ")
+_SERIALIZER_IDS: Final = {name: i for i, name in enumerate(SERIALIZERS)}
+_COMPRESSOR_IDS: Final = {name: i for i, name in enumerate(COMPRESSORS)}
+
+
+def build_plain(
+    serializer: str, payload: bytes, compressor: str, threshold: int, created_at: int, ttl_ms: int
+) -> bytes:
+    """What `_build("value", serializer, payload, compressor=compressor, threshold=threshold, level=None,
+    created_at=created_at, ttl_ms=ttl_ms, expires_at=None, stale_ms=0, version=None, tags=())` returns, for an
+    entry with none of the header's optional fields (the common write): the fixed header packed at once. Arguments
+    that need `_build`'s checks (an unknown compressor, a threshold or time that is not a plain int) go to it."""
+    serializer_id = _SERIALIZER_IDS.get(serializer, -1) if type(serializer) is str else -1
+    compressor_id = _COMPRESSOR_IDS.get(compressor, -1) if type(compressor) is str else -1
+    if (
+        serializer_id < 0
+        or compressor_id < 0
+        or type(threshold) is not int
+        or threshold < 0
+        or type(created_at) is not int
+        or not 0 <= created_at <= U64_MAX
+        or type(ttl_ms) is not int
+        or ttl_ms < 0
+    ):
+        return _build(
+            "value",
+            serializer,
+            payload,
+            compressor=compressor,
+            threshold=threshold,
+            level=None,
+            created_at=created_at,
+            ttl_ms=ttl_ms,
+            expires_at=None,
+            stale_ms=0,
+            version=None,
+            tags=(),
+        )
+    expires_at = created_at + ttl_ms if ttl_ms else 0
+    if expires_at > U64_MAX:
+        expires_at = U64_MAX
+    if compressor_id and len(payload) >= threshold:
+        compressed = compress_lz4(payload) if compressor_id == 1 else compress(compressor, payload)
+        if len(compressed) < len(payload):
+            header = _FIXED.pack(MAGIC, FORMAT_VERSION, 0, serializer_id, compressor_id, 0, created_at, expires_at)
+            return b"".join((header, compressed))
+    return b"".join((_FIXED.pack(MAGIC, FORMAT_VERSION, 0, serializer_id, 0, 0, created_at, expires_at), payload))

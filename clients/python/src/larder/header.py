@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NoReturn
 
 from .errors import BAD_HEADER, BAD_MAGIC, TRUNCATED, UNKNOWN_CODEC, UNSUPPORTED_VERSION, InvalidEntry
 
@@ -77,36 +77,61 @@ def peek_expires_at(data: BytesLike) -> int | None:
     return value
 
 
+#: What `parse_header` returns: kind id, serializer id, compressor id, created_at, expires_at, stale_ms, version,
+#: tags, and the header's size in bytes (the payload's offset).
+HeaderFields = tuple[int, int, int, int, int, int, str | None, tuple[str, ...], int]
+
+_KIND_IDS: Final = {name: i for i, name in enumerate(KINDS)}
+_SERIALIZER_IDS: Final = {name: i for i, name in enumerate(SERIALIZERS)}
+_COMPRESSOR_IDS: Final = {name: i for i, name in enumerate(COMPRESSORS)}
+
+#: The fixed 23 bytes in one unpack: magic, format, kind, serializer, compressor, flags, created_at, expires_at.
+_FIXED = struct.Struct("<2sBBBBBQQ")
+_KIND_RESPONSE: Final = 1
+_SERIALIZER_MSGPACK: Final = 1
+
+
 def read_header(data: BytesLike) -> Header:
     """Parses the header of `data` (the whole entry, or at least its header) without looking at the payload.
 
     Raises `InvalidEntry` (truncated, bad_magic, unsupported_version, unknown_codec, bad_header).
     """
     view = data if isinstance(data, bytes) else bytes(data)
-    length = len(view)
-    if length < 3:
-        if length >= 2 and view[:2] != MAGIC:
-            raise _bad_magic(view[:2])
-        raise _truncated("fixed header", FIXED_HEADER_LEN, length)
-    if view[:2] != MAGIC:
-        raise _bad_magic(view[:2])
-    if view[2] != FORMAT_VERSION:
-        raise InvalidEntry(
-            UNSUPPORTED_VERSION, f"format version {view[2]} (this reader knows version {FORMAT_VERSION})"
-        )
-    if length < FIXED_HEADER_LEN:
-        raise _truncated("fixed header", FIXED_HEADER_LEN, length)
-    kind = _name(KINDS, view[3], "kind")
-    serializer = _name(SERIALIZERS, view[4], "serializer")
-    compressor = _name(COMPRESSORS, view[5], "compressor")
-    flags = view[6]
-    if flags & RESERVED_FLAGS:
-        raise InvalidEntry(BAD_HEADER, f"reserved flag bits set: {flags:#04x}")
-    if kind == "response" and serializer != "msgpack":
-        raise InvalidEntry(BAD_HEADER, f"an HTTP response entry must use msgpack, not {serializer}")
-    created_at: int = _U64.unpack_from(view, 7)[0]
-    expires_at: int = _U64.unpack_from(view, EXPIRES_AT_OFFSET)[0]
+    kind, serializer, compressor, created_at, expires_at, stale_ms, version, tags, size = parse_header(view)
+    return Header(
+        KINDS[kind],
+        SERIALIZERS[serializer],
+        COMPRESSORS[compressor],
+        created_at,
+        expires_at,
+        stale_ms,
+        version,
+        tags,
+        size,
+    )
 
+
+def parse_header(view: bytes) -> HeaderFields:
+    """`read_header`'s fields as a tuple, the kind, serializer and compressor as their wire ids (indexes into KINDS,
+    SERIALIZERS and COMPRESSORS): what every read does first, without building a `Header`. Same checks, same
+    errors. `view` is bytes."""
+    try:
+        magic, fmt, kind, serializer, compressor, flags, created_at, expires_at = _FIXED.unpack_from(view)
+    except struct.error:
+        _refuse(view)  # shorter than the fixed header
+    if (
+        magic != MAGIC
+        or fmt != FORMAT_VERSION
+        or kind >= len(KINDS)
+        or serializer >= len(SERIALIZERS)
+        or compressor >= len(COMPRESSORS)
+        or flags & RESERVED_FLAGS
+        or (kind == _KIND_RESPONSE and serializer != _SERIALIZER_MSGPACK)
+    ):
+        _refuse(view)
+    if not flags:
+        return kind, serializer, compressor, created_at, expires_at, 0, None, (), FIXED_HEADER_LEN
+    length = len(view)
     pos = FIXED_HEADER_LEN
     stale_ms = 0
     if flags & FLAG_STALE:
@@ -124,7 +149,59 @@ def read_header(data: BytesLike) -> Header:
         for _ in range(count):
             tag, pos = _read_string(view, pos, "tag")
             tags.append(tag)
-    return Header(kind, serializer, compressor, created_at, expires_at, stale_ms, version, tuple(tags), pos)
+    return kind, serializer, compressor, created_at, expires_at, stale_ms, version, tuple(tags), pos
+
+
+def _refuse(view: bytes) -> NoReturn:
+    """Raises the error of a fixed header `parse_header` could not take, checking in the spec's order."""
+    length = len(view)
+    if length < 3:
+        if length >= 2 and view[:2] != MAGIC:
+            raise _bad_magic(view[:2])
+        raise _truncated("fixed header", FIXED_HEADER_LEN, length)
+    if view[:2] != MAGIC:
+        raise _bad_magic(view[:2])
+    if view[2] != FORMAT_VERSION:
+        raise InvalidEntry(
+            UNSUPPORTED_VERSION, f"format version {view[2]} (this reader knows version {FORMAT_VERSION})"
+        )
+    if length < FIXED_HEADER_LEN:
+        raise _truncated("fixed header", FIXED_HEADER_LEN, length)
+    kind = _name(KINDS, view[3], "kind")
+    serializer = _name(SERIALIZERS, view[4], "serializer")
+    _name(COMPRESSORS, view[5], "compressor")
+    flags = view[6]
+    if flags & RESERVED_FLAGS:
+        raise InvalidEntry(BAD_HEADER, f"reserved flag bits set: {flags:#04x}")
+    if kind == "response" and serializer != "msgpack":
+        raise InvalidEntry(BAD_HEADER, f"an HTTP response entry must use msgpack, not {serializer}")
+    raise AssertionError("a header parse_header refused passes every check")  # pragma: no cover
+
+
+def entry_hard_expiry(value: bytes) -> int | None:
+    """The entry's hard expiry in ms, if `value` is an entry that expires (None for one that never does, and for a
+    value that is not an entry): what a store reads of an entry it is given."""
+    if type(value) is not bytes:
+        value = bytes(value)
+    try:  # the common header (no optional field) at once
+        magic, fmt, kind, serializer, compressor, flags, _, expires_at = _FIXED.unpack_from(value)
+    except struct.error:
+        return None  # shorter than a header: not an entry
+    if (
+        flags == 0
+        and magic == MAGIC
+        and fmt == FORMAT_VERSION
+        and kind < len(KINDS)
+        and serializer < len(SERIALIZERS)
+        and compressor < len(COMPRESSORS)
+        and (kind != _KIND_RESPONSE or serializer == _SERIALIZER_MSGPACK)
+    ):
+        return expires_at or None
+    try:
+        fields = parse_header(value)
+    except InvalidEntry:
+        return None
+    return hard_expiry(fields[4], fields[5])
 
 
 def pack_header(
@@ -139,6 +216,23 @@ def pack_header(
     tags: Sequence[str],
 ) -> bytearray:
     """The header bytes for these fields. Raises ValueError for a field the format cannot hold."""
+    if (
+        stale_ms == 0
+        and version is None
+        and type(tags) in (tuple, list)
+        and not tags
+        and type(created_at) is int
+        and type(expires_at) is int
+        and type(stale_ms) is int
+        and 0 <= created_at <= U64_MAX
+        and 0 <= expires_at <= U64_MAX
+        and type(kind) is str
+        and type(serializer) is str
+        and type(compressor) is str
+    ):  # the common header, fixed fields only, packed at once (anything else is checked field by field below)
+        ids = (_KIND_IDS.get(kind, -1), _SERIALIZER_IDS.get(serializer, -1), _COMPRESSOR_IDS.get(compressor, -1))
+        if -1 not in ids:
+            return bytearray(_FIXED.pack(MAGIC, FORMAT_VERSION, *ids, 0, created_at, expires_at))
     for field, value in (("created_at", created_at), ("expires_at", expires_at), ("stale_ms", stale_ms)):
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"{field} must be an int, not {type(value).__name__}")

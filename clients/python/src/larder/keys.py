@@ -28,7 +28,6 @@ DEFAULT_DROP: Final = ("utm_*", "gclid", "fbclid", "msclkid")
 RequestHeaders = Sequence[tuple[str, str | bytes]]
 
 #: The bytes memcached refuses in a key: controls, space and DEL.
-_UNSAFE: Final = re.compile("[\x00-\x20\x7f]")
 _UNSAFE_BYTES: Final = re.compile(b"[\x00-\x20\x7f]")
 _ASCII_UPPER: Final = {c: c - 32 for c in range(ord("a"), ord("z") + 1)}
 _ASCII_LOWER: Final = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
@@ -36,8 +35,8 @@ _ASCII_LOWER: Final = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
 
 def safe_key(key: str) -> str:
     """`key` unchanged if memcached accepts it, else its readable prefix, `#`, and the SHA-256 of the whole key."""
-    if len(key) <= MAX_KEY_LEN and key.isascii() and not _UNSAFE.search(key):
-        return key  # the common case, without encoding: an ASCII str is its own UTF-8
+    if key.isascii() and len(key) <= MAX_KEY_LEN and key.isprintable() and " " not in key:
+        return key  # the common case, without encoding: printable ASCII (0x20-0x7E) but the space is safe as it is
     raw = key.encode("utf-8")
     if len(raw) <= MAX_KEY_LEN and not _UNSAFE_BYTES.search(raw):
         return key

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Callable, Sequence
 from itertools import chain, compress, repeat
 from typing import Any, Final, cast
@@ -37,7 +38,7 @@ def serialize(name: str, value: object) -> bytes:
         check_nesting(value)
     if name == "msgpack":
         try:
-            return bytes(msgpack.packb(value, use_bin_type=True))
+            return pack_msgpack(value)
         except OverflowError as e:
             raise ValueError(f"integer outside the MessagePack range [-2^63, 2^64-1]: {e}") from None
     if name == "json":
@@ -53,6 +54,27 @@ def serialize(name: str, value: object) -> bytes:
             return bytes(value)
         raise TypeError(f"the raw serializer takes bytes or a str, not {type(value).__name__}")
     raise ValueError(f"unknown serializer {name!r}")
+
+
+class _Packers(threading.local):
+    """A MessagePack packer per thread: `msgpack.packb` makes (and frees) a new one with a 256 KiB buffer on every
+    call, which costs more than packing a small value."""
+
+    def __init__(self) -> None:
+        self.packer = msgpack.Packer(use_bin_type=True)
+
+
+_packers = _Packers()
+#: A packer whose buffer grew past this (packing a large value) is dropped rather than kept by its thread.
+_PACKER_KEEPS: Final = 256 * 1024
+
+
+def pack_msgpack(value: object) -> bytes:
+    """`msgpack.packb(value, use_bin_type=True)` (the same bytes, the same exceptions), on this thread's packer."""
+    packed: bytes = _packers.packer.pack(value)  # resets itself after each value, and after an exception
+    if len(packed) > _PACKER_KEEPS:
+        _packers.packer = msgpack.Packer(use_bin_type=True)
+    return packed
 
 
 def check_nesting(value: object) -> None:
@@ -85,7 +107,7 @@ class _ContainerTypes(dict):  # type: ignore[type-arg]
 _is_container_type: Callable[[type], bool] = _ContainerTypes().__getitem__
 
 
-def deserialize(name: str, payload: bytes) -> Any:
+def deserialize(name: str, payload: bytes | memoryview) -> Any:
     """The value in a decompressed `payload`. Raises only `InvalidEntry` (kind bad_value).
 
     MessagePack maps become dicts (the last of duplicate keys wins; array keys become tuples), ext types come back
@@ -93,7 +115,7 @@ def deserialize(name: str, payload: bytes) -> Any:
     types.
     """
     if name == "msgpack":
-        return _msgpack_value(payload)
+        return msgpack_value(payload)
     if name == "json":
         return loads_json(payload)
     if name == "text":
@@ -103,16 +125,18 @@ def deserialize(name: str, payload: bytes) -> Any:
     raise ValueError(f"unknown serializer {name!r}")
 
 
-def decode_text(payload: bytes) -> str:
+def decode_text(payload: bytes | memoryview) -> str:
     """A text payload as a str; invalid UTF-8 is a bad_value error."""
     try:
-        return bytes(payload).decode("utf-8")
+        return str(payload, "utf-8")
     except UnicodeDecodeError as e:
         raise InvalidEntry(BAD_VALUE, f"text is not UTF-8: {e.reason} at byte {e.start}") from None
 
 
 def loads_json(
-    payload: bytes, object_pairs_hook: PairsHook | None = None, parse_int: Callable[[str], Any] | None = None
+    payload: bytes | memoryview,
+    object_pairs_hook: PairsHook | None = None,
+    parse_int: Callable[[str], Any] | None = None,
 ) -> Any:
     """Parses one JSON text (RFC 8259, UTF-8) strictly. Raises only `InvalidEntry` (kind bad_value).
 
@@ -164,7 +188,8 @@ def _holds_surrogate(value: Any) -> bool:
     return False
 
 
-def _msgpack_value(payload: bytes) -> Any:
+def msgpack_value(payload: bytes | memoryview) -> Any:
+    """The value of a msgpack payload (`deserialize("msgpack", payload)`). Raises only `InvalidEntry`."""
     try:
         return msgpack.unpackb(payload, raw=False, strict_map_key=False)
     except TypeError:

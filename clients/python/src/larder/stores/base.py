@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from ..errors import InvalidEntry
-from ..header import hard_expiry, read_header
+from ..header import entry_hard_expiry, parse_header
 from ..keys import MAX_KEY_LEN, safe_key
 
 # ---------------------------------------------------------------------------------------------------------- errors
@@ -218,6 +218,8 @@ def prefix_problem(prefix: object) -> str | None:
     0x7F (spec/STORES.md §2). Characters from U+0080 up are UTF-8 bytes from 0x80 up, so only ASCII is checked."""
     if type(prefix) is not str:
         return f"a key is a str, not {type(prefix).__name__}"
+    if prefix.isascii() and len(prefix) <= MAX_KEY_LEN and prefix.isprintable() and " " not in prefix:
+        return None  # the common case at C speed: printable ASCII is 0x20-0x7E, and the space is refused
     if len(prefix) > MAX_KEY_LEN or not prefix.isascii():
         try:
             size = len(prefix.encode("utf-8"))
@@ -240,6 +242,8 @@ def key_problem(key: object) -> str | None:
 
 def check_key(backend: str, key: str) -> str:
     """`key`, if a store may take it; else raises `InvalidKey` naming `backend`."""
+    if type(key) is str and key and key.isascii() and len(key) <= MAX_KEY_LEN and key.isprintable() and " " not in key:
+        return key
     problem = key_problem(key)
     if problem is not None:
         raise InvalidKey(backend, key, problem)
@@ -297,19 +301,10 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def entry_hard_expiry(value: bytes) -> int | None:
-    """The entry's hard expiry in ms, if `value` is an entry that expires."""
-    try:
-        header = read_header(value)
-    except InvalidEntry:
-        return None
-    return hard_expiry(header.expires_at, header.stale_ms)
-
-
 def entry_tags(value: bytes) -> tuple[str, ...]:
     """The entry's tags; none for a value that is not an entry."""
     try:
-        return read_header(value).tags
+        return parse_header(value if type(value) is bytes else bytes(value))[7]
     except InvalidEntry:
         return ()
 
@@ -326,11 +321,11 @@ def ttl_ms(ttl: float | None) -> int | None:
 def expires_at_ms(value: bytes, ttl: float | None, now: int) -> int | None:
     """The moment (ms) past which `value` must not be returned: the earlier of now + ttl and the entry's hard
     expiry; None = never."""
-    from_ttl = None if ttl is None else now + (ttl_ms(ttl) or 0)
+    if ttl is None:
+        return entry_hard_expiry(value)
+    from_ttl = now + (ttl_ms(ttl) or 0)
     hard = entry_hard_expiry(value)
-    if from_ttl is not None and hard is not None:
-        return min(from_ttl, hard)
-    return from_ttl if from_ttl is not None else hard
+    return from_ttl if hard is None or from_ttl < hard else hard
 
 
 THIRTY_DAYS_SECS: Final = 30 * 24 * 3600
@@ -391,6 +386,8 @@ class Health:
 
     def record(self, ok: bool, policy: FailurePolicy, now: int) -> bool:
         """Records one request's outcome; True when this failure ejects the server."""
+        if ok and not self._consecutive and not self._probation:
+            return False  # a success on a healthy server changes nothing (as if it came just before a failure)
         with self._lock:
             if ok:
                 self._consecutive = 0

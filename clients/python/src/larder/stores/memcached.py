@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from time import monotonic
 from typing import Final
 
+from ..errors import InvalidEntry
+from ..header import FLAG_TAGS, parse_header
 from .base import (
     FailurePolicy,
     Health,
@@ -59,14 +60,26 @@ _DELETE_REPLIES: Final = frozenset({"HD", "NF", "EX"})
 _INCR_REPLIES: Final = frozenset({"VA", "NF", "EN", "NS", "EX"})
 
 
-@dataclass
 class Reply:
     """One meta reply: `code` is VA, HD, NS, EX, NF, EN, MN, OK, END, STAT or ERROR."""
 
-    code: str
-    data: bytes = b""
-    flags: tuple[str, ...] = ()
-    message: str = ""
+    __slots__ = ("code", "data", "flags", "message")
+
+    def __init__(self, code: str, data: bytes = b"", flags: tuple[str, ...] = (), message: str = "") -> None:
+        self.code = code
+        self.data = data
+        self.flags = flags
+        self.message = message
+
+    def __repr__(self) -> str:
+        return f"Reply({self.code!r}, {self.data[:40]!r}, {self.flags!r}, {self.message!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Reply):
+            return NotImplemented
+        return (self.code, self.data, self.flags, self.message) == (other.code, other.data, other.flags, other.message)
+
+    __hash__ = None  # type: ignore[assignment]  # (mutable, as the dataclass it replaces)
 
     def flag(self, letter: str) -> str | None:
         for f in self.flags:
@@ -77,6 +90,8 @@ class Reply:
 
 _STATUS: Final = frozenset({"HD", "NS", "EX", "NF", "EN", "MN", "OK", "END"})
 _ERRORS: Final = frozenset({"ERROR", "CLIENT_ERROR", "SERVER_ERROR"})
+#: Where an entry's flags byte is (spec/FORMAT.md §1).
+_FLAGS_AT: Final = 6
 #: The most digits a value length can have (max_item is far below 10^12).
 _MAX_LENGTH_DIGITS: Final = 12
 
@@ -113,7 +128,7 @@ class _Server:
         return Wire(connect_tcp(self.host, self.port, deadline, self.connect_timeout))
 
     def exchange(
-        self, request: bytes, expect: int | None, timeout: float, allowed: frozenset[str], most: int = 1
+        self, request: bytes | list[bytes], expect: int | None, timeout: float, allowed: frozenset[str], most: int = 1
     ) -> list[Reply]:
         """Sends `request` and reads its replies, all within `timeout` (connecting included): `expect` replies, or
         with `expect` None until `END`/`OK`, refusing more than `most` replies before it. A reply whose code is not
@@ -149,9 +164,10 @@ def _get(key: str, flags: str) -> bytes:
     return f"mg {key} {flags}\r\n".encode()
 
 
-def _set(key: str, value: bytes, exptime: int, mode: str) -> bytes:
+def _set(key: str, value: bytes, exptime: int, mode: str) -> list[bytes]:
+    """An `ms` command as its parts (head, value, CRLF): sent gathered, the value is not copied into the request."""
     head = f"ms {key} {len(value)} T{exptime} F0{' ' + mode if mode else ''}\r\n".encode()
-    return head + bytes(value) + b"\r\n"
+    return [head, bytes(value), b"\r\n"]
 
 
 def _delete(key: str, flags: str = "") -> bytes:
@@ -282,7 +298,7 @@ class MemcachedStore(Store):
         return ServerError(BACKEND, str(failure), server.name)
 
     def _exchange(
-        self, route_key: str, request: bytes, expect: int, allowed: frozenset[str]
+        self, route_key: str, request: bytes | list[bytes], expect: int, allowed: frozenset[str]
     ) -> tuple[_Server, list[Reply]]:
         """One batch to the key's server, recording the outcome; a failure that ejects the server is retried once on
         the key's new server."""
@@ -307,6 +323,8 @@ class MemcachedStore(Store):
         return ServerError(BACKEND, message, server.name)
 
     def _groups(self, keys: Sequence[str]) -> dict[int, list[int]]:
+        if len(self.servers) == 1 and keys:  # one server takes every key (routing still checks it is not ejected)
+            return {self._route(keys[0]): list(range(len(keys)))}
         groups: dict[int, list[int]] = {}
         for i, key in enumerate(keys):
             groups.setdefault(self._route(key), []).append(i)
@@ -330,10 +348,13 @@ class MemcachedStore(Store):
     def _set_stored(self, items: Sequence[tuple[str, bytes, int]], mode: str) -> list[bool]:
         results = [False] * len(items)
         for indexes in self._groups([k for k, _, _ in items]).values():
-            request = b"".join(
-                _delete(items[i][0]) if items[i][2] < 0 else _set(items[i][0], items[i][1], items[i][2], mode)
-                for i in indexes
-            )
+            parts: list[bytes] = []
+            for i in indexes:
+                if items[i][2] < 0:
+                    parts.append(_delete(items[i][0]))
+                else:
+                    parts += _set(items[i][0], items[i][1], items[i][2], mode)
+            request: bytes | list[bytes] = parts if len(parts) <= 64 else b"".join(parts)
             server, replies = self._exchange(items[indexes[0]][0], request, len(indexes), _SET_REPLIES)
             for i, reply in zip(indexes, replies, strict=True):
                 if reply.code == "ERROR":
@@ -391,23 +412,21 @@ class MemcachedStore(Store):
     def _drop_purged(
         self, keys: Sequence[str], values: list[bytes | None], prefix_list: bytes | None
     ) -> list[bytes | None]:
-        from ..errors import InvalidEntry
-        from ..header import read_header
-
         prefixes = _parse_prefix_list(prefix_list) if prefix_list else []
         tagged: list[tuple[int, int, tuple[str, ...]]] = []
         for i, value in enumerate(values):
             if value is None:
                 continue
+            if not prefixes and len(value) > _FLAGS_AT and not value[_FLAGS_AT] & FLAG_TAGS:
+                continue  # no purge record can touch it: no prefix purged, no tags (a non-entry is let through too)
             try:
-                header = read_header(value)
+                _, _, _, created, _, _, _, its_tags, _ = parse_header(value)
             except InvalidEntry:
                 continue
-            created = header.created_at
             if any(keys[i].startswith(p) and created <= at + self.purge_skew_ms for at, p in prefixes):
                 values[i] = None
-            elif header.tags:
-                tagged.append((i, created, header.tags))
+            elif its_tags:
+                tagged.append((i, created, its_tags))
         if not tagged:
             return values
         tags = sorted({t for _, _, ts in tagged for t in ts})
@@ -454,6 +473,20 @@ class MemcachedStore(Store):
         values = self._get_stored(asked)
         prefix_list = values.pop() if self.prefix_purge else None
         return self._drop_purged(keys, values, prefix_list)
+
+    def set(self, key: str, value: bytes, ttl: float | None = None) -> None:
+        """`set_many([(key, value)], ttl)`, without the batch."""
+        stored = checked_key(BACKEND, self.prefix, key)
+        self._check_size(stored, value)
+        now = now_ms()
+        exptime = memcached_exptime(expires_at_ms(value, ttl, now), now)
+        request = _delete(stored) if exptime < 0 else _set(stored, value, exptime, "")
+        server, replies = self._exchange(stored, request, 1, _SET_REPLIES)
+        reply = replies[0]
+        if reply.code == "ERROR":
+            raise self._reply_error(server, reply.message)
+        if reply.code not in ("HD", "NS", "NF", "EX"):
+            raise self._reply_error(server, f"unexpected reply {reply.code}")
 
     def set_many(self, items: Sequence[tuple[str, bytes]], ttl: float | None = None) -> None:
         if not items:

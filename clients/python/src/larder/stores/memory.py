@@ -4,6 +4,12 @@ Bounded by bytes (keys + values + a fixed per-entry overhead) and optionally by 
 recently used entries are evicted first. One lock guards an `OrderedDict`: Python's GIL serialises the work anyway,
 and a single lock keeps every operation (add, incr, delete_if) atomic. Not shared between processes. Purges are
 exact. The largest entry is 1/16 of the capacity, as in the Rust memory store.
+
+Notes: a reader (`larder.Cache`) may leave a note on an entry it decoded (`note`), which `read` hands back with the
+bytes, so the next read of the same bytes skips decoding them (the cache keeps an immutable value itself, and for a
+container only what spares it the header). A note belongs to the bytes it was made from: a write, a delete or an
+eviction drops it with them. Notes weigh in the capacity: one is left only where it fits without evicting anything,
+and all go before any entry does when a write needs room, so they never cost an entry its place.
 """
 
 from __future__ import annotations
@@ -11,7 +17,8 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Final
+from time import time_ns
+from typing import Any, Final
 
 from .base import (
     NotACounter,
@@ -33,6 +40,9 @@ from .url import StoreUrl
 ENTRY_OVERHEAD: Final = 96
 DEFAULT_CAPACITY: Final = 256 << 20
 
+#: An entry as held: its bytes, its expiry (ms, or None), a reader's note on it (or None) and the note's weight.
+_Record = tuple[bytes, int | None, Any, int]
+
 
 class MemoryStore(Store):
     """A bounded, thread-safe LRU of entry bytes."""
@@ -46,8 +56,11 @@ class MemoryStore(Store):
         self.max_entries = max_entries
         self._max_weight = max(capacity // 16, 1)
         self._lock = threading.Lock()
-        # key -> (value, expiry ms or None)
-        self._items: OrderedDict[str, tuple[bytes, int | None]] = OrderedDict()
+        # key -> (value, expiry ms or None, a reader's note or None, the note's weight)
+        self._items: OrderedDict[str, _Record] = OrderedDict()
+        # keys whose records carry a note, and what the notes weigh together (part of `_bytes`)
+        self._noted: set[str] = set()
+        self._note_bytes = 0
         self._bytes = 0
         self._stats = StoreStats(capacity_bytes=capacity)
 
@@ -72,7 +85,7 @@ class MemoryStore(Store):
         found = self._items.get(key)
         if found is None:
             return None
-        value, expiry = found
+        value, expiry, _, _ = found
         if expiry is not None and expiry <= now:
             self._remove(key)
             self._stats.expirations += 1
@@ -84,14 +97,30 @@ class MemoryStore(Store):
         found = self._items.pop(key, None)
         if found is None:
             return False
-        self._bytes -= len(key) + len(found[0]) + ENTRY_OVERHEAD
+        self._bytes -= len(key) + len(found[0]) + ENTRY_OVERHEAD + found[3]
+        if found[3]:
+            self._noted.discard(key)
+            self._note_bytes -= found[3]
         return True
 
     def _put(self, key: str, value: bytes, expiry: int | None) -> None:
         self._remove(key)
-        self._items[key] = (value, expiry)
+        self._items[key] = (value, expiry, None, 0)
         self._bytes += len(key) + len(value) + ENTRY_OVERHEAD
         self._stats.inserts += 1
+        self._evict()
+
+    def _evict(self) -> None:
+        """Makes room: first the readers' notes go (they are only copies), then the least recently used entries
+        while the store holds more than it may."""
+        if self._bytes > self.capacity and self._noted:
+            items = self._items
+            for key in self._noted:
+                value, expiry, _, _ = items[key]
+                items[key] = (value, expiry, None, 0)  # (assigning an existing key keeps its place in the order)
+            self._bytes -= self._note_bytes
+            self._noted.clear()
+            self._note_bytes = 0
         while self._bytes > self.capacity or (self.max_entries and len(self._items) > self.max_entries):
             oldest = next(iter(self._items))
             self._remove(oldest)
@@ -104,6 +133,67 @@ class MemoryStore(Store):
 
     # -- Store --
 
+    def get(self, key: str) -> bytes | None:
+        """`get_many([key])[0]`, the one lookup a hit makes."""
+        found = self.read(key)
+        return None if found is None else found[0]
+
+    def read(self, key: str) -> _Record | None:
+        """What `get` finds, as held: (value, expiry, the note a reader left on it (`note`) or None, its weight); or
+        None."""
+        check_key(self.backend, key)
+        return self.read_checked(key)
+
+    def read_checked(self, key: str) -> _Record | None:
+        """`read`, for a key known to be one a store may take (a non-empty result of `safe_key`)."""
+        now = time_ns() // 1_000_000
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                if found[1] is None or found[1] > now:
+                    self._items.move_to_end(key)
+                    self._stats.hits += 1
+                    return found
+                self._remove(key)
+                self._stats.expirations += 1
+            self._stats.misses += 1
+            return None
+
+    def read_many(self, keys: Sequence[str]) -> list[_Record | None]:
+        """What `get_many` finds, each as `read` finds it."""
+        check_keys(self.backend, keys)
+        now = time_ns() // 1_000_000
+        found: list[_Record | None] = []
+        with self._lock:
+            items = self._items
+            for key in keys:
+                found.append(None if self._live(key, now) is None else items[key])
+            hits = sum(v is not None for v in found)
+            self._stats.hits += hits
+            self._stats.misses += len(found) - hits
+        return found
+
+    def note(self, key: str, value: bytes, note: object, weight: int) -> bool:
+        """Leaves `note` (what a reader made of `value`: the decoded value, say) on the entry at `key`, if that
+        entry still holds `value` itself and has no note yet; `read` hands it to the next reader with the value.
+        The note's `weight` (bytes) counts toward the capacity: a note is left only where it fits without evicting
+        anything, and notes are the first to go when a write needs room. True if it was left."""
+        with self._lock:
+            found = self._items.get(key)
+            if (
+                found is None
+                or found[0] is not value
+                or found[3]
+                or weight <= 0
+                or self._bytes + weight > self.capacity
+            ):
+                return False
+            self._items[key] = (value, found[1], note, weight)
+            self._noted.add(key)
+            self._note_bytes += weight
+            self._bytes += weight
+            return True
+
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         check_keys(self.backend, keys)
         now = now_ms()
@@ -113,6 +203,32 @@ class MemoryStore(Store):
             self._stats.hits += hits
             self._stats.misses += len(values) - hits
             return values
+
+    def set(self, key: str, value: bytes, ttl: float | None = None) -> None:
+        """`set_many([(key, value)], ttl)`, without the batch."""
+        check_key(self.backend, key)
+        weight = len(key) + len(value) + ENTRY_OVERHEAD
+        if weight > self._max_weight:
+            self._check(key, value)
+        now = time_ns() // 1_000_000
+        expiry = expires_at_ms(value, ttl, now)
+        if type(value) is not bytes:
+            value = bytes(value)
+        with self._lock:
+            if expiry is not None and expiry <= now:
+                self._remove(key)
+                return
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._bytes -= len(key) + len(old[0]) + ENTRY_OVERHEAD + old[3]
+                if old[3]:
+                    self._noted.discard(key)
+                    self._note_bytes -= old[3]
+            self._items[key] = (value, expiry, None, 0)
+            self._bytes += weight
+            self._stats.inserts += 1
+            if self._bytes > self.capacity or (self.max_entries and len(self._items) > self.max_entries):
+                self._evict()
 
     def set_many(self, items: Sequence[tuple[str, bytes]], ttl: float | None = None) -> None:
         now = now_ms()
@@ -173,6 +289,8 @@ class MemoryStore(Store):
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+            self._noted.clear()
+            self._note_bytes = 0
             self._bytes = 0
 
     def purge_prefix(self, prefix: str) -> int:
@@ -185,7 +303,7 @@ class MemoryStore(Store):
 
     def purge_tag(self, tag: str) -> int:
         with self._lock:
-            doomed = [key for key, (value, _) in self._items.items() if tag in entry_tags(value)]
+            doomed = [key for key, record in self._items.items() if tag in entry_tags(record[0])]
             for key in doomed:
                 self._remove(key)
             return len(doomed)

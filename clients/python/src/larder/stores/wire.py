@@ -2,10 +2,13 @@
 §2 "Replies are hostile too"), so nothing here waits past the operation's deadline or holds more than its caller
 allows.
 
-- `Wire` is one connection: `send` and every read take an absolute deadline (`time.monotonic()`), set as the socket's
-  timeout before each call, so a server that drips one byte at a time is cut off at the deadline like a silent one;
-  `line` refuses a line longer than `max_line` without its CRLF; `exact` reads a value whose length the caller has
-  already checked against its bound.
+- `Wire` is one connection: `send` and every read take an absolute deadline (`time.monotonic()`), so a server that
+  drips one byte at a time is cut off at the deadline like a silent one; `line` refuses a line longer than `max_line`
+  without its CRLF; `exact` reads a value whose length the caller has already checked against its bound. The socket
+  stays non-blocking: a send is tried at once, the first read after it waits in `poll` for what remains of the
+  deadline, and reads after that are tried at once and wait only when nothing is there. (A socket timeout would cost
+  an `ioctl` for each `settimeout` and a `poll` before every call: six system calls for a request and its reply,
+  where this makes three.)
 - `Pool` keeps up to `size` idle connections to one server, opens new ones within the deadline (and within
   `connect_timeout`), and hands a connection to one caller at a time. A connection that failed is closed by its
   caller (`Pool.discard`), never reused: after a failure it is out of step with the server.
@@ -16,6 +19,8 @@ Both stores' protocol readers (memcached.py, resp.py) are built on these two cla
 from __future__ import annotations
 
 import contextlib
+import math
+import select
 import socket
 import threading
 from collections.abc import Callable
@@ -26,8 +31,10 @@ from typing import Final
 MAX_LINE: Final = 8 * 1024
 #: Bytes asked of the socket per read.
 READ_SIZE: Final = 64 * 1024
-#: Values up to this much beyond what is buffered are read into the buffer; larger ones into their own.
-_SMALL_VALUE: Final = 256 * 1024
+#: Values shorter than this that are not all buffered yet are read on into the buffer; longer ones into their own.
+_DIRECT_VALUE: Final = 8 * 1024
+#: A request of at most this many parts goes out in one `sendmsg`, its parts not joined first.
+_MAX_PARTS: Final = 64
 _CRLF: Final = b"\r\n"
 
 
@@ -51,38 +58,91 @@ def _remaining(deadline: float) -> float:
 class Wire:
     """One connection to a server, with a read buffer (`buf[pos:]` is what was received and not yet consumed)."""
 
-    __slots__ = ("buf", "pos", "sock")
+    __slots__ = ("buf", "poller", "pos", "sent", "sock")
 
     def __init__(self, sock: socket.socket) -> None:
+        sock.setblocking(False)
         self.sock = sock
         self.buf = bytearray()
         self.pos = 0
+        self.poller = select.poll()
+        self.poller.register(sock, select.POLLIN)
+        #: A request went out since the last read: the reply takes the server a moment, so the next read waits first.
+        self.sent = False
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self.sock.close()
 
-    def send(self, data: bytes, deadline: float) -> None:
-        """Sends all of `data` before `deadline` (sendall's timeout is a total since Python 3.5)."""
-        self.sock.settimeout(_remaining(deadline))
-        try:
-            self.sock.sendall(data)
-        except TimeoutError:
-            raise WireFailure("deadline passed while sending", timeout=True) from None
-        except OSError as e:
-            raise WireFailure(f"send failed: {e}") from None
+    def _wait(self, events: int, deadline: float, doing: str) -> None:
+        """Waits until the socket is ready for `events` (POLLIN or POLLOUT), or raises at the deadline."""
+        poller = self.poller
+        poller.modify(self.sock, events)
+        while True:
+            remaining = deadline - monotonic()
+            if remaining <= 0:
+                raise WireFailure(f"deadline passed while {doing}", timeout=True)
+            try:
+                ready = poller.poll(math.ceil(remaining * 1000))
+            except OSError as e:
+                raise WireFailure(f"{doing} failed: {e}") from None
+            if ready:
+                return
+
+    def send(self, data: bytes | list[bytes], deadline: float) -> None:
+        """Sends all of `data` (bytes, or a list of parts, sent as if joined) before `deadline`."""
+        _remaining(deadline)
+        sock = self.sock
+        if isinstance(data, list):
+            if len(data) <= _MAX_PARTS:  # gathered by the kernel: a large value is not copied into a request
+                try:
+                    done = sock.sendmsg(data)
+                except BlockingIOError:
+                    done = 0
+                except OSError as e:
+                    raise WireFailure(f"send failed: {e}") from None
+                if done == sum(map(len, data)):
+                    self.sent = True
+                    return
+                rest = b"".join(data)[done:]  # (the socket's buffer filled up: the rest as below)
+            else:
+                rest = b"".join(data)
+        else:
+            rest = data
+        view: memoryview | None = None
+        sent = 0
+        total = len(rest)
+        while True:
+            try:
+                sent += sock.send(rest if view is None else view[sent:])
+            except BlockingIOError:
+                pass  # the socket's buffer is full: wait until it takes more
+            except OSError as e:
+                raise WireFailure(f"send failed: {e}") from None
+            if sent >= total:
+                self.sent = True
+                return
+            if view is None:
+                view = memoryview(rest)
+            self._wait(select.POLLOUT, deadline, "sending")
 
     def _recv(self, size: int, deadline: float) -> bytes:
-        self.sock.settimeout(_remaining(deadline))
-        try:
-            chunk = self.sock.recv(size)
-        except TimeoutError:
-            raise WireFailure("deadline passed while reading", timeout=True) from None
-        except OSError as e:
-            raise WireFailure(f"read failed: {e}") from None
-        if not chunk:
-            raise WireFailure("the server closed the connection")
-        return chunk
+        if self.sent:  # the first read of a reply: wait for it rather than ask for it too soon
+            self.sent = False
+            self._wait(select.POLLIN, deadline, "reading")
+        else:
+            _remaining(deadline)
+        while True:
+            try:
+                chunk = self.sock.recv(size)
+            except BlockingIOError:
+                self._wait(select.POLLIN, deadline, "reading")
+                continue
+            except OSError as e:
+                raise WireFailure(f"read failed: {e}") from None
+            if not chunk:
+                raise WireFailure("the server closed the connection")
+            return chunk
 
     def _fill(self, deadline: float) -> None:
         """Appends one read to the buffer, dropping what was consumed first."""
@@ -121,23 +181,25 @@ class Wire:
         if have >= need:
             if buf[pos + size : pos + need] != _CRLF:
                 raise WireFailure("malformed reply: a value not followed by CRLF")
-            data = bytes(buf[pos : pos + size])
+            with memoryview(buf) as view:
+                data = view[pos : pos + size].tobytes()  # one copy (a slice of a bytearray would be two)
             self.pos = pos + need
             if self.pos == len(buf):
                 buf.clear()
                 self.pos = 0
             return data
-        if need - have <= _SMALL_VALUE:
-            while len(buf) - pos < need:  # a value that fits a few reads: read on into the buffer, then slice
+        if size < _DIRECT_VALUE:
+            while len(buf) - pos < need:  # a small value: read on into the buffer, then copy it out
                 chunk = self._recv(max(READ_SIZE, need - (len(buf) - pos)), deadline)
                 buf += chunk
             if buf[pos + size : pos + need] != _CRLF:
                 raise WireFailure("malformed reply: a value not followed by CRLF")
-            data = bytes(buf[pos : pos + size])
+            with memoryview(buf) as view:
+                data = view[pos : pos + size].tobytes()
             del buf[: pos + need]
             self.pos = 0
             return data
-        value = bytearray(need)  # a large value: read straight into its own buffer
+        value = bytearray(need)  # a larger value: read straight into its own buffer (no copy through `buf`)
         view = memoryview(value)
         view[:have] = buf[pos:]
         buf.clear()
@@ -146,11 +208,16 @@ class Wire:
         sock = self.sock
         try:
             while got < need:
-                sock.settimeout(_remaining(deadline))
+                if self.sent:
+                    self.sent = False
+                    self._wait(select.POLLIN, deadline, "reading a value")
+                else:
+                    _remaining(deadline)
                 try:
                     n = sock.recv_into(view[got:], min(need - got, 1 << 20))
-                except TimeoutError:
-                    raise WireFailure("deadline passed while reading a value", timeout=True) from None
+                except BlockingIOError:
+                    self._wait(select.POLLIN, deadline, "reading a value")
+                    continue
                 except OSError as e:
                     raise WireFailure(f"read failed: {e}") from None
                 if n == 0:
