@@ -163,8 +163,11 @@ describe("Express/Connect middleware behind larder serve", () => {
     const before = saved.length;
     await get(appPort, "/private", { Host: `127.0.0.1:${frontPort}` });
     await get(appPort, "/cookie", { Host: `127.0.0.1:${frontPort}` });
-    await settled(before + 2);
-    assert.deepEqual(saved.slice(before), [undefined, undefined]);
+    // The previous test's re-render may still be saving its page: count only what these two requests decided.
+    const refused = () => saved.slice(before).filter((key) => key === undefined).length;
+    await waitFor(async () => refused() >= 2, "the two pages were not decided");
+    assert.equal(refused(), 2);
+    assert.ok(!saved.slice(before).some((key) => key !== undefined && /\/(private|cookie)$/.test(key)));
     assert.equal(pages.stats.notStored.private, 1);
     assert.equal(pages.stats.notStored["set-cookie"], 1);
   });
