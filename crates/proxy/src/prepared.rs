@@ -4,8 +4,8 @@
 //! A decoded response is reused only for the very stored value the store just returned (`Value::same_entry`: the
 //! same memory-store entry, which cannot be freed and reused while the cache holds it) or for the same bytes (a
 //! remote store returns a fresh copy on every hit; equal bytes decode to the same response, and comparing 10 KB
-//! costs a few hundred instructions where decoding them cost about 8,000: bench/hit-instructions.sh --store
-//! memcached), so a replaced, purged or refreshed entry (its creation time is in its bytes) is always decoded
+//! costs about a thousand instructions where decoding them cost about 8,000: bench/hit-instructions.sh --store
+//! memcached; up to `MAX_COMPARED_BYTES`), so a replaced, purged or refreshed entry (its creation time is in its bytes) is always decoded
 //! afresh: the cache never answers for what the store no longer holds. Holding a
 //! value does keep its memory alive after the store evicts it; that is bounded here, at `MAX_ENTRIES` responses and
 //! `MAX_BYTES` of entry bytes per thread.
@@ -23,6 +23,9 @@ const MAX_ENTRIES: usize = 1024;
 const MAX_BYTES: usize = 32 << 20;
 /// Larger entries are decoded every time (their decoding is small next to sending them).
 const MAX_ENTRY_BYTES: usize = 1 << 20;
+/// Equal bytes in other memory are recognised up to this size: comparing costs about one instruction per 8 bytes,
+/// decoding a response a near-constant ~8,000 (the body is not copied), so past ~32 KiB comparing would cost more.
+const MAX_COMPARED_BYTES: usize = 16 << 10;
 
 #[derive(Default)]
 struct Prepared {
@@ -41,7 +44,7 @@ pub fn stored(key: &str, value: Value) -> Option<Stored> {
         prepared
             .by_key
             .get(key)
-            .filter(|(held, _)| held.same_entry(&value) || held[..] == value[..])
+            .filter(|(held, _)| held.same_entry(&value) || (value.len() <= MAX_COMPARED_BYTES && held[..] == value[..]))
             .map(|(_, stored)| stored.clone())
     });
     if cached.is_some() {
