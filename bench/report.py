@@ -154,20 +154,20 @@ class Verdict:
     case: str
     ratio: float | None
     met: bool
+    #: Whether the metric is better higher (a target is a floor) or lower (a ceiling).
+    higher: bool = True
     rounds_met: int = 0
     rounds: int = 0
 
     def describe(self) -> str:
         t = self.target
-        sign = ">=" if self._higher else "<="
+        sign = ">=" if self.higher else "<="
         if self.ratio is None:
             return f"{t.metric} vs {t.vs}: no figure"
         text = f"{t.subject} {t.metric} {sign} {t.ratio:g}x {t.vs}: {self.ratio:.2f}x {'met' if self.met else 'MISSED'}"
         if t.every_round:
             text += f" ({self.rounds_met}/{self.rounds} rounds)"
         return text
-
-    _higher: bool = True
 
 
 def ratio(bench: Bench, case: str, metric: str, peer: str, subject: str = "") -> float | None:
@@ -185,8 +185,7 @@ def verdicts(bench: Bench, case: str) -> list[Verdict]:
         higher = bench.metric(target.metric).better == "higher"
         r = ratio(bench, case, target.metric, target.vs, target.subject)
         met = r is not None and (r >= target.ratio if higher else r <= target.ratio)
-        verdict = Verdict(target, case, r, met)
-        verdict._higher = higher
+        verdict = Verdict(target, case, r, met, higher)
         if target.every_round:
             mine = bench.series(case, target.subject, target.metric)
             theirs = bench.series(case, target.vs, target.metric)
