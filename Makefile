@@ -81,6 +81,7 @@ venv: $(VENV_STAMP)
 # The Python suite also starts Ruby (values crossing between the two clients), hence ruby-packages.
 test-python: $(VENV_STAMP) build-debug services ruby-packages
 	cd clients/python && ../../$(VENV)/bin/ruff check . && ../../$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check spec bench
 	cd clients/python && ../../$(VENV)/bin/mypy
 	cd clients/python && LARDER_BIN=$(LARDER_DEBUG) LARDER_HOSTILE=$(LARDER_HOSTILE) ../../$(VENV)/bin/pytest -q
 

@@ -164,7 +164,10 @@ class Verdict:
         sign = ">=" if self.higher else "<="
         if self.ratio is None:
             return f"{t.metric} vs {t.vs}: no figure"
-        text = f"{t.subject} {t.metric} {sign} {t.ratio:g}x {t.vs}: {self.ratio:.2f}x {'met' if self.met else 'MISSED'}"
+        shown = f"{self.ratio:.2f}"
+        if not self.met and shown == f"{t.ratio:.2f}":
+            shown = f"{self.ratio:.4f}"  # 1.2997 missed 1.3: never print "1.30x MISSED"
+        text = f"{t.subject} {t.metric} {sign} {t.ratio:g}x {t.vs}: {shown}x {'met' if self.met else 'MISSED'}"
         if t.every_round:
             text += f" ({self.rounds_met}/{self.rounds} rounds)"
         return text
@@ -315,8 +318,8 @@ def svg(bench: Bench, metric: Metric) -> str:
     peak = max((bench.spread(c, s, metric.name) or (0, 0))[1] for c, ss in groups for s in ss) if groups else 1
     peak = peak or 1
     scale = (width - left - right) / peak
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'font-family="sans-serif" font-size="12">',
+    out = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'font-family="sans-serif" font-size="12">'),
            f'<rect width="{width}" height="{height}" fill="white"/>',
            f'<text x="10" y="18" font-size="14" font-weight="bold">{html.escape(bench.title)}</text>',
            f'<text x="10" y="36" fill="#555">{html.escape(metric.label)} (median of rounds, line: min-max; '

@@ -183,7 +183,7 @@ def through_the_front(cases: list[dict[str, object]], defaults: dict[str, object
     by_path = {f"/{c['name']}": c for c in cases}
 
     class Origin(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+        def do_GET(self) -> None:
             case = by_path[self.path]
             response = case["response"]
             # send_response_only: the case's own Date, not one the server adds.

@@ -17,12 +17,13 @@ import json
 import sys
 import threading
 import time
+import typing
 
 
 class State:
     lock = threading.Lock()
     requests = 0
-    paths = set()
+    paths: typing.ClassVar[set[str]] = set()
 
 
 def make_handler(body_size, delay):

@@ -85,7 +85,7 @@ def log2_p99_ms(dist):
 
 def parse_memaslap_text(text, kind):
     section = re.search(
-        rf"^{kind} Statistics \((\d+) events\)\n(.*?)(?:\n\s*\n|\Z)", text, flags=re.M | re.S
+        rf"^{kind} Statistics \((\d+) events\)\n(.*?)(?:\n\s*\n|\Z)", text, flags=re.MULTILINE | re.DOTALL
     )
     if not section:
         return None, None
@@ -306,9 +306,10 @@ RAW_TARGETS = [
 
 def raw(path, header):
     """bench/report.py's raw lines: one case per store, op and size; larder against the reference tool."""
-    rows = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
+    with open(path, encoding="utf-8") as lines:
+        rows = [json.loads(line) for line in lines if line.strip()]
     tools = sorted({r["tool"] for r in rows if r["tool"] != "larder"})
-    case = lambda r: f"{r['store']} {OP_LABEL.get(r['op'], r['op'])} {size_label(r['size'])}"  # noqa: E731
+    case = lambda r: f"{r['store']} {OP_LABEL.get(r['op'], r['op'])} {size_label(r['size'])}"
     targets = [
         {"case": f"{store} {OP_LABEL[op]} {size_label(size)}", "vs": tool, "metric": "ops", "ratio": ratio}
         for store, op, size, ratio in RAW_TARGETS

@@ -111,12 +111,12 @@ def describe(keys, proxies):
 
 def replay(keys, ports, host, prefix, concurrency, timeout):
     lock = threading.Lock()
-    state = {"next": 0, "errors": 0, "statuses": {}, "per_proxy": [dict() for _ in ports], "first_error": None}
+    state = {"next": 0, "errors": 0, "statuses": {}, "per_proxy": [{} for _ in ports], "first_error": None}
 
     def worker():
         connections = {}
         local = {}
-        local_proxy = [dict() for _ in ports]
+        local_proxy = [{} for _ in ports]
         errors = 0
         while True:
             with lock:

@@ -1,6 +1,10 @@
 """Generates spec/vectors/signed.json from FORMAT.md §2 ("Ext 80 and 101 are signed") with hashlib and hmac only:
 the reference implementation of signing. Run from the repository root: python3 spec/vectors/signed_reference.py"""
-import hashlib, hmac, json, struct
+import hashlib
+import hmac
+import json
+import struct
+
 
 def signing_key(secret: str) -> bytes:
     return hmac.new(secret.encode(), b"larder.signed-ext.v1", hashlib.sha256).digest()
