@@ -10,15 +10,19 @@ defmodule Larder.Stores.File do
   closing the port ends it and releases the lock, whatever happens to the caller.
 
   Only files of the store are read, purged or deleted: regular files (not links; neither a shard directory nor the
-  file may be a link) that start with the magic, whose key fits and hashes to the name. `capacity` is not done in
-  Elixir yet: giving it is an error rather than a store that grows past it.
+  file may be a link) that start with the magic, whose key fits and hashes to the name.
+
+  `capacity=10G` (default unbounded) bounds the bytes of those files: past it, a writer deletes the oldest-modified
+  files down to 90% of it (`Larder.Stores.File.Capacity`). A value larger than half the capacity is refused
+  (`:too_large`), as the Rust store does.
   """
 
   @behaviour Larder.Store
 
   alias Larder.{Keys, Store, StoreError}
+  alias Larder.Stores.File.{Capacity, Scan}
 
-  defstruct [:root, :prefix]
+  defstruct [:root, :prefix, :capacity]
 
   @backend "file"
   @magic "LDR1"
@@ -33,20 +37,16 @@ defmodule Larder.Stores.File do
 
     {prefix, url} = Store.URL.take(url, "prefix", "")
 
-    if Map.has_key?(url.options, "capacity"),
-      do:
-        raise(
-          ArgumentError,
-          "#{Store.URL.redact(url)}: capacity is not supported by the Elixir file store yet"
-        )
-
+    # 0, as in the other languages, is unbounded.
+    {capacity, url} = Store.URL.take_size(url, "capacity", 0)
     Store.URL.finish(url)
     File.mkdir_p!(url.path)
+    capacity = if capacity > 0, do: Capacity.new(url.path, capacity)
 
     %Store{
       module: __MODULE__,
       backend: @backend,
-      ref: %__MODULE__{root: url.path, prefix: prefix}
+      ref: %__MODULE__{root: url.path, prefix: prefix, capacity: capacity}
     }
   end
 
@@ -78,7 +78,7 @@ defmodule Larder.Stores.File do
       case Store.expiry(value, ttl, now) do
         exp when exp != nil and exp <= now ->
           # Already past its expiry: nothing is stored, and the older value is removed.
-          if read(f, skey) != :none, do: File.rm(path(f, skey))
+          if read(f, skey) != :none, do: remove(f, path(f, skey))
           :ok
 
         exp ->
@@ -113,7 +113,7 @@ defmodule Larder.Stores.File do
   def delete(f, key) do
     with :ok <- StoreError.check_key(@backend, key) do
       skey = Keys.stored_key(f.prefix, key)
-      {:ok, read(f, skey) != :none and File.rm(path(f, skey)) == :ok}
+      {:ok, read(f, skey) != :none and remove(f, path(f, skey)) == :ok}
     end
   end
 
@@ -124,7 +124,7 @@ defmodule Larder.Stores.File do
 
       locked(f, skey, fn ->
         case read(f, skey) do
-          {:ok, _, ^expected} -> {:ok, File.rm(path(f, skey)) == :ok}
+          {:ok, _, ^expected} -> {:ok, remove(f, path(f, skey)) == :ok}
           _ -> {:ok, false}
         end
       end)
@@ -216,7 +216,7 @@ defmodule Larder.Stores.File do
          {:ok, data} <- File.read(p),
          {:ok, exp, ^skey, value} <- parse(data) do
       if exp != 0 and exp <= Store.now_ms() do
-        File.rm(p)
+        remove(f, p)
         :none
       else
         {:ok, if(exp == 0, do: nil, else: exp), value}
@@ -231,9 +231,20 @@ defmodule Larder.Stores.File do
 
   defp parse(_), do: :bad
 
+  defp write(%{capacity: %Capacity{bytes: bytes}}, skey, value, _exp)
+       when byte_size(value) > div(bytes, 2) do
+    {:error,
+     StoreError.new(
+       @backend,
+       :too_large,
+       "#{inspect(skey)}: #{byte_size(value)} bytes; the limit is half the capacity, #{div(bytes, 2)}"
+     )}
+  end
+
   defp write(f, skey, value, exp) do
     p = path(f, skey)
     dir = Path.dirname(p)
+    size = 14 + byte_size(skey) + byte_size(value)
 
     tmp =
       Path.join(
@@ -249,12 +260,32 @@ defmodule Larder.Stores.File do
              [@magic, <<exp || 0::little-64, byte_size(skey)::little-16>>, skey, value],
              [:exclusive]
            ),
+         old = old_size(p),
          :ok <- File.rename(tmp, p) do
-      :ok
+      Capacity.add(f.capacity, size - old)
+      Capacity.enforce(f.capacity, f.root)
     else
       e ->
         File.rm(tmp)
         {:error, StoreError.new(@backend, :unavailable, "cannot write #{p}: #{inspect(e)}")}
+    end
+  end
+
+  # The size of the store's file at `p` about to be replaced or deleted (0 for none, or for a link).
+  defp old_size(p) do
+    case File.lstat(p) do
+      {:ok, %{type: :regular, size: size}} -> size
+      _ -> 0
+    end
+  end
+
+  # Deletes the file at `p`, taking its bytes off the capacity's estimate.
+  defp remove(f, p) do
+    old = old_size(p)
+
+    with :ok <- File.rm(p) do
+      Capacity.add(f.capacity, -old)
+      :ok
     end
   end
 
@@ -305,34 +336,18 @@ defmodule Larder.Stores.File do
 
   # Deletes the store's files for which `match?.(key, value)`: the count removed.
   defp count_removed(f, match?) do
-    for a <- hex_dirs(f.root, 2),
-        b <- hex_dirs(Path.join(f.root, a), 2),
-        name <- list(Path.join([f.root, a, b])),
-        String.length(name) == 64 and name =~ ~r/\A[0-9a-f]{64}\z/ and
-          String.starts_with?(name, a <> b),
-        p = Path.join([f.root, a, b, name]),
-        match?({:ok, %{type: :regular}}, File.lstat(p)),
-        {:ok, data} <- [File.read(p)],
-        {:ok, _exp, key, value} <- [parse(data)],
-        hash(key) == name,
-        match?.(key, value),
-        File.rm(p) == :ok,
-        reduce: 0 do
-      n -> n + 1
-    end
-  end
+    n =
+      for p <- Scan.candidates(f.root),
+          {:ok, data} <- [File.read(p)],
+          {:ok, _exp, key, value} <- [parse(data)],
+          hash(key) == Path.basename(p),
+          match?.(key, value),
+          remove(f, p) == :ok,
+          reduce: 0 do
+        n -> n + 1
+      end
 
-  defp hex_dirs(dir, len) do
-    for name <- list(dir),
-        byte_size(name) == len and name =~ ~r/\A[0-9a-f]+\z/,
-        match?({:ok, %{type: :directory}}, File.lstat(Path.join(dir, name))),
-        do: name
-  end
-
-  defp list(dir) do
-    case File.ls(dir) do
-      {:ok, names} -> names
-      _ -> []
-    end
+    Capacity.rescan(f.capacity, f.root)
+    n
   end
 end
