@@ -178,9 +178,12 @@ defmodule Larder.CacheTest do
     assert Cache.fetch(hd(caches), "page", fn -> "v1" end, ttl: 1000, stale: 60_000) == "v1"
     Process.sleep(1100)
 
+    # The refresh is held until every caller has been served, so a loaded machine cannot finish it early.
+    gate = :atomics.new(1, [])
+
     load = fn ->
       :counters.add(counter, 1, 1)
-      Process.sleep(100)
+      wait_open(gate, 100)
       "v2"
     end
 
@@ -188,8 +191,17 @@ defmodule Larder.CacheTest do
       for c <- caches, _ <- 1..3, do: Cache.fetch(c, "page", load, ttl: 60_000, stale: 60_000)
 
     assert Enum.uniq(served) == ["v1"]
+    :atomics.put(gate, 1, 1)
     Process.sleep(300)
     assert :counters.get(counter, 1) == 1
     assert Cache.fetch(List.last(caches), "page", fn -> "v3" end) == "v2"
+  end
+
+  # Waits (at most `tries` × 50 ms) until the test opens the gate.
+  defp wait_open(gate, tries) do
+    if :atomics.get(gate, 1) == 0 and tries > 0 do
+      Process.sleep(50)
+      wait_open(gate, tries - 1)
+    end
   end
 end
