@@ -129,8 +129,11 @@ func (m *Memcached) pick(stored string) *mcServer {
 	return m.servers[i]
 }
 
+// errEveryServerEjected marks a request refused because no server is on the ring.
+var errEveryServerEjected = errors.New("every server is ejected after failures")
+
 func (m *Memcached) allEjected() error {
-	return &Error{Kind: Unavailable, Backend: "memcached", Msg: "every server is ejected after failures"}
+	return &Error{Kind: Unavailable, Backend: "memcached", Err: errEveryServerEjected}
 }
 
 // onServer runs fn on the key's server, and once more on its new server when this failure ejected it.
@@ -141,13 +144,21 @@ func (m *Memcached) onServer(ctx context.Context, stored string, fn func(s *mcSe
 		return m.allEjected()
 	}
 	err := fn(s, dl)
-	if err == nil || KindOf(err) == Other || errors.Is(err, context.Canceled) || s.health.admits() {
+	if !ejectedBy(ctx, err, s) {
 		return err
 	}
 	if again := m.pick(stored); again != nil && again != s {
 		return fn(again, deadline(ctx, m.opts.timeout))
 	}
 	return err
+}
+
+// ejectedBy reports whether err is a failure of s that left it ejected (§4.3): the request is then retried once
+// on its keys' new servers. Answers are not failures of the server, and a caller whose context is done gets no
+// retry (it would only charge a failure to the next server).
+func ejectedBy(ctx context.Context, err error, s *mcServer) bool {
+	return err != nil && ctx.Err() == nil && KindOf(err) != Other && !errors.Is(err, context.Canceled) &&
+		!s.health.admits()
 }
 
 func (m *Memcached) stored(key string) (string, error) {
@@ -157,14 +168,39 @@ func (m *Memcached) stored(key string) (string, error) {
 	return StoredKey(m.opts.prefix, key), nil
 }
 
-// rawGetMulti fetches stored keys, grouped by server, pipelined, servers in parallel.
+// rawGetMulti fetches stored keys, grouped by server, pipelined, servers in parallel. When a server's failure
+// ejects it mid-call, its keys are grouped again on the rebuilt ring and retried once, each on its own new
+// server (STORES.md §4.3); the other servers' replies stand.
 func (m *Memcached) rawGetMulti(ctx context.Context, stored []string) ([][]byte, error) {
 	out := make([][]byte, len(stored))
+	all := make([]int, len(stored))
+	for i := range all {
+		all[i] = i
+	}
+	retry, ejecting, err := m.getGroups(ctx, stored, all, out, true)
+	if err != nil {
+		return nil, err
+	}
+	if len(retry) > 0 {
+		if _, _, err := m.getGroups(ctx, stored, retry, out, false); err != nil {
+			if errors.Is(err, errEveryServerEjected) {
+				return nil, ejecting // no server left for a retry: the failure itself is the answer
+			}
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// getGroups reads stored[i] for i in idx into out[i], one pipelined batch per server under one deadline. With
+// mayRetry, the indexes of a batch whose failure ejected its server are returned for a retry (with one such
+// failure) instead of an error.
+func (m *Memcached) getGroups(ctx context.Context, stored []string, idx []int, out [][]byte, mayRetry bool) ([]int, error, error) {
 	groups := map[*mcServer][]int{}
-	for i, k := range stored {
-		s := m.pick(k)
+	for _, i := range idx {
+		s := m.pick(stored[i])
 		if s == nil {
-			return nil, m.allEjected()
+			return nil, nil, m.allEjected()
 		}
 		groups[s] = append(groups[s], i)
 	}
@@ -187,29 +223,36 @@ func (m *Memcached) rawGetMulti(ctx context.Context, stored []string) ([][]byte,
 			return nil
 		})
 	}
-	if len(groups) == 1 {
-		for s, idx := range groups {
-			return out, run(s, idx)
+	var mu sync.Mutex
+	var first, ejecting error
+	var retry []int
+	outcome := func(s *mcServer, idx []int, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err == nil:
+		case mayRetry && ejectedBy(ctx, err, s):
+			retry, ejecting = append(retry, idx...), err
+		case first == nil:
+			first = err
 		}
 	}
+	if len(groups) == 1 {
+		for s, idx := range groups {
+			outcome(s, idx, run(s, idx))
+		}
+		return retry, ejecting, first
+	}
 	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var first error
 	for s, idx := range groups {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := run(s, idx); err != nil {
-				mu.Lock()
-				if first == nil {
-					first = err
-				}
-				mu.Unlock()
-			}
+			outcome(s, idx, run(s, idx))
 		}()
 	}
 	wg.Wait()
-	return out, first
+	return retry, ejecting, first
 }
 
 func (m *Memcached) Get(ctx context.Context, key string) ([]byte, error) {

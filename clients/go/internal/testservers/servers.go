@@ -128,15 +128,36 @@ func Memcached(t testing.TB, name string) string {
 	if a, ok := cache["memcached/"+name]; ok {
 		return a
 	}
+	a, _ := startMemcached(t)
+	cache["memcached/"+name] = a
+	return a
+}
+
+// KillableMemcached starts a memcached of the calling test's own and returns its address and a function that
+// kills it (SIGKILL, as a crash), for tests of a server dying mid-run.
+func KillableMemcached(t testing.TB) (string, func()) {
+	mu.Lock()
+	defer mu.Unlock()
+	a, cmd := startMemcached(t)
+	var once sync.Once
+	return a, func() {
+		once.Do(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+	}
+}
+
+// startMemcached runs one memcached on a free loopback port; the caller holds mu.
+func startMemcached(t testing.TB) (string, *exec.Cmd) {
 	port := FreePort(65536)
 	args := []string{"-l", "127.0.0.1", "-p", strconv.Itoa(port), "-U", "0", "-m", "64", "-t", "2"}
 	if os.Geteuid() == 0 {
 		args = append(args, "-u", "root")
 	}
-	start(t, "memcached", exec.Command(find(t, "memcached"), args...), port)
-	a := fmt.Sprintf("127.0.0.1:%d", port)
-	cache["memcached/"+name] = a
-	return a
+	cmd := exec.Command(find(t, "memcached"), args...)
+	start(t, "memcached", cmd, port)
+	return fmt.Sprintf("127.0.0.1:%d", port), cmd
 }
 
 func redis(t testing.TB, cluster bool) int {
