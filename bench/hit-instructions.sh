@@ -12,20 +12,30 @@
 # the serving thread's instructions divided by N: request parsing, lookup, response, HTTP and system-call wrappers.
 # LARDER_BASELINE_BIN=PATH measures a second binary the same way, for a ratio. With --store memcached, larder
 # serves from a memcached it starts on loopback (no L1): the count is then larder's side of a remote hit (the
-# multi-get, its reply, decoding the entry), memcached's own work not included.
+# multi-get, its reply, decoding the entry), memcached's own work not included; --l1 SIZE puts larder's L1 in front
+# of it (`serve --l1 SIZE`), so the count is an L1 hit's. --page-kb K serves a K KB page instead of 10 KB.
 #
-# Usage: bench/hit-instructions.sh [--store memcached] [N]   (default 5000; needs valgrind and python3; LARDER_BIN
-#        as bench/peers.sh)
+# Usage: bench/hit-instructions.sh [--store memcached [--l1 SIZE]] [--page-kb K] [N]   (default 5000; needs valgrind
+#        and python3; LARDER_BIN as bench/peers.sh)
 set -euo pipefail
 
-STORE=""
-if [[ ${1:-} == --store ]]; then
-    [[ ${2:-} == memcached ]] || { echo "hit-instructions.sh: --store takes 'memcached'" >&2; exit 2; }
-    STORE=memcached
-    shift 2
-fi
+USAGE="usage: bench/hit-instructions.sh [--store memcached [--l1 SIZE]] [--page-kb K] [REQUESTS]"
+STORE="" L1="" PAGE_KB=10
+while (($#)); do
+    case $1 in
+        --store) [[ ${2:-} == memcached ]] || { echo "hit-instructions.sh: --store takes 'memcached'" >&2; exit 2; }
+            STORE=memcached; shift 2 ;;
+        --l1) [[ ${2:-} =~ ^[1-9][0-9]*[KMG]?$ ]] || { echo "hit-instructions.sh: --l1 takes a size (64M)" >&2; exit 2; }
+            L1=$2; shift 2 ;;
+        --page-kb) [[ ${2:-} =~ ^[1-9][0-9]{0,4}$ ]] || { echo "hit-instructions.sh: --page-kb takes 1-99999" >&2; exit 2; }
+            PAGE_KB=$2; shift 2 ;;
+        -h|--help) echo "$USAGE"; exit 0 ;;
+        *) break ;;
+    esac
+done
+[[ -z $L1 || $STORE == memcached ]] || { echo "hit-instructions.sh: --l1 needs --store memcached" >&2; exit 2; }
 N=${1:-5000}
-[[ $N =~ ^[1-9][0-9]*$ ]] || { echo "usage: bench/hit-instructions.sh [--store memcached] [REQUESTS]" >&2; exit 2; }
+[[ $N =~ ^[1-9][0-9]*$ ]] || { echo "$USAGE" >&2; exit 2; }
 BENCH_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
 REPO_ROOT=$(cd -- "$BENCH_DIR/.." && pwd -P)
 LARDER=${LARDER_BIN:-$REPO_ROOT/target/release/larder}
@@ -47,11 +57,11 @@ free_port() {
 }
 
 cat >"$TMP/origin.py" <<'EOF'
-import http.server, sys
+import http.server, os, sys
 class Page(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     def do_GET(self):
-        body = b"x" * 10240
+        body = b"x" * (1024 * int(os.environ["PAGE_KB"]))
         self.send_response(200)
         self.send_header("Cache-Control", "max-age=3600")
         self.send_header("Content-Length", str(len(body)))
@@ -76,7 +86,7 @@ if response.getheader("x-cache") != "HIT":
 EOF
 
 ORIGIN_PORT=$(free_port)
-python3 "$TMP/origin.py" "$ORIGIN_PORT" &
+PAGE_KB=$PAGE_KB python3 "$TMP/origin.py" "$ORIGIN_PORT" &
 PIDS+=("$!")
 
 STORE_ARGS=()
@@ -85,7 +95,7 @@ if [[ $STORE == memcached ]]; then
     MEMCACHED_PORT=$(free_port)
     memcached -l 127.0.0.1 -p "$MEMCACHED_PORT" -U 0 -m 256 -u "$(id -un)" &
     PIDS+=("$!")
-    STORE_ARGS=(--store "memcached://127.0.0.1:$MEMCACHED_PORT")
+    STORE_ARGS=(--store "memcached://127.0.0.1:$MEMCACHED_PORT" ${L1:+--l1 "$L1"})
 fi
 
 measure() { # NAME BINARY: prints instructions per request
@@ -112,10 +122,10 @@ measure() { # NAME BINARY: prints instructions per request
 
 larder_ir=$(measure larder "$LARDER")
 where="from memory"
-[[ -z $STORE ]] || where="from $STORE, no L1"
-echo "larder:   $larder_ir instructions per cached 10 KB hit $where ($N keep-alive requests, $LARDER)"
+if [[ -n $L1 ]]; then where="from an L1 of $L1 over $STORE"; elif [[ -n $STORE ]]; then where="from $STORE, no L1"; fi
+echo "larder:   $larder_ir instructions per cached $PAGE_KB KB hit $where ($N keep-alive requests, $LARDER)"
 if [[ -n ${LARDER_BASELINE_BIN:-} ]]; then
     baseline_ir=$(measure baseline "$LARDER_BASELINE_BIN")
-    echo "baseline: $baseline_ir instructions per cached 10 KB hit ($LARDER_BASELINE_BIN)"
+    echo "baseline: $baseline_ir instructions per cached $PAGE_KB KB hit ($LARDER_BASELINE_BIN)"
     awk -v a="$larder_ir" -v b="$baseline_ir" 'BEGIN { printf "ratio:    %.3f (larder / baseline; below 1: fewer instructions)\n", a / b }'
 fi
