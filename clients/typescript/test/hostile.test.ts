@@ -1,4 +1,4 @@
-// Replies are hostile too (spec/STORES.md §2): the memcached store against larder-hostile, a server that answers
+// Replies are hostile too (spec/STORES.md §2): the memcached, Redis and Redis Cluster stores against larder-hostile, a server that answers
 // every data command with one kind of bad reply. Each read fails within the timeout plus a small margin with the
 // store's own error (never a parser's exception or a hang), within the size bound, and counts against the server.
 
@@ -24,15 +24,18 @@ async function failsInTime(what: string, run: () => Promise<unknown>): Promise<S
   return caught;
 }
 
-const CASES: Array<["memcached" | "redis", string]> = [
+const REDIS_BEHAVIOURS = ["drip", "huge", "nested", "endless-line", "garbage", "silent"];
+const CASES: Array<["memcached" | "redis" | "redis+cluster", string]> = [
   ...["drip", "huge", "endless-line", "garbage", "silent"].map((b): ["memcached", string] => ["memcached", b]),
-  ...["drip", "huge", "nested", "endless-line", "garbage", "silent"].map((b): ["redis", string] => ["redis", b]),
+  ...REDIS_BEHAVIOURS.map((b): ["redis", string] => ["redis", b]),
+  // a Cluster seed that is hostile: its CLUSTER SLOTS reply is bounded and checked like any other reply
+  ...REDIS_BEHAVIOURS.map((b): ["redis+cluster", string] => ["redis+cluster", b]),
 ];
 
 describe("stores against larder-hostile", () => {
   for (const [protocol, behaviour] of CASES) {
     test(`${protocol} ${behaviour}: every operation is the store's error within the timeout`, async () => {
-      const server = await Hostile.start(protocol, behaviour);
+      const server = await Hostile.start(protocol === "memcached" ? "memcached" : "redis", behaviour);
       const store: Store = openStore(`${protocol}://${server.address}?timeout=${TIMEOUT_MS}ms&failures=1000`);
       try {
         const before = process.memoryUsage().rss;

@@ -12,7 +12,7 @@ import { decode, encode, encodeResponse } from "../src/entry.js";
 import { HttpResponse } from "../src/response.js";
 import { openStore, type Store } from "../src/stores/index.js";
 import { LARDER_BIN, REPO } from "./support/paths.js";
-import { type ServerProcess, startMemcached, startPostgres, startRedis } from "./support/servers.js";
+import { RedisCluster, startMemcached, startPostgres, startRedis } from "./support/servers.js";
 
 const PYTHON = join(REPO, ".venv", "bin", "python");
 
@@ -55,9 +55,9 @@ function rust(url: string, ...args: string[]): { status: number; stdout: Buffer 
   return { status: r.status ?? -1, stdout: r.stdout };
 }
 
-function crossing(name: string, start: () => Promise<[ServerProcess[], string]>): void {
+function crossing(name: string, start: () => Promise<[Array<{ stop(): Promise<void> }>, string]>): void {
   describe(`entries cross languages through ${name}`, () => {
-    let servers: ServerProcess[];
+    let servers: Array<{ stop(): Promise<void> }>;
     let url: string;
     let store: Store;
     before(async () => {
@@ -135,6 +135,10 @@ crossing("a two-server memcached pool", async () => {
 crossing("redis", async () => {
   const server = await startRedis();
   return [[server], `redis://${server.address}/1?timeout=2s`];
+});
+crossing("a three-node Redis Cluster", async () => {
+  const cluster = await RedisCluster.start();
+  return [[cluster], `${cluster.url}?timeout=2s`];
 });
 crossing("postgres", async () => {
   const server = await startPostgres();

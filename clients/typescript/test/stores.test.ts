@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { encode } from "../src/entry.js";
 import { openStore, type Store, type StoreError } from "../src/stores/index.js";
-import { type ServerProcess, startMemcached, startPostgres, startRedis } from "./support/servers.js";
+import { RedisCluster, type ServerProcess, startMemcached, startPostgres, startRedis } from "./support/servers.js";
 
 const bytes = (s: string): Uint8Array => new Uint8Array(Buffer.from(s));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -107,17 +107,25 @@ function contract(name: string, open: () => Store, exactPurges: boolean): void {
 let memcached: ServerProcess;
 let redis: ServerProcess;
 let postgres: ServerProcess & { url: string };
+let cluster: RedisCluster;
 before(async () => {
-  [memcached, redis, postgres] = await Promise.all([startMemcached(), startRedis(), startPostgres()]);
+  [memcached, redis, postgres, cluster] = await Promise.all([
+    startMemcached(),
+    startRedis(),
+    startPostgres(),
+    RedisCluster.start(),
+  ]);
 });
 after(async () => {
-  await Promise.all([memcached?.stop(), redis?.stop(), postgres?.stop()]);
+  await Promise.all([memcached?.stop(), redis?.stop(), postgres?.stop(), cluster?.stop()]);
 });
 
 contract("memory", () => openStore("memory://?capacity=64M"), true);
 contract("memcached", () => openStore(`memcached://${memcached.address}?timeout=1s`), false);
 contract("redis", () => openStore(`redis://${redis.address}/2?timeout=1s`), true);
 contract("redis with a prefix", () => openStore(`redis://${redis.address}/3?timeout=1s&prefix=app1:`), true);
+contract("redis cluster", () => openStore(`${cluster.url}?timeout=1s`), true);
+contract("redis cluster with a prefix", () => openStore(`${cluster.url}?timeout=1s&prefix=app1:`), true);
 contract("postgres", () => openStore(`${postgres.url}?timeout=2s&connect_timeout=2s`), true);
 contract(
   "postgres with a prefix and a table",

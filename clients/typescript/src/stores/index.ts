@@ -5,12 +5,14 @@ import { MemcachedStore } from "./memcached.js";
 import { MemoryStore } from "./memory.js";
 import { PostgresStore } from "./postgres.js";
 import { RedisStore } from "./redis.js";
+import { RedisClusterStore } from "./redis_cluster.js";
 import { StoreUrl } from "./url.js";
 
 export * from "./base.js";
 export * from "./errors.js";
 export { type MemcachedOptions, MemcachedStore } from "./memcached.js";
 export { type MemoryOptions, MemoryStore } from "./memory.js";
+export { crc16, keySlot, RedisClusterStore } from "./redis_cluster.js";
 export { NAMES as REDIS_SCRIPTS, scriptSha, scriptSource, scriptsLocation } from "./scripts.js";
 export { parseDurationMs, parseSize, redact, StoreUrl } from "./url.js";
 
@@ -25,11 +27,12 @@ export function openStore(url: string): Store {
     case "postgresql":
       return PostgresStore.fromUrl(parsed);
     case "redis":
-    case "redis+cluster":
       return RedisStore.fromUrl(parsed);
+    case "redis+cluster":
+      return RedisClusterStore.fromUrl(parsed);
     default:
       throw parsed.error(
-        `unknown store scheme ${parsed.scheme}:// (this client knows memory://, memcached://, redis://, postgres://)`,
+        `unknown store scheme ${parsed.scheme}:// (this client knows memory://, memcached://, redis://, redis+cluster://, postgres://)`,
       );
   }
 }

@@ -2,7 +2,8 @@
 // Node's Redis clients cannot be bounded from outside as §2 asks (total deadlines, bulk lengths refused when
 // announced, nesting and element counts bounded). What larder adds: PXAT expiry from the entry header, tag sets kept
 // as long as their longest-lived member (tag.lua), the scripts of spec/redis loaded as they are (EVALSHA, EVAL when
-// the server lacks them), SCAN purges, and the server's ejection after `failures`.
+// the server lacks them), SCAN purges, and the server's ejection after `failures` (redis_node.ts). Every request
+// goes through four routing hooks, which redis_cluster.ts overrides to spread the same operations over a Cluster.
 
 import { internalKey, storedKey } from "../keys.js";
 import {
@@ -13,21 +14,18 @@ import {
   emptyStats,
   entryTags,
   expiresAtMs,
-  type FailurePolicy,
-  Health,
   type Store,
   type StoreStats,
 } from "./base.js";
-import { NotACounter, ServerError, type StoreError, StoreTimeout, TooLarge } from "./errors.js";
-import { ErrorReply, type Limits, pack, parseResp, type RespValue } from "./resp.js";
+import { NotACounter, ServerError, type StoreError, TooLarge } from "./errors.js";
+import { RedisNode, type Request, SMALL, serverName } from "./redis_node.js";
+import { ErrorReply, type Limits, pack, type RespValue } from "./resp.js";
 import { type ScriptName, scriptSha, scriptSource } from "./scripts.js";
 import type { StoreUrl } from "./url.js";
-import { Connection, ConnectionPool, WireFailure } from "./wire.js";
 
 export const DEFAULT_MAX_VALUE = 64 << 20;
 const DELETE_BATCH = 500;
 const SCAN_COUNT = 1000;
-const SMALL: Limits = { maxBulk: 1024, maxBytes: 1024, maxElements: 0 };
 const INFO: Limits = { maxBulk: 1 << 20, maxBytes: 1 << 20, maxElements: 0 };
 
 /** `prefix` with SCAN's glob characters escaped, then `*`. */
@@ -48,68 +46,61 @@ export interface RedisOptions {
   maxValue?: number;
 }
 
-type Request = [Buffer, Limits];
+/** The options every Redis URL takes (spec/STORES.md §1), read from `url`. */
+export function redisUrlOptions(url: StoreUrl): RedisOptions {
+  return {
+    username: url.username,
+    password: url.password,
+    prefix: url.take("prefix") ?? "",
+    timeoutMs: url.takeDurationMs("timeout", 250),
+    connectTimeoutMs: url.takeDurationMs("connect_timeout", 500),
+    pool: url.takeNumber("pool", 4, 1, 64),
+    failures: url.takeNumber("failures", 2, 1, 1000),
+    retryAfterMs: url.takeDurationMs("retry_after", 1000),
+    maxValue: url.takeSize("max_value", DEFAULT_MAX_VALUE),
+  };
+}
+
+/** Sends batches to a server: the standalone store's one server, or one Cluster master. */
+export type Runner = (requests: Request[]) => Promise<RespValue[]>;
 
 export class RedisStore implements Store {
-  readonly backend = "redis";
+  readonly backend: string = "redis";
   readonly prefix: string;
   readonly timeoutMs: number;
   readonly maxValue: number;
   readonly server: string;
-  readonly health = new Health();
-  private readonly policy: FailurePolicy;
-  private readonly pool: ConnectionPool<RespValue, Limits>;
+  private readonly node: RedisNode | undefined;
   private readonly scanLimits: Limits;
 
-  constructor(host: string, port: number, o: RedisOptions = {}) {
+  /** `host` undefined: a subclass routes every request itself (redis_cluster.ts). */
+  constructor(host: string | undefined, port: number, o: RedisOptions = {}) {
     scriptSource("incr"); // the scripts, read now: an installation without them fails here, not on a first write
     this.prefix = o.prefix ?? "";
     this.timeoutMs = o.timeoutMs ?? 250;
     this.maxValue = o.maxValue ?? DEFAULT_MAX_VALUE;
-    this.server = host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`;
-    this.policy = { failures: o.failures ?? 2, retryAfterMs: o.retryAfterMs ?? 1000 };
+    this.server = host === undefined ? "" : serverName(host, port);
     this.scanLimits = { maxBulk: this.maxValue, maxBytes: this.maxValue, maxElements: 2 + 100 * SCAN_COUNT };
-    const handshake: Buffer[] = [];
-    if (o.password !== undefined)
-      handshake.push(o.username ? pack("AUTH", o.username, o.password) : pack("AUTH", o.password));
-    if ((o.db ?? 0) !== 0) handshake.push(pack("SELECT", o.db ?? 0));
-    const connectTimeoutMs = o.connectTimeoutMs ?? 500;
-    this.pool = new ConnectionPool(o.pool ?? 4, () => {
-      const conn = new Connection<RespValue, Limits>({ host, port, connectTimeoutMs, onFailure: () => {} }, parseResp);
-      for (const command of handshake) {
-        conn
-          .request(command, () => true, connectTimeoutMs + this.timeoutMs, SMALL)
-          .then(
-            ([reply]) => {
-              if (reply instanceof ErrorReply) conn.close();
-            },
-            () => {},
-          );
-      }
-      return conn;
-    });
+    if (host !== undefined)
+      this.node = new RedisNode(host, port, {
+        backend: "redis",
+        db: o.db ?? 0,
+        username: o.username,
+        password: o.password,
+        connectTimeoutMs: o.connectTimeoutMs ?? 500,
+        timeoutMs: this.timeoutMs,
+        pool: o.pool ?? 4,
+        policy: { failures: o.failures ?? 2, retryAfterMs: o.retryAfterMs ?? 1000 },
+      });
   }
 
   static fromUrl(url: StoreUrl): RedisStore {
-    if (url.scheme === "redis+cluster")
-      throw url.error("redis+cluster:// is not supported by this client yet (use redis://)");
     const hosts = url.requireHosts();
     const dbText = url.path.replace(/^\/+/, "");
     if (dbText && !(/^[0-9]+$/.test(dbText) && Number(dbText) <= 1_000_000))
       throw url.error(`the path ${JSON.stringify(url.path)} must be a database number (/0)`);
     if (hosts.length !== 1) throw url.error("redis:// takes one host; use redis+cluster:// for a Cluster");
-    const o: RedisOptions = {
-      db: Number(dbText || "0"),
-      username: url.username,
-      password: url.password,
-      prefix: url.take("prefix") ?? "",
-      timeoutMs: url.takeDurationMs("timeout", 250),
-      connectTimeoutMs: url.takeDurationMs("connect_timeout", 500),
-      pool: url.takeNumber("pool", 4, 1, 64),
-      failures: url.takeNumber("failures", 2, 1, 1000),
-      retryAfterMs: url.takeDurationMs("retry_after", 1000),
-      maxValue: url.takeSize("max_value", DEFAULT_MAX_VALUE),
-    };
+    const o: RedisOptions = { ...redisUrlOptions(url), db: Number(dbText || "0") };
     url.finish();
     if ((o.maxValue as number) < 1024) throw url.error("max_value must be at least 1K");
     const h = hosts[0] as { host: string; port: number | undefined };
@@ -117,30 +108,26 @@ export class RedisStore implements Store {
   }
 
   // -------------------------------------------------------------------------------------------- plumbing
+  // A Cluster store overrides the four routing hooks below; everything else is the same for both.
 
-  private failed(failure: WireFailure): StoreError {
-    this.health.record(false, this.policy, Date.now());
-    if (failure.timeout) return new StoreTimeout(this.backend, this.server, this.timeoutMs);
-    return new ServerError(this.backend, failure.message, this.server);
+  /** One pipelined batch within `timeout` to the server holding `key` (every request's key is in its slot). */
+  protected async run(requests: Request[], _key?: string): Promise<RespValue[]> {
+    return (this.node as RedisNode).run(requests);
   }
 
-  /** One pipelined batch within `timeout`; each request gets exactly one reply. */
-  private async run(requests: Request[]): Promise<RespValue[]> {
-    if (!this.health.admits(Date.now())) {
-      this.health.errors++;
-      throw new ServerError(this.backend, "ejected after failures; retrying after retry_after", this.server);
-    }
-    const conn = this.pool.pick();
-    try {
-      const replies = await Promise.all(
-        requests.map(([command, limits]) => conn.request(command, () => true, this.timeoutMs, limits)),
-      );
-      this.health.record(true, this.policy, Date.now());
-      return replies.map((r) => r[0] as RespValue);
-    } catch (e) {
-      if (e instanceof WireFailure) throw this.failed(e);
-      throw e;
-    }
+  /** `keys` in groups that one multi-key command may name (one group here; one per slot in a Cluster). */
+  protected groups(keys: string[]): string[][] {
+    return [keys];
+  }
+
+  /** A runner for every server that holds keys (every master in a Cluster). */
+  protected async everyServer(): Promise<Runner[]> {
+    return [(requests) => this.run(requests)];
+  }
+
+  protected failedReply(command: string, reply: RespValue): StoreError {
+    if (this.node !== undefined) return this.node.malformed(command, reply);
+    return new ServerError(this.backend, `malformed reply to ${command}`, this.server);
   }
 
   /** A script by SHA; sent whole (EVAL) when the server lacks it. */
@@ -149,9 +136,9 @@ export class RedisStore implements Store {
     key: string,
     ...args: Array<string | number | bigint | Uint8Array>
   ): Promise<RespValue> {
-    const [reply] = await this.run([[pack("EVALSHA", scriptSha(name), 1, key, ...args), SMALL]]);
+    const [reply] = await this.run([[pack("EVALSHA", scriptSha(name), 1, key, ...args), SMALL]], key);
     if (reply instanceof ErrorReply && reply.message.startsWith("NOSCRIPT")) {
-      return (await this.run([[pack("EVAL", scriptSource(name), 1, key, ...args), SMALL]]))[0] as RespValue;
+      return (await this.run([[pack("EVAL", scriptSource(name), 1, key, ...args), SMALL]], key))[0] as RespValue;
     }
     return reply as RespValue;
   }
@@ -162,9 +149,7 @@ export class RedisStore implements Store {
   }
 
   private malformed(command: string, reply: RespValue): StoreError {
-    return this.failed(
-      new WireFailure(`malformed reply to ${command}: ${Array.isArray(reply) ? "array" : typeof reply}`),
-    );
+    return this.failedReply(command, reply);
   }
 
   private int(command: string, reply: RespValue): number {
@@ -184,7 +169,7 @@ export class RedisStore implements Store {
   ): Promise<boolean> {
     checkTtl(ttlMs);
     const now = Date.now();
-    const requests: Request[] = [];
+    const requests: Array<[Buffer, Limits, string]> = [];
     const tagged: Array<[string, number, string[]]> = [];
     for (const [key, value] of items) {
       const stored = this.key(key);
@@ -192,43 +177,76 @@ export class RedisStore implements Store {
       const expiry = expiresAtMs(value, ttlMs, now);
       if (expiry !== undefined && expiry <= now) {
         if (nx) return false;
-        requests.push([pack("DEL", stored), SMALL]);
+        requests.push([pack("DEL", stored), SMALL, stored]);
         continue;
       }
       const command: Array<string | number | Uint8Array> = ["SET", stored, value];
       if (expiry !== undefined) command.push("PXAT", expiry);
       if (nx) command.push("NX");
-      requests.push([pack(...command), SMALL]);
+      requests.push([pack(...command), SMALL, stored]);
       const tags = entryTags(value);
       if (tags.length > 0) tagged.push([stored, expiry ?? 0, tags]);
     }
     if (requests.length === 0) return true;
-    const replies = await this.run(requests);
+    const replies = await this.runEach(requests);
     if (nx) {
       const reply = this.answer(replies[0] as RespValue);
       if (reply === null) return false;
       if (reply !== "OK") throw this.malformed("SET", reply);
     } else for (const r of replies) this.answer(r);
     for (const [member, at, tags] of tagged) {
-      for (const tag of tags) this.answer(await this.script("tag", internalKey(this.prefix, "tag", tag), member, at));
+      for (const tag of tags) {
+        const tagKey = internalKey(this.prefix, "tag", tag);
+        this.answer(await this.script("tag", tagKey, member, at));
+      }
     }
     return true;
   }
 
+  /** Requests each naming one key, sent in one batch per group of keys (per slot in a Cluster), in order. */
+  private async runEach(requests: Array<[Buffer, Limits, string]>): Promise<RespValue[]> {
+    const byKey = new Map<string, number[]>();
+    for (const [i, [, , key]] of requests.entries()) byKey.set(key, [...(byKey.get(key) ?? []), i]);
+    const replies: RespValue[] = new Array(requests.length).fill(null);
+    await Promise.all(
+      this.groups([...byKey.keys()]).map(async (keys) => {
+        const indexes = keys.flatMap((k) => byKey.get(k) ?? []).sort((a, b) => a - b);
+        const batch = indexes.map((i) => requests[i] as [Buffer, Limits, string]);
+        const answers = await this.run(
+          batch.map(([c, l]) => [c, l]),
+          keys[0],
+        );
+        indexes.forEach((i, j) => {
+          replies[i] = answers[j] as RespValue;
+        });
+      }),
+    );
+    return replies;
+  }
+
   private async deleteStored(keys: string[]): Promise<number> {
     let deleted = 0;
-    for (let at = 0; at < keys.length; at += DELETE_BATCH) {
-      const chunk = keys.slice(at, at + DELETE_BATCH);
-      deleted += this.int("DEL", (await this.run([[pack("DEL", ...chunk), SMALL]]))[0] as RespValue);
+    for (const group of this.groups(keys)) {
+      for (let at = 0; at < group.length; at += DELETE_BATCH) {
+        const chunk = group.slice(at, at + DELETE_BATCH);
+        deleted += this.int("DEL", (await this.run([[pack("DEL", ...chunk), SMALL]], chunk[0]))[0] as RespValue);
+      }
     }
     return deleted;
   }
 
-  private async scanPages(command: string, page: (cursor: string) => Buffer): Promise<string[]> {
+  /** Every key a SCAN-like command pages through: on `runner`, else on the server holding `key`. */
+  private async scanPages(
+    command: string,
+    page: (cursor: string) => Buffer,
+    runner: Runner | undefined,
+    key?: string,
+  ): Promise<string[]> {
+    const send: Runner = runner ?? ((requests) => this.run(requests, key));
     const found: string[] = [];
     let cursor = "0";
     do {
-      const reply = this.answer((await this.run([[page(cursor), this.scanLimits]]))[0] as RespValue);
+      const reply = this.answer((await send([[page(cursor), this.scanLimits]]))[0] as RespValue);
       if (
         !Array.isArray(reply) ||
         reply.length !== 2 ||
@@ -251,7 +269,7 @@ export class RedisStore implements Store {
   }
 
   serverErrors(): Array<[string, number]> {
-    return [[this.server, this.health.errors]];
+    return this.node === undefined ? [] : [[this.server, this.node.health.errors]];
   }
 
   async get(key: string): Promise<Uint8Array | undefined> {
@@ -269,15 +287,24 @@ export class RedisStore implements Store {
   async getMany(keys: readonly string[]): Promise<Array<Uint8Array | undefined>> {
     if (keys.length === 0) return [];
     const stored = keys.map((k) => this.key(k));
-    const limits = { maxBulk: this.maxValue, maxBytes: this.maxValue * stored.length, maxElements: stored.length };
-    const reply = this.answer((await this.run([[pack("MGET", ...stored), limits]]))[0] as RespValue);
-    if (
-      !Array.isArray(reply) ||
-      reply.length !== stored.length ||
-      !reply.every((r) => r === null || r instanceof Uint8Array)
-    )
-      throw this.malformed("MGET", reply);
-    return (reply as Array<Uint8Array | null>).map((r) => r ?? undefined);
+    const found = new Map<string, Uint8Array>();
+    await Promise.all(
+      this.groups([...new Set(stored)]).map(async (group) => {
+        const limits = { maxBulk: this.maxValue, maxBytes: this.maxValue * group.length, maxElements: group.length };
+        const reply = this.answer((await this.run([[pack("MGET", ...group), limits]], group[0]))[0] as RespValue);
+        if (
+          !Array.isArray(reply) ||
+          reply.length !== group.length ||
+          !reply.every((r) => r === null || r instanceof Uint8Array)
+        )
+          throw this.malformed("MGET", reply);
+        group.forEach((key, i) => {
+          const value = reply[i];
+          if (value instanceof Uint8Array) found.set(key, value);
+        });
+      }),
+    );
+    return stored.map((key) => found.get(key));
   }
 
   async set(key: string, value: Uint8Array, ttlMs?: number): Promise<void> {
@@ -320,57 +347,75 @@ export class RedisStore implements Store {
 
   async clear(): Promise<void> {
     if (this.prefix) await this.purgePrefix("");
-    else this.answer((await this.run([[pack("FLUSHDB"), SMALL]]))[0] as RespValue);
+    else
+      for (const send of await this.everyServer())
+        this.answer((await send([[pack("FLUSHDB"), SMALL]]))[0] as RespValue);
   }
 
   async purgePrefix(prefix: string): Promise<number> {
     const pattern = globPrefix(storedKey(this.prefix, checkPrefix(this.backend, prefix)) || "");
-    const found = await this.scanPages("SCAN", (cursor) => pack("SCAN", cursor, "MATCH", pattern, "COUNT", SCAN_COUNT));
-    return this.deleteStored([...new Set(found)]);
+    return this.deleteStored([...new Set(await this.scanEveryServer(pattern))]);
   }
 
   async purgeTag(tag: string): Promise<number> {
     const tagKey = internalKey(this.prefix, "tag", tag);
-    const members = await this.scanPages("SSCAN", (cursor) => pack("SSCAN", tagKey, cursor, "COUNT", SCAN_COUNT));
+    const members = await this.scanPages(
+      "SSCAN",
+      (cursor) => pack("SSCAN", tagKey, cursor, "COUNT", SCAN_COUNT),
+      undefined,
+      tagKey,
+    );
     const deleted = await this.deleteStored([...new Set(members)]);
     await this.deleteStored([tagKey]);
     return deleted;
   }
 
+  private async scanEveryServer(pattern: string): Promise<string[]> {
+    const found: string[] = [];
+    for (const send of await this.everyServer()) {
+      const page = (cursor: string) => pack("SCAN", cursor, "MATCH", pattern, "COUNT", SCAN_COUNT);
+      found.push(...(await this.scanPages("SCAN", page, send)));
+    }
+    return found;
+  }
+
   /** The keys starting with `prefix` (after the store's own prefix, which is taken off), by SCAN. */
   async *keys(prefix = ""): AsyncGenerator<string, void, unknown> {
     const pattern = globPrefix(this.prefix + prefix);
-    for (const key of new Set(
-      await this.scanPages("SCAN", (cursor) => pack("SCAN", cursor, "MATCH", pattern, "COUNT", SCAN_COUNT)),
-    )) {
+    for (const key of new Set(await this.scanEveryServer(pattern))) {
       if (!key.startsWith("larder#") && !key.startsWith(`${this.prefix}larder#`)) yield key.slice(this.prefix.length);
     }
   }
 
   async stats(): Promise<StoreStats> {
     const stats = emptyStats();
-    stats.entries = this.int("DBSIZE", (await this.run([[pack("DBSIZE"), SMALL]]))[0] as RespValue);
-    const info = this.answer((await this.run([[pack("INFO"), INFO]]))[0] as RespValue);
-    if (!(info instanceof Uint8Array)) throw this.malformed("INFO", info);
-    const fields = new Map<string, string>();
-    for (const line of Buffer.from(info).toString("utf8").split(/\r?\n/)) {
-      const colon = line.indexOf(":");
-      if (colon > 0 && colon < 64) fields.set(line.slice(0, colon), line.slice(colon + 1).trim());
+    for (const send of await this.everyServer()) {
+      const [size, info] = await send([
+        [pack("DBSIZE"), SMALL],
+        [pack("INFO"), INFO],
+      ]);
+      stats.entries += this.int("DBSIZE", size as RespValue);
+      if (!(info instanceof Uint8Array)) throw this.malformed("INFO", this.answer(info as RespValue));
+      const fields = new Map<string, string>();
+      for (const line of Buffer.from(info).toString("utf8").split(/\r?\n/)) {
+        const colon = line.indexOf(":");
+        if (colon > 0 && colon < 64) fields.set(line.slice(0, colon), line.slice(colon + 1).trim());
+      }
+      const number = (name: string): number => {
+        const text = fields.get(name) ?? "0";
+        return /^[0-9]{1,19}$/.test(text) ? Number(text) : 0;
+      };
+      stats.hits += number("keyspace_hits");
+      stats.misses += number("keyspace_misses");
+      stats.evictions += number("evicted_keys");
+      stats.expirations += number("expired_keys");
+      stats.bytes += number("used_memory");
+      stats.capacityBytes += number("maxmemory");
     }
-    const number = (name: string): number => {
-      const text = fields.get(name) ?? "0";
-      return /^[0-9]{1,19}$/.test(text) ? Number(text) : 0;
-    };
-    stats.hits = number("keyspace_hits");
-    stats.misses = number("keyspace_misses");
-    stats.evictions = number("evicted_keys");
-    stats.expirations = number("expired_keys");
-    stats.bytes = number("used_memory");
-    stats.capacityBytes = number("maxmemory");
     return stats;
   }
 
   async close(): Promise<void> {
-    this.pool.close();
+    this.node?.close();
   }
 }

@@ -2,7 +2,7 @@
 // clients/python/tests/servers.py do); and larder-hostile, the hostile memcached/Redis server of crates/testkit.
 // A missing binary is a test failure that says to run `make services`, never a skip.
 
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { accessSync, constants } from "node:fs";
 import net from "node:net";
 import { createInterface } from "node:readline";
@@ -54,11 +54,12 @@ export class ServerProcess {
     readonly what: string,
     readonly command: string[],
     readonly port: number,
+    readonly cwd?: string,
   ) {}
 
   async start(): Promise<this> {
     const [exe, ...args] = this.command as [string, ...string[]];
-    this.child = spawn(exe, args, { stdio: "ignore", detached: false });
+    this.child = spawn(exe, args, { stdio: "ignore", detached: false, cwd: this.cwd });
     await waitForPort(this.port, this.child, this.what);
     return this;
   }
@@ -140,13 +141,82 @@ export async function startRedis(port?: number): Promise<ServerProcess> {
   return new ServerProcess("redis-server", command, p).start();
 }
 
+/** A free loopback port below 55000 whose port + 10000 (a Cluster node's bus) is free too. */
+async function freeBusPort(): Promise<number> {
+  for (let i = 0; i < 100; i++) {
+    const port = await freePort();
+    if (port >= 55000) continue;
+    const busFree = await new Promise<boolean>((resolve) => {
+      const server = net.createServer();
+      server.once("error", () => resolve(false));
+      server.listen(port + 10000, "127.0.0.1", () => server.close(() => resolve(true)));
+    });
+    if (busFree) return port;
+  }
+  throw new Error("no free port pair for a Redis Cluster node");
+}
+
+/** A three-master Redis Cluster (no replicas) on free loopback ports, made with `redis-cli --cluster create`. */
+export class RedisCluster {
+  private constructor(
+    readonly nodes: ServerProcess[],
+    private readonly dir: string,
+  ) {}
+
+  static async start(): Promise<RedisCluster> {
+    const { mkdtempSync } = await import("node:fs");
+    const { tmpdir } = await import("node:os");
+    const dir = mkdtempSync(`${tmpdir()}/larder-ts-cluster-`);
+    const nodes: ServerProcess[] = [];
+    const cluster = new RedisCluster(nodes, dir);
+    try {
+      for (let i = 0; i < 3; i++) {
+        const port = await freeBusPort();
+        const command = [findBinary("redis-server"), "--port", String(port), "--bind", "127.0.0.1", "--save", ""];
+        command.push("--appendonly", "no", "--protected-mode", "no", "--cluster-enabled", "yes");
+        command.push("--cluster-config-file", `nodes-${port}.conf`, "--cluster-node-timeout", "2000");
+        nodes.push(await new ServerProcess("redis-server (cluster)", command, port, dir).start());
+      }
+      cluster.cli(nodes[0] as ServerProcess, "--cluster", "create", ...nodes.map((n) => n.address));
+      const deadline = Date.now() + 20_000;
+      for (const node of nodes) {
+        while (!cluster.cli(node, "cluster", "info").includes("cluster_state:ok")) {
+          if (Date.now() > deadline) throw new Error("the Redis Cluster was not ok within 20 s");
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      }
+      return cluster;
+    } catch (e) {
+      await cluster.stop();
+      throw e;
+    }
+  }
+
+  cli(node: ServerProcess, ...args: string[]): string {
+    const extra = args[0] === "--cluster" ? ["--cluster-replicas", "0", "--cluster-yes"] : [];
+    return execFileSync(findBinary("redis-cli"), ["-h", "127.0.0.1", "-p", String(node.port), ...args, ...extra], {
+      encoding: "utf8",
+      timeout: 30_000,
+    });
+  }
+
+  get url(): string {
+    return `redis+cluster://${this.nodes.map((n) => n.address).join(",")}`;
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.nodes.map((n) => n.stop()));
+    const { rmSync } = await import("node:fs");
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
 const PG_BIN_DIRS = ["/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/17/bin"];
 
 /** PostgreSQL in a temporary data directory, trust authentication, user `larder` (run as the `postgres` user when
  * this process is root: PostgreSQL refuses to run as root). */
 export async function startPostgres(): Promise<ServerProcess & { url: string }> {
   const { mkdtempSync, mkdirSync } = await import("node:fs");
-  const { execFileSync } = await import("node:child_process");
   const { tmpdir } = await import("node:os");
   const dir = mkdtempSync(`${tmpdir()}/larder-ts-pg-`);
   const data = `${dir}/data`;

@@ -1,0 +1,98 @@
+// One Redis server as larder's Redis stores see it: a pool of pipelined RESP connections (wire.ts, resp.ts), the
+// AUTH/SELECT handshake, and the server's health (spec/STORES.md §1). A standalone store has one; a Cluster store
+// (redis_cluster.ts) has one per node, which it never ejects (the cluster's own failover decides).
+
+import { type FailurePolicy, Health } from "./base.js";
+import { ServerError, type StoreError, StoreTimeout } from "./errors.js";
+import { ErrorReply, type Limits, pack, parseResp, type RespValue } from "./resp.js";
+import { Connection, ConnectionPool, WireFailure } from "./wire.js";
+
+export type Request = [Buffer, Limits];
+export const SMALL: Limits = { maxBulk: 1024, maxBytes: 1024, maxElements: 0 };
+
+export interface NodeOptions {
+  backend: string;
+  db: number;
+  username?: string | undefined;
+  password?: string | undefined;
+  connectTimeoutMs: number;
+  timeoutMs: number;
+  pool: number;
+  policy: FailurePolicy;
+}
+
+export function serverName(host: string, port: number): string {
+  return host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+export class RedisNode {
+  readonly server: string;
+  readonly health = new Health();
+  private readonly pool: ConnectionPool<RespValue, Limits>;
+
+  constructor(
+    readonly host: string,
+    readonly port: number,
+    private readonly o: NodeOptions,
+  ) {
+    this.server = serverName(host, port);
+    const handshake: Buffer[] = [];
+    if (o.password !== undefined)
+      handshake.push(o.username ? pack("AUTH", o.username, o.password) : pack("AUTH", o.password));
+    if (o.db !== 0) handshake.push(pack("SELECT", o.db));
+    this.pool = new ConnectionPool(o.pool, () => {
+      const conn = new Connection<RespValue, Limits>(
+        { host, port, connectTimeoutMs: o.connectTimeoutMs, onFailure: () => {} },
+        parseResp,
+      );
+      for (const command of handshake) {
+        conn
+          .request(command, () => true, o.connectTimeoutMs + o.timeoutMs, SMALL)
+          .then(
+            ([reply]) => {
+              if (reply instanceof ErrorReply) conn.close();
+            },
+            () => {},
+          );
+      }
+      return conn;
+    });
+  }
+
+  private failed(failure: WireFailure, timeoutMs: number): StoreError {
+    this.health.record(false, this.o.policy, Date.now());
+    if (failure.timeout) return new StoreTimeout(this.o.backend, this.server, timeoutMs);
+    return new ServerError(this.o.backend, failure.message, this.server);
+  }
+
+  /** One pipelined batch on one connection within `timeoutMs`; each request gets exactly one reply. */
+  async run(requests: Request[], timeoutMs = this.o.timeoutMs): Promise<RespValue[]> {
+    if (!this.health.admits(Date.now())) {
+      this.health.errors++;
+      throw new ServerError(this.o.backend, "ejected after failures; retrying after retry_after", this.server);
+    }
+    const conn = this.pool.pick();
+    try {
+      const replies = await Promise.all(
+        requests.map(([command, limits]) => conn.request(command, () => true, timeoutMs, limits)),
+      );
+      this.health.record(true, this.o.policy, Date.now());
+      return replies.map((r) => r[0] as RespValue);
+    } catch (e) {
+      if (e instanceof WireFailure) throw this.failed(e, timeoutMs);
+      throw e;
+    }
+  }
+
+  /** A reply that breaks the protocol's shape: counted as a failure of this server. */
+  malformed(command: string, reply: RespValue): StoreError {
+    return this.failed(
+      new WireFailure(`malformed reply to ${command}: ${Array.isArray(reply) ? "array" : typeof reply}`),
+      this.o.timeoutMs,
+    );
+  }
+
+  close(): void {
+    this.pool.close();
+  }
+}
