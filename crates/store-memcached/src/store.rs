@@ -160,8 +160,8 @@ impl Inner {
         }
     }
 
-    /// One batch to one server, recording the outcome; a failure that ejects the server is retried once on the
-    /// key's new server (`route_key` routes again).
+    /// A request about one key to its server, recording the outcome; a failure that ejects the server is retried
+    /// once on the key's new server (`route_key` routes again). Batches of several keys go through `batched`.
     async fn exchange(
         &self,
         route_key: &str,
@@ -200,35 +200,104 @@ impl Inner {
         StoreError::Server { backend: BACKEND, server, message }
     }
 
-    /// Values for stored keys, one round trip per server, servers in parallel.
-    pub(crate) async fn get_stored(&self, keys: &[&str]) -> Result<Vec<Option<Bytes>>, StoreError> {
+    /// Items grouped by the server each one's stored key routes to.
+    fn group(
+        &self,
+        routes: &[&str],
+        items: impl IntoIterator<Item = usize>,
+    ) -> Result<HashMap<usize, Vec<usize>>, StoreError> {
         let mut groups: HashMap<usize, Vec<usize>> = HashMap::new();
-        for (i, key) in keys.iter().enumerate() {
-            groups.entry(self.route(key)?).or_default().push(i);
+        for i in items {
+            groups.entry(self.route(routes[i])?).or_default().push(i);
         }
-        let batches = groups.into_values().map(|indexes| async move {
-            // Without `q`, every key gets its own reply (a value or `EN`) in the order asked, so replies pair with
-            // keys by position: no key echoed back, no map to build.
-            let mut request = Vec::with_capacity(indexes.len() * 64);
-            for &i in &indexes {
-                protocol::get(&mut request, keys[i], "");
+        Ok(groups)
+    }
+
+    /// One batch of items to one server: each item's reply, or the error, the items and whether it ejected the server.
+    async fn send_batch(
+        &self,
+        index: usize,
+        items: Vec<usize>,
+        request: &(impl Fn(&[usize]) -> Vec<u8> + Sync),
+    ) -> Result<Vec<(usize, Reply)>, (StoreError, Vec<usize>, bool)> {
+        let server = &self.servers[index];
+        let bytes = Bytes::from(request(&items));
+        match server.exchange(bytes, Expect::Count(items.len()), self.timeout, self.connect_timeout).await {
+            Ok(replies) => {
+                server.health.succeeded();
+                Ok(items.into_iter().zip(replies).collect())
             }
-            let replies = self.exchange(keys[indexes[0]], request, Expect::Count(indexes.len())).await?;
-            let mut found = Vec::with_capacity(indexes.len());
-            for (i, reply) in indexes.into_iter().zip(replies) {
-                match reply {
-                    Reply::Value { data, .. } => found.push((i, Some(data))),
-                    Reply::Miss => found.push((i, None)),
-                    Reply::Error(message) => return Err(self.reply_error(keys[i], message)),
-                    other => return Err(self.reply_error(keys[i], format!("unexpected reply {other:?}"))),
+            Err(failure) => {
+                let ejected = server.health.failed(&failure.0, self.policy, larder_format::now_ms());
+                if ejected {
+                    self.rebuild();
+                }
+                Err((self.error(server, failure), items, ejected))
+            }
+        }
+    }
+
+    /// Several items in one round trip per server, servers in parallel; each item is routed by `routes[i]` and
+    /// `request` writes the commands for a group of items, one reply each. A batch whose failure ejects its server
+    /// is retried once, its items regrouped on the rebuilt ring (STORES.md §4.3: on each key's new server, which
+    /// for the keys of one ejected server are often several servers: sending them all to the first key's new
+    /// server would read false misses and write values, deletes included, where no reader looks).
+    async fn batched(
+        &self,
+        routes: &[&str],
+        request: impl Fn(&[usize]) -> Vec<u8> + Sync,
+    ) -> Result<Vec<(usize, Reply)>, StoreError> {
+        let groups = self.group(routes, 0..routes.len())?;
+        let request = &request;
+        let first = join_all(groups.into_iter().map(|(server, items)| self.send_batch(server, items, request))).await;
+        let mut replies = Vec::with_capacity(routes.len());
+        let mut retry = Vec::new();
+        let mut ejection = None;
+        for outcome in first {
+            match outcome {
+                Ok(mut pairs) => replies.append(&mut pairs),
+                Err((error, items, true)) => {
+                    retry.extend(items);
+                    ejection.get_or_insert(error);
+                }
+                Err((error, _, false)) => return Err(error),
+            }
+        }
+        if let Some(ejection) = ejection {
+            // With every server ejected there is no new owner: the failure that ejected the last one is the answer.
+            let groups = self.group(routes, retry).map_err(|_| ejection)?;
+            let second =
+                join_all(groups.into_iter().map(|(server, items)| self.send_batch(server, items, request))).await;
+            for outcome in second {
+                match outcome {
+                    Ok(mut pairs) => replies.append(&mut pairs),
+                    Err((error, _, _)) => return Err(error),
                 }
             }
-            Ok::<_, StoreError>(found)
-        });
+        }
+        Ok(replies)
+    }
+
+    /// Values for stored keys, one round trip per server, servers in parallel.
+    pub(crate) async fn get_stored(&self, keys: &[&str]) -> Result<Vec<Option<Bytes>>, StoreError> {
+        // Without `q`, every key gets its own reply (a value or `EN`) in the order asked, so replies pair with keys
+        // by position: no key echoed back, no map to build.
+        let replies = self
+            .batched(keys, |items| {
+                let mut request = Vec::with_capacity(items.len() * 64);
+                for &i in items {
+                    protocol::get(&mut request, keys[i], "");
+                }
+                request
+            })
+            .await?;
         let mut values = vec![None; keys.len()];
-        for batch in join_all(batches).await {
-            for (i, value) in batch? {
-                values[i] = value;
+        for (i, reply) in replies {
+            match reply {
+                Reply::Value { data, .. } => values[i] = Some(data),
+                Reply::Miss => {}
+                Reply::Error(message) => return Err(self.reply_error(keys[i], message)),
+                other => return Err(self.reply_error(keys[i], format!("unexpected reply {other:?}"))),
             }
         }
         Ok(values)
@@ -236,39 +305,30 @@ impl Inner {
 
     /// Writes under stored keys with their exptimes; one batch per server.
     async fn set_stored(&self, items: &[(String, &[u8], i64)], mode: &str) -> Result<Vec<bool>, StoreError> {
-        let mut groups: HashMap<usize, Vec<usize>> = HashMap::new();
-        for (i, (key, _, _)) in items.iter().enumerate() {
-            groups.entry(self.route(key)?).or_default().push(i);
-        }
-        let batches = groups.into_values().map(|indexes| async move {
-            let mut request = Vec::new();
-            for &i in &indexes {
-                let (key, value, exptime) = &items[i];
-                if *exptime < 0 {
-                    protocol::delete(&mut request, key, "");
-                } else {
-                    protocol::set(&mut request, key, value, *exptime, mode);
+        let routes: Vec<&str> = items.iter().map(|(key, _, _)| key.as_str()).collect();
+        let replies = self
+            .batched(&routes, |batch| {
+                let mut request = Vec::new();
+                for &i in batch {
+                    let (key, value, exptime) = &items[i];
+                    if *exptime < 0 {
+                        protocol::delete(&mut request, key, "");
+                    } else {
+                        protocol::set(&mut request, key, value, *exptime, mode);
+                    }
                 }
-            }
-            let route = items[indexes[0]].0.as_str();
-            let replies = self.exchange(route, request, Expect::Count(indexes.len())).await?;
-            let mut stored = Vec::with_capacity(indexes.len());
-            for (&i, reply) in indexes.iter().zip(replies) {
-                let expired = items[i].2 < 0;
-                match reply {
-                    Reply::Done | Reply::NotFound if expired => stored.push((i, false)),
-                    Reply::Done => stored.push((i, true)),
-                    Reply::NotStored => stored.push((i, false)),
-                    Reply::Error(message) => return Err(self.reply_error(route, message)),
-                    other => return Err(self.reply_error(route, format!("unexpected reply {other:?}"))),
-                }
-            }
-            Ok::<_, StoreError>(stored)
-        });
+                request
+            })
+            .await?;
         let mut results = vec![false; items.len()];
-        for batch in join_all(batches).await {
-            for (i, stored) in batch? {
-                results[i] = stored;
+        for (i, reply) in replies {
+            let expired = items[i].2 < 0;
+            match reply {
+                Reply::Done | Reply::NotFound if expired => {}
+                Reply::Done => results[i] = true,
+                Reply::NotStored => {}
+                Reply::Error(message) => return Err(self.reply_error(routes[i], message)),
+                other => return Err(self.reply_error(routes[i], format!("unexpected reply {other:?}"))),
             }
         }
         Ok(results)
@@ -292,23 +352,16 @@ impl Inner {
 
     /// Deletes stored keys; how many were present.
     async fn delete_stored(&self, keys: &[&str]) -> Result<usize, StoreError> {
-        let mut groups: HashMap<usize, Vec<&str>> = HashMap::new();
-        for key in keys {
-            groups.entry(self.route(key)?).or_default().push(key);
-        }
-        let batches = groups.into_values().map(|group| async move {
-            let mut request = Vec::new();
-            for key in &group {
-                protocol::delete(&mut request, key, "");
-            }
-            let replies = self.exchange(group[0], request, Expect::Count(group.len())).await?;
-            Ok::<_, StoreError>(replies.iter().filter(|r| matches!(r, Reply::Done)).count())
-        });
-        let mut deleted = 0;
-        for batch in join_all(batches).await {
-            deleted += batch?;
-        }
-        Ok(deleted)
+        let replies = self
+            .batched(keys, |batch| {
+                let mut request = Vec::new();
+                for &i in batch {
+                    protocol::delete(&mut request, keys[i], "");
+                }
+                request
+            })
+            .await?;
+        Ok(replies.iter().filter(|(_, r)| matches!(r, Reply::Done)).count())
     }
 
     /// Runs `request` on every server on the ring.

@@ -77,6 +77,45 @@ async fn a_failing_server_is_ejected_its_keys_move_and_it_rejoins() {
     assert_eq!(store.get(on_dead[0]).await.expect("get").as_deref(), Some(&b"back"[..]));
 }
 
+/// STORES.md §4.3: a batch whose failure ejects its server is retried once, each key on its own new server. The
+/// keys of one ejected server move to several servers, so sending the whole batch to the first key's new server
+/// would read false misses and leave writes and deletes where no reader looks.
+#[tokio::test]
+async fn a_batch_that_ejects_its_server_is_retried_on_each_keys_new_server() {
+    let mut servers: Vec<Memcached> = (0..3).map(|_| Memcached::start().expect("memcached")).collect();
+    let url = url_of(&servers, "?timeout=300ms&connect_timeout=300ms&failures=1&retry_after=60s");
+    let (writer, deleter, reader) = (open(&url).await, open(&url).await, open(&url).await);
+    let dead = servers[1].address();
+    let keys: Vec<String> = (0..300).map(|i| format!("batch:{i}")).collect();
+    let moved: Vec<&str> =
+        keys.iter().map(String::as_str).filter(|k| writer.server_of(k).as_deref() == Some(&dead)).collect();
+    assert!(moved.len() >= 10, "enough keys on the server that will fail: {}", moved.len());
+    servers[1].stop();
+
+    // Each store ejects the server on the first failure of its own batch, then retries it. Every check reads one
+    // key at a time, which routes by that key alone.
+    let items: Vec<(&str, &[u8])> = moved.iter().map(|k| (*k, &b"written"[..])).collect();
+    writer.set_many(&items, None).await.expect("ejected, then written on each key's new server");
+    let owners: std::collections::HashSet<String> = moved.iter().filter_map(|k| writer.server_of(k)).collect();
+    assert!(!owners.contains(&dead) && owners.len() == 2, "the moved keys now live on both survivors: {owners:?}");
+    for key in &moved {
+        assert_eq!(writer.get(key).await.expect("get").as_deref(), Some(&b"written"[..]), "{key} where readers look");
+    }
+
+    for key in &moved {
+        writer.set(key, b"one by one", None).await.expect("set");
+    }
+    let values = reader.get_many(&moved).await.expect("ejected, then read from each key's new server");
+    for (key, value) in moved.iter().zip(&values) {
+        assert_eq!(value.as_deref(), Some(&b"one by one"[..]), "{key} read where it was written");
+    }
+
+    assert_eq!(deleter.delete_many(&moved).await.expect("ejected, then deleted on each key's new server"), moved.len());
+    for key in &moved {
+        assert_eq!(writer.get(key).await.expect("get"), None, "{key} deleted where readers look");
+    }
+}
+
 #[tokio::test]
 async fn with_every_server_down_requests_fail_at_once() {
     let mut server = Memcached::start().expect("memcached");
