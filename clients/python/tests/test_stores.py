@@ -280,3 +280,35 @@ def test_redis_authenticates_and_selects_its_database(tmp_path: Path) -> None:
             open_store(f"redis://:wrong@127.0.0.1:{port}/3").get("k")
     finally:
         server.stop()
+
+
+def test_a_memcached_batch_that_ejects_its_server_is_retried_on_each_keys_new_server() -> None:
+    """STORES.md §4.3: a batch whose failure ejects its server is retried once, each key on its own new server. The
+    keys of one ejected server move to several servers, so sending the whole batch to the first key's new server
+    would read false misses and leave writes and deletes where no reader looks. Each check reads one key at a time,
+    which routes by that key alone."""
+    servers = [Memcached(), Memcached(), Memcached()]
+    try:
+        url = "memcached://" + ",".join(s.address for s in servers)
+        url += "?timeout=300ms&connect_timeout=300ms&failures=1&retry_after=60s"
+        writer, reader, deleter = open_store(url), open_store(url), open_store(url)
+        dead = servers[1].address
+        moved = [k for k in (f"batch:{i}" for i in range(300)) if writer.server_of(k) == dead]  # type: ignore[attr-defined]
+        assert len(moved) >= 10, moved
+        servers[1].kill()
+
+        writer.set_many([(k, b"written") for k in moved])  # ejects the server, then writes on each new owner
+        owners = {writer.server_of(k) for k in moved}  # type: ignore[attr-defined]
+        assert dead not in owners, owners
+        assert len(owners) == 2, owners
+        assert all(writer.get(k) == b"written" for k in moved)
+
+        for key in moved:
+            writer.set(key, b"one by one")
+        assert reader.get_many(moved) == [b"one by one"] * len(moved)
+
+        assert deleter.delete_many(moved) == len(moved)
+        assert all(writer.get(k) is None for k in moved)
+    finally:
+        for server in servers:
+            server.stop()

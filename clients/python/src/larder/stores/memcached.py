@@ -18,7 +18,7 @@ the server (it counts toward ejection) and closes the connection; a connection t
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from time import monotonic
 from typing import Final
 
@@ -300,8 +300,8 @@ class MemcachedStore(Store):
     def _exchange(
         self, route_key: str, request: bytes | list[bytes], expect: int, allowed: frozenset[str]
     ) -> tuple[_Server, list[Reply]]:
-        """One batch to the key's server, recording the outcome; a failure that ejects the server is retried once on
-        the key's new server."""
+        """A request about one key to its server, recording the outcome; a failure that ejects the server is retried
+        once on the key's new server. Batches of several keys go through `_batched`."""
         attempt = 0
         while True:
             server = self.servers[self._route(route_key)]
@@ -322,46 +322,81 @@ class MemcachedStore(Store):
     def _reply_error(server: _Server, message: str) -> StoreError:
         return ServerError(BACKEND, message, server.name)
 
-    def _groups(self, keys: Sequence[str]) -> dict[int, list[int]]:
-        if len(self.servers) == 1 and keys:  # one server takes every key (routing still checks it is not ejected)
-            return {self._route(keys[0]): list(range(len(keys)))}
+    def _groups(self, keys: Sequence[str], indexes: Sequence[int] | None = None) -> dict[int, list[int]]:
+        """The indexes of `keys` (all, or those of `indexes`) grouped by the server each key routes to."""
+        items = range(len(keys)) if indexes is None else indexes
+        if len(self.servers) == 1 and items:  # one server takes every key (routing still checks it is not ejected)
+            return {self._route(keys[items[0]]): list(items)}
         groups: dict[int, list[int]] = {}
-        for i, key in enumerate(keys):
-            groups.setdefault(self._route(key), []).append(i)
+        for i in items:
+            groups.setdefault(self._route(keys[i]), []).append(i)
         return groups
+
+    def _batched(
+        self,
+        keys: Sequence[str],
+        request_for: Callable[[list[int]], bytes | list[bytes]],
+        allowed: frozenset[str],
+    ) -> list[tuple[int, Reply, _Server]]:
+        """Several keys in one round trip per server: each key's reply (and the server that gave it), for the
+        commands `request_for` writes for a group of indexes of `keys`, one reply each. A batch whose failure ejects
+        its server is retried once, its keys regrouped on the rebuilt ring (STORES.md §4.3: on each key's new
+        server; the keys of one ejected server move to several servers, so sending them all to the first key's new
+        server would read false misses and leave writes and deletes where no reader looks)."""
+        results: list[tuple[int, Reply, _Server]] = []
+        groups = self._groups(keys)
+        for attempt in (0, 1):
+            retry: list[int] = []
+            for index, items in groups.items():
+                server = self.servers[index]
+                try:
+                    replies = server.exchange(request_for(items), len(items), self.timeout, allowed)
+                except WireFailure as failure:
+                    ejected = server.health.record(False, self.policy, now_ms())
+                    if ejected:
+                        self._rebuild()
+                    if not ejected or attempt > 0:
+                        raise self._error(server, failure) from None
+                    retry += items
+                    continue
+                server.health.record(True, self.policy, now_ms())
+                results += [(i, reply, server) for i, reply in zip(items, replies, strict=True)]
+            if not retry:
+                break
+            groups = self._groups(keys, retry)
+        return results
 
     # ----------------------------------------------------------------------------------------- stored keys
 
     def _get_stored(self, keys: Sequence[str]) -> list[bytes | None]:
         values: list[bytes | None] = [None] * len(keys)
-        for indexes in self._groups(keys).values():
-            # One `mg <key> v` per key, its reply (VA or EN) paired with the key by position: a server that says
-            # nothing is a timeout, never a row of misses.
-            request = b"".join(_get(keys[i], "v") for i in indexes)
-            server, replies = self._exchange(keys[indexes[0]], request, len(indexes), _GET_REPLIES)
-            for i, reply in zip(indexes, replies, strict=True):
-                if reply.code == "ERROR":
-                    raise self._reply_error(server, reply.message)
-                values[i] = reply.data if reply.code == "VA" else None
+        # One `mg <key> v` per key, its reply (VA or EN) paired with the key by position: a server that says nothing
+        # is a timeout, never a row of misses.
+        replies = self._batched(keys, lambda items: b"".join(_get(keys[i], "v") for i in items), _GET_REPLIES)
+        for i, reply, server in replies:
+            if reply.code == "ERROR":
+                raise self._reply_error(server, reply.message)
+            values[i] = reply.data if reply.code == "VA" else None
         return values
 
     def _set_stored(self, items: Sequence[tuple[str, bytes, int]], mode: str) -> list[bool]:
         results = [False] * len(items)
-        for indexes in self._groups([k for k, _, _ in items]).values():
+
+        def request_for(indexes: list[int]) -> bytes | list[bytes]:
             parts: list[bytes] = []
             for i in indexes:
                 if items[i][2] < 0:
                     parts.append(_delete(items[i][0]))
                 else:
                     parts += _set(items[i][0], items[i][1], items[i][2], mode)
-            request: bytes | list[bytes] = parts if len(parts) <= 64 else b"".join(parts)
-            server, replies = self._exchange(items[indexes[0]][0], request, len(indexes), _SET_REPLIES)
-            for i, reply in zip(indexes, replies, strict=True):
-                if reply.code == "ERROR":
-                    raise self._reply_error(server, reply.message)
-                if reply.code not in ("HD", "NS", "NF", "EX"):
-                    raise self._reply_error(server, f"unexpected reply {reply.code}")
-                results[i] = reply.code == "HD" and items[i][2] >= 0
+            return parts if len(parts) <= 64 else b"".join(parts)
+
+        for i, reply, server in self._batched([k for k, _, _ in items], request_for, _SET_REPLIES):
+            if reply.code == "ERROR":
+                raise self._reply_error(server, reply.message)
+            if reply.code not in ("HD", "NS", "NF", "EX"):
+                raise self._reply_error(server, f"unexpected reply {reply.code}")
+            results[i] = reply.code == "HD" and items[i][2] >= 0
         return results
 
     def _get_with_cas(self, stored: str) -> tuple[bytes, int] | None:
@@ -540,12 +575,8 @@ class MemcachedStore(Store):
 
     def delete_many(self, keys: Sequence[str]) -> int:
         stored = [checked_key(BACKEND, self.prefix, k) for k in keys]
-        deleted = 0
-        for indexes in self._groups(stored).values():
-            request = b"".join(_delete(stored[i]) for i in indexes)
-            _, replies = self._exchange(stored[indexes[0]], request, len(indexes), _DELETE_REPLIES)
-            deleted += sum(r.code == "HD" for r in replies)
-        return deleted
+        replies = self._batched(stored, lambda items: b"".join(_delete(stored[i]) for i in items), _DELETE_REPLIES)
+        return sum(reply.code == "HD" for _, reply, _ in replies)
 
     def clear(self) -> None:
         if self.prefix:
