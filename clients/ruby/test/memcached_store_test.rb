@@ -68,6 +68,28 @@ class MemcachedStoreTest < Minitest::Test
     pool&.close
   end
 
+  # §4.3: a batch whose failure ejects its server is retried once, each key on its own new server. The keys of one
+  # ejected server move to several servers, so sending the whole batch to the first key's new server would read
+  # false misses and leave writes where no reader looks.
+  def test_a_batch_that_ejects_its_server_is_retried_on_each_keys_new_server
+    first, = Servers.memcached
+    second, = Servers.memcached
+    dead = "127.0.0.1:#{Servers.free_port}"
+    ring_of = ->(list) { Larder::Ring.new(list.map { |a| a.split(":").then { |h, p| [h, p.to_i, 1] } }) }
+    moved = Array.new(300) { |i| "batch-#{i}" }.select { |k| ring_of.call([first, dead, second]).server(k) == 1 }
+    survivors = ring_of.call([first, second])
+    assert_equal [0, 1], moved.map { |k| survivors.server(k) }.uniq.sort, "the moved keys go to both survivors"
+    url = "memcached://#{first},#{dead},#{second}?failures=1&retry_after=60s&timeout=300ms&prefix_purge=false"
+    writer = Larder::Stores.open(url)
+    reader = Larder::Stores.open(url)
+    singles = [first, second].map { |address| Larder::Stores.open("memcached://#{address}?prefix_purge=false") }
+    writer.set_many(moved.map { |key| [key, entry(key)] }) # ejects the dead server, then writes on each new owner
+    moved.each { |key| assert singles[survivors.server(key)].get(key), "#{key} written where readers look" }
+    assert_equal(moved, reader.get_many(moved).map { |value| Larder.decode(value).value })
+  ensure
+    [writer, reader, *singles].compact.each(&:close)
+  end
+
   def test_every_server_dead_fails_fast
     pool = Larder::Stores.open("memcached://127.0.0.1:#{Servers.free_port}?failures=1&retry_after=60s")
     error = assert_raises(Larder::StoreError) { pool.get("x") }

@@ -134,21 +134,17 @@ module Larder
       end
 
       def set_many(items, ttl: nil)
-        by_server = Hash.new { |h, k| h[k] = [] }
-        items.each do |key, value|
+        writes = items.map do |key, value|
           stored = checked(key, value)
-          by_server[server_index(stored)] << [stored, value, exptime_for(value, ttl)]
+          [stored, value, exptime_for(value, ttl)]
         end
-        deadline = deadline_from_now
-        by_server.each do |index, batch|
-          on_index(index, batch.first.first, deadline) do |connection|
-            request = batch.map do |stored, value, exptime|
-              next "md #{stored} q\r\n" if exptime.nil?
+        batched(writes, deadline_from_now, :first.to_proc) do |connection, batch|
+          request = batch.map do |stored, value, exptime|
+            next "md #{stored} q\r\n" if exptime.nil?
 
-              "ms #{stored} #{value.bytesize} T#{exptime} F0 q\r\n#{binary(value)}\r\n"
-            end.join
-            meta(connection, "#{request}mn\r\n", expect: %w[MN])
-          end
+            "ms #{stored} #{value.bytesize} T#{exptime} F0 q\r\n#{binary(value)}\r\n"
+          end.join
+          meta(connection, "#{request}mn\r\n", expect: %w[MN])
         end
         nil
       end
@@ -343,24 +339,51 @@ module Larder
       # pair with the keys by position (§4.1): each is `EN` or `VA <size>` with a size of at most max_item, so a
       # multi-get holds at most one item's worth per key asked; anything else is a Failure.
       def multi_get(stored_keys, deadline)
-        by_server = if @servers.size == 1
-                      { server_index(nil) => stored_keys }
-                    else
-                      stored_keys.group_by { |key| server_index(key) }
-                    end
-        by_server.each_with_object({}) do |(index, batch), found|
-          on_index(index, batch.first, deadline) do |connection|
-            request = String.new(capacity: batch.sum { |key| key.bytesize + 7 }, encoding: Encoding::BINARY)
-            batch.each { |key| request << "mg " << key << " v\r\n" }
-            connection.write(request)
-            batch.each do |key|
-              line = connection.read_line
-              next if line == "EN"
+        found = {}
+        batched(stored_keys, deadline, :itself.to_proc) do |connection, batch|
+          request = String.new(capacity: batch.sum { |key| key.bytesize + 7 }, encoding: Encoding::BINARY)
+          batch.each { |key| request << "mg " << key << " v\r\n" }
+          connection.write(request)
+          batch.each do |key|
+            line = connection.read_line
+            next if line == "EN"
 
-              found[key] = connection.read_bytes(value_size(line))
-            end
+            found[key] = connection.read_bytes(value_size(line))
           end
         end
+        found
+      end
+
+      # Runs the block with each server's connection and its batch of `items` (grouped by the stored key `key_of`
+      # reads from an item), servers one after another within `deadline`. A batch whose
+      # failure ejects its server is retried once with a deadline of its own, its items regrouped on the rebuilt
+      # ring (§4.3: each key on its own new server; the keys of one ejected server move to several servers, so
+      # sending them all to the first key's new server would read false misses and leave writes where no reader
+      # looks).
+      def batched(items, deadline, key_of, &work)
+        groups = group_by_server(items, key_of)
+        2.times do |attempt|
+          ejected = []
+          groups.each do |index, batch|
+            server = @servers[index]
+            server.request(deadline) { |connection| work.call(connection, batch) }
+          rescue Connection::Failure => e
+            retry_it = server.health.failure && attempt.zero? && ring
+            raise StoreError.new(BACKEND, e.message, server: server.address) unless retry_it
+
+            ejected.concat(batch)
+          end
+          break if ejected.empty?
+
+          groups = group_by_server(ejected, key_of)
+          deadline = deadline_from_now
+        end
+      end
+
+      def group_by_server(items, key_of)
+        return { server_index(nil) => items } if @servers.size == 1
+
+        items.group_by { |item| server_index(key_of.call(item)) }
       end
 
       # The size of a `VA <size> <flags>*` line (value_header without the flags); a size beyond max_item is a Failure.
