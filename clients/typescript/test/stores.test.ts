@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { encode } from "../src/entry.js";
 import { openStore, type Store, type StoreError } from "../src/stores/index.js";
+import type { MemcachedStore } from "../src/stores/memcached.js";
 import { RedisCluster, type ServerProcess, startMemcached, startPostgres, startRedis } from "./support/servers.js";
 
 const bytes = (s: string): Uint8Array => new Uint8Array(Buffer.from(s));
@@ -133,3 +134,35 @@ contract(
   true,
 );
 contract("memcached with a prefix", () => openStore(`memcached://${memcached.address}?timeout=1s&prefix=app1:`), false);
+
+// STORES.md §4.3: a batch whose failure ejects its server is retried once, each key on its own new server. The keys
+// of one ejected server move to several servers, so sending the whole batch to the first key's new server would
+// read false misses and leave writes and deletes where no reader looks. Each check reads one key at a time, which
+// routes by that key alone.
+test("a memcached batch that ejects its server is retried on each key's new server", async () => {
+  const servers = [await startMemcached(), await startMemcached(), await startMemcached()];
+  const url = `memcached://${servers.map((s) => s.address).join(",")}?timeout=300ms&failures=1&retry_after=60s`;
+  const [writer, reader, deleter] = [openStore(url), openStore(url), openStore(url)] as MemcachedStore[];
+  try {
+    const dead = (servers[1] as ServerProcess).address;
+    const moved = Array.from({ length: 300 }, (_, i) => `batch:${i}`).filter((k) => writer?.serverOf(k) === dead);
+    assert.ok(moved.length >= 10, `${moved.length} keys on the server that will fail`);
+    (servers[1] as ServerProcess).kill();
+    await writer?.setMany(moved.map((k) => [k, bytes("written")] as [string, Uint8Array]));
+    const owners = new Set(moved.map((k) => writer?.serverOf(k)));
+    assert.ok(!owners.has(dead) && owners.size === 2, `the moved keys live on both survivors: ${[...owners]}`);
+    for (const key of moved) assert.deepEqual(await writer?.get(key), bytes("written"), `${key} where readers look`);
+
+    for (const key of moved) await writer?.set(key, bytes("one by one"));
+    assert.deepEqual(
+      await reader?.getMany(moved),
+      moved.map(() => bytes("one by one")),
+    );
+
+    assert.equal(await deleter?.deleteMany(moved), moved.length);
+    for (const key of moved) assert.equal(await writer?.get(key), undefined, `${key} deleted where readers look`);
+  } finally {
+    await Promise.all([writer, reader, deleter].map((s) => s?.close()));
+    await Promise.all(servers.map((s) => s.stop()));
+  }
+});

@@ -268,7 +268,10 @@ export class MemcachedStore implements Store {
     return new ServerError(BACKEND, failure.message, server.name);
   }
 
-  /** One batch to the key's server; a failure that ejects the server is retried once on the key's new server. */
+  /**
+   * A request about one key to its server; a failure that ejects the server is retried once on the key's new
+   * server. Batches of several keys go through `batched`.
+   */
   private async exchange(
     routeKey: string,
     request: Buffer,
@@ -288,15 +291,53 @@ export class MemcachedStore implements Store {
     }
   }
 
-  private groups(keys: readonly string[]): Map<number, number[]> {
+  /** Indexes of `keys` (all, or those of `indexes`) grouped by the server each key routes to. */
+  private groups(keys: readonly string[], indexes?: readonly number[]): Map<number, number[]> {
     const groups = new Map<number, number[]>();
-    keys.forEach((key, i) => {
-      const s = this.route(key);
+    for (const i of indexes ?? keys.keys()) {
+      const s = this.route(keys[i] as string);
       const list = groups.get(s);
       if (list === undefined) groups.set(s, [i]);
       else list.push(i);
-    });
+    }
     return groups;
+  }
+
+  /**
+   * Several keys in one round trip per server, servers in parallel: each key's index, reply and the server that
+   * gave it, for the commands `requestFor` writes for a group of indexes of `keys` (one reply each). A batch whose
+   * failure ejects its server is retried once, its keys regrouped on the rebuilt ring (STORES.md §4.3: on each
+   * key's new server; the keys of one ejected server move to several servers, so sending them all to the first
+   * key's new server would read false misses and leave writes and deletes where no reader looks).
+   */
+  private async batched(
+    keys: readonly string[],
+    requestFor: (indexes: readonly number[]) => Buffer,
+    allowed: Set<string>,
+  ): Promise<Array<[number, Reply, Server]>> {
+    const results: Array<[number, Reply, Server]> = [];
+    let groups = this.groups(keys);
+    for (let attempt = 0; ; attempt++) {
+      const retry: number[] = [];
+      const failures: StoreError[] = [];
+      await Promise.all(
+        [...groups].map(async ([index, indexes]) => {
+          const server = this.servers[index] as Server;
+          try {
+            const replies = await server.exchange(requestFor(indexes), indexes.length, this.timeoutMs, allowed);
+            server.health.record(true, this.policy, Date.now());
+            for (const [n, i] of indexes.entries()) results.push([i, replies[n] as Reply, server]);
+          } catch (e) {
+            if (!(e instanceof WireFailure)) throw e;
+            if (server.health.isEjected() && attempt === 0) retry.push(...indexes);
+            else failures.push(this.error(server, e));
+          }
+        }),
+      );
+      if (failures.length > 0) throw failures[0];
+      if (retry.length === 0) return results;
+      groups = this.groups(keys, retry);
+    }
   }
 
   private static replyError(server: Server, reply: Reply): ServerError {
@@ -305,44 +346,32 @@ export class MemcachedStore implements Store {
 
   private async getStored(keys: readonly string[]): Promise<Array<Uint8Array | undefined>> {
     const values: Array<Uint8Array | undefined> = new Array(keys.length).fill(undefined);
-    await Promise.all(
-      [...this.groups(keys).values()].map(async (indexes) => {
-        // One `mg <key> v` per key, each reply (VA or EN) paired with its key by position.
-        const request = Buffer.from(indexes.map((i) => getCmd(keys[i] as string, "v")).join(""), "latin1");
-        const [server, replies] = await this.exchange(
-          keys[indexes[0] as number] as string,
-          request,
-          indexes.length,
-          GET_REPLIES,
-        );
-        indexes.forEach((i, n) => {
-          const reply = replies[n] as Reply;
-          if (reply.code === "ERROR") throw MemcachedStore.replyError(server, reply);
-          values[i] = reply.code === "VA" ? reply.data : undefined;
-        });
-      }),
+    // One `mg <key> v` per key, each reply (VA or EN) paired with its key by position.
+    const replies = await this.batched(
+      keys,
+      (indexes) => Buffer.from(indexes.map((i) => getCmd(keys[i] as string, "v")).join(""), "latin1"),
+      GET_REPLIES,
     );
+    for (const [i, reply, server] of replies) {
+      if (reply.code === "ERROR") throw MemcachedStore.replyError(server, reply);
+      values[i] = reply.code === "VA" ? reply.data : undefined;
+    }
     return values;
   }
 
   private async setStored(items: ReadonlyArray<readonly [string, Uint8Array, number]>, mode: string): Promise<void> {
-    await Promise.all(
-      [...this.groups(items.map(([k]) => k)).values()].map(async (indexes) => {
-        const request = Buffer.concat(
+    const replies = await this.batched(
+      items.map(([k]) => k),
+      (indexes) =>
+        Buffer.concat(
           indexes.map((i) => {
             const [k, v, exptime] = items[i] as [string, Uint8Array, number];
             return exptime < 0 ? Buffer.from(deleteCmd(k), "latin1") : setCmd(k, v, exptime, mode);
           }),
-        );
-        const [server, replies] = await this.exchange(
-          (items[indexes[0] as number] as readonly [string, Uint8Array, number])[0],
-          request,
-          indexes.length,
-          SET_REPLIES,
-        );
-        for (const reply of replies) if (reply.code === "ERROR") throw MemcachedStore.replyError(server, reply);
-      }),
+        ),
+      SET_REPLIES,
     );
+    for (const [, reply, server] of replies) if (reply.code === "ERROR") throw MemcachedStore.replyError(server, reply);
   }
 
   private async getWithCas(stored: string): Promise<[Uint8Array, string] | undefined> {
@@ -533,20 +562,12 @@ export class MemcachedStore implements Store {
 
   async deleteMany(keys: readonly string[]): Promise<number> {
     const stored = keys.map((k) => this.stored(k));
-    let deleted = 0;
-    await Promise.all(
-      [...this.groups(stored).values()].map(async (indexes) => {
-        const request = Buffer.from(indexes.map((i) => deleteCmd(stored[i] as string)).join(""), "latin1");
-        const [, replies] = await this.exchange(
-          stored[indexes[0] as number] as string,
-          request,
-          indexes.length,
-          DELETE_REPLIES,
-        );
-        deleted += replies.filter((r) => r.code === "HD").length;
-      }),
+    const replies = await this.batched(
+      stored,
+      (indexes) => Buffer.from(indexes.map((i) => deleteCmd(stored[i] as string)).join(""), "latin1"),
+      DELETE_REPLIES,
     );
-    return deleted;
+    return replies.filter(([, reply]) => reply.code === "HD").length;
   }
 
   async clear(): Promise<void> {
