@@ -102,7 +102,8 @@ CLIENT_TEST_ENV = CACHE_DIR="$(CACHE_DIR)" LARDER_BIN=$(LARDER_DEBUG) LARDER_HOS
 test-typescript: build-debug services ruby-packages $(VENV_STAMP)
 	$(CLIENT_TEST_ENV) clients/typescript/test.sh
 
-test-go: build-debug services ruby-packages $(VENV_STAMP)
+# Go's interop tests also run the TypeScript client's build (clients/typescript/build), which its suite makes.
+test-go: build-debug services ruby-packages $(VENV_STAMP) test-typescript
 	$(CLIENT_TEST_ENV) bash clients/go/test.sh
 
 test-elixir: build-debug services ruby-packages $(VENV_STAMP)
