@@ -297,26 +297,11 @@ class MemcachedStore(Store):
             return StoreTimeout(BACKEND, server.name, self.timeout_ms)
         return ServerError(BACKEND, str(failure), server.name)
 
-    def _exchange(
-        self, route_key: str, request: bytes | list[bytes], expect: int, allowed: frozenset[str]
-    ) -> tuple[_Server, list[Reply]]:
-        """A request about one key to its server, recording the outcome; a failure that ejects the server is retried
-        once on the key's new server. Batches of several keys go through `_batched`."""
-        attempt = 0
-        while True:
-            server = self.servers[self._route(route_key)]
-            try:
-                replies = server.exchange(request, expect, self.timeout, allowed)
-            except WireFailure as failure:
-                ejected = server.health.record(False, self.policy, now_ms())
-                if ejected:
-                    self._rebuild()
-                if not ejected or attempt > 0:
-                    raise self._error(server, failure) from None
-                attempt += 1
-                continue
-            server.health.record(True, self.policy, now_ms())
-            return server, replies
+    def _exchange(self, route_key: str, request: bytes | list[bytes], allowed: frozenset[str]) -> tuple[_Server, Reply]:
+        """A request about one key to its server, and its one reply: `_batched`'s rule for a batch of one (a failure
+        that ejects the server is retried once on the key's new server)."""
+        ((_, reply, server),) = self._batched([route_key], lambda _: request, allowed)
+        return server, reply
 
     @staticmethod
     def _reply_error(server: _Server, message: str) -> StoreError:
@@ -400,8 +385,7 @@ class MemcachedStore(Store):
         return results
 
     def _get_with_cas(self, stored: str) -> tuple[bytes, int] | None:
-        server, replies = self._exchange(stored, _get(stored, "v c"), 1, _GET_REPLIES)
-        reply = replies[0]
+        server, reply = self._exchange(stored, _get(stored, "v c"), _GET_REPLIES)
         if reply.code == "VA" and (cas := reply.flag("c")) is not None and cas.isdigit():
             return reply.data, int(cas)
         if reply.code == "EN":
@@ -409,8 +393,7 @@ class MemcachedStore(Store):
         raise self._reply_error(server, reply.message or f"unexpected reply {reply.code}")
 
     def _set_with(self, stored: str, value: bytes, exptime: int, mode: str) -> bool:
-        server, replies = self._exchange(stored, _set(stored, value, exptime, mode), 1, _SET_REPLIES)
-        reply = replies[0]
+        server, reply = self._exchange(stored, _set(stored, value, exptime, mode), _SET_REPLIES)
         if reply.code == "HD":
             return True
         if reply.code in ("NS", "EX", "NF"):
@@ -516,8 +499,7 @@ class MemcachedStore(Store):
         now = now_ms()
         exptime = memcached_exptime(expires_at_ms(value, ttl, now), now)
         request = _delete(stored) if exptime < 0 else _set(stored, value, exptime, "")
-        server, replies = self._exchange(stored, request, 1, _SET_REPLIES)
-        reply = replies[0]
+        server, reply = self._exchange(stored, request, _SET_REPLIES)
         if reply.code == "ERROR":
             raise self._reply_error(server, reply.message)
         if reply.code not in ("HD", "NS", "NF", "EX"):
@@ -552,8 +534,7 @@ class MemcachedStore(Store):
             ms = ttl_ms(ttl)
             exptime = max(memcached_exptime(None if ms is None else now + ms, now), 0)
             request += f" N{exptime} J{max(delta, 0)}"
-        server, replies = self._exchange(stored, (request + "\r\n").encode(), 1, _INCR_REPLIES)
-        reply = replies[0]
+        server, reply = self._exchange(stored, (request + "\r\n").encode(), _INCR_REPLIES)
         if reply.code == "VA":
             text = reply.data.decode("ascii", "replace").strip()
             if not text.isdigit():
@@ -570,8 +551,8 @@ class MemcachedStore(Store):
         current = self._get_with_cas(stored)
         if current is None or current[0] != bytes(expected):
             return False
-        _, replies = self._exchange(stored, _delete(stored, f"C{current[1]}"), 1, _DELETE_REPLIES)
-        return replies[0].code == "HD"
+        _, reply = self._exchange(stored, _delete(stored, f"C{current[1]}"), _DELETE_REPLIES)
+        return reply.code == "HD"
 
     def delete_many(self, keys: Sequence[str]) -> int:
         stored = [checked_key(BACKEND, self.prefix, k) for k in keys]
