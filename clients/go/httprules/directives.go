@@ -185,14 +185,26 @@ func parseTargeted(lines []string) (Directives, bool) {
 func elements(line string) []string {
 	var out []string
 	start := 0
-	quoted, escaped := false, false
 	emit := func(e string) {
 		if t := strings.Trim(e, " \t"); t != "" {
 			out = append(out, t)
 		}
 	}
-	for i := 0; i < len(line); i++ {
-		c := line[i]
+	eachUnquoted(line, ',', func(i int) bool {
+		emit(line[start:i])
+		start = i + 1
+		return true
+	})
+	emit(line[start:])
+	return out
+}
+
+// eachUnquoted calls at with the index of every sep byte of s outside a quoted string (RFC 9110 §5.6.4: a
+// backslash escapes the next byte inside quotes), until at returns false.
+func eachUnquoted(s string, sep byte, at func(i int) bool) {
+	quoted, escaped := false, false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
 		switch {
 		case quoted:
 			if escaped {
@@ -204,13 +216,12 @@ func elements(line string) []string {
 			}
 		case c == '"':
 			quoted = true
-		case c == ',':
-			emit(line[start:i])
-			start = i + 1
+		case c == sep:
+			if !at(i) {
+				return
+			}
 		}
 	}
-	emit(line[start:])
-	return out
 }
 
 func directive(element string) (string, *string, bool) {
@@ -246,25 +257,12 @@ func unquote(arg string) string {
 }
 
 func hasUnquotedSemicolon(element string) bool {
-	quoted, escaped := false, false
-	for i := 0; i < len(element); i++ {
-		c := element[i]
-		switch {
-		case quoted:
-			if escaped {
-				escaped = false
-			} else if c == '\\' {
-				escaped = true
-			} else if c == '"' {
-				quoted = false
-			}
-		case c == '"':
-			quoted = true
-		case c == ';':
-			return true
-		}
-	}
-	return false
+	found := false
+	eachUnquoted(element, ';', func(int) bool {
+		found = true
+		return false
+	})
+	return found
 }
 
 func lower(s string) string {
