@@ -35,12 +35,15 @@ const (
 
 var kindNames = []string{"value", "response"}
 
-func (k Kind) String() string {
-	if int(k) < len(kindNames) {
-		return kindNames[k]
+// numberName is the name FORMAT.md gives number n, or what(n) for a number it does not define.
+func numberName(names []string, n uint8, what string) string {
+	if int(n) < len(names) {
+		return names[n]
 	}
-	return fmt.Sprintf("kind(%d)", uint8(k))
+	return fmt.Sprintf("%s(%d)", what, n)
 }
+
+func (k Kind) String() string { return numberName(kindNames, uint8(k), "kind") }
 
 // Serializer numbers of FORMAT.md §2.
 type Serializer uint8
@@ -55,12 +58,7 @@ const (
 
 var serializerNames = []string{"raw", "msgpack", "json", "text"}
 
-func (s Serializer) String() string {
-	if int(s) < len(serializerNames) {
-		return serializerNames[s]
-	}
-	return fmt.Sprintf("serializer(%d)", uint8(s))
-}
+func (s Serializer) String() string { return numberName(serializerNames, uint8(s), "serializer") }
 
 // Compressor numbers of FORMAT.md §3.
 type Compressor uint8
@@ -77,12 +75,7 @@ const (
 
 var compressorNames = []string{"none", "lz4", "snappy", "zstd", "brotli", "gzip"}
 
-func (c Compressor) String() string {
-	if int(c) < len(compressorNames) {
-		return compressorNames[c]
-	}
-	return fmt.Sprintf("compressor(%d)", uint8(c))
-}
+func (c Compressor) String() string { return numberName(compressorNames, uint8(c), "compressor") }
 
 // ParseKind, ParseSerializer and ParseCompressor read the names the CLI and the vectors use.
 func ParseKind(name string) (Kind, error) {
