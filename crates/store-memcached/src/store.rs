@@ -160,38 +160,12 @@ impl Inner {
         }
     }
 
-    /// A request about one key to its server, recording the outcome; a failure that ejects the server is retried
-    /// once on the key's new server (`route_key` routes again). Batches of several keys go through `batched`.
-    async fn exchange(
-        &self,
-        route_key: &str,
-        request: impl Into<Bytes>,
-        expect: Expect,
-    ) -> Result<Vec<Reply>, StoreError> {
+    /// A request about one key to its server, and its replies: `batched`'s rule for a batch of one (a failure that
+    /// ejects the server is retried once on the key's new server).
+    async fn exchange(&self, route_key: &str, request: impl Into<Bytes>) -> Result<Vec<Reply>, StoreError> {
         let request = request.into();
-        let mut attempt = 0;
-        loop {
-            let index = self.route(route_key)?;
-            let server = &self.servers[index];
-            let result = server.exchange(request.clone(), expect, self.timeout, self.connect_timeout).await;
-            let now = larder_format::now_ms();
-            match result {
-                Ok(replies) => {
-                    server.health.succeeded();
-                    return Ok(replies);
-                }
-                Err(failure) => {
-                    let ejected = server.health.failed(&failure.0, self.policy, now);
-                    if ejected {
-                        self.rebuild();
-                    }
-                    if !ejected || attempt > 0 {
-                        return Err(self.error(server, failure));
-                    }
-                    attempt += 1;
-                }
-            }
-        }
+        let replies = self.batched(&[route_key], |_| request.clone()).await?;
+        Ok(replies.into_iter().map(|(_, reply)| reply).collect())
     }
 
     /// Server-level error in a reply.
@@ -218,10 +192,10 @@ impl Inner {
         &self,
         index: usize,
         items: Vec<usize>,
-        request: &(impl Fn(&[usize]) -> Vec<u8> + Sync),
+        request: &(impl Fn(&[usize]) -> Bytes + Sync),
     ) -> Result<Vec<(usize, Reply)>, (StoreError, Vec<usize>, bool)> {
         let server = &self.servers[index];
-        let bytes = Bytes::from(request(&items));
+        let bytes = request(&items);
         match server.exchange(bytes, Expect::Count(items.len()), self.timeout, self.connect_timeout).await {
             Ok(replies) => {
                 server.health.succeeded();
@@ -245,7 +219,7 @@ impl Inner {
     async fn batched(
         &self,
         routes: &[&str],
-        request: impl Fn(&[usize]) -> Vec<u8> + Sync,
+        request: impl Fn(&[usize]) -> Bytes + Sync,
     ) -> Result<Vec<(usize, Reply)>, StoreError> {
         let groups = self.group(routes, 0..routes.len())?;
         let request = &request;
@@ -288,7 +262,7 @@ impl Inner {
                 for &i in items {
                     protocol::get(&mut request, keys[i], "");
                 }
-                request
+                Bytes::from(request)
             })
             .await?;
         let mut values = vec![None; keys.len()];
@@ -317,7 +291,7 @@ impl Inner {
                         protocol::set(&mut request, key, value, *exptime, mode);
                     }
                 }
-                request
+                Bytes::from(request)
             })
             .await?;
         let mut results = vec![false; items.len()];
@@ -358,7 +332,7 @@ impl Inner {
                 for &i in batch {
                     protocol::delete(&mut request, keys[i], "");
                 }
-                request
+                Bytes::from(request)
             })
             .await?;
         Ok(replies.iter().filter(|(_, r)| matches!(r, Reply::Done)).count())
@@ -386,7 +360,7 @@ impl Inner {
     pub(crate) async fn get_with_cas(&self, stored: &str) -> Result<Option<(Bytes, u64)>, StoreError> {
         let mut request = Vec::new();
         protocol::get(&mut request, stored, "c");
-        match self.exchange(stored, request, Expect::Count(1)).await?.pop() {
+        match self.exchange(stored, request).await?.pop() {
             Some(Reply::Value { data, cas: Some(cas), .. }) => Ok(Some((data, cas))),
             Some(Reply::Miss) => Ok(None),
             other => Err(self.reply_error(stored, format!("unexpected reply {other:?}"))),
@@ -403,7 +377,7 @@ impl Inner {
     ) -> Result<bool, StoreError> {
         let mut request = Vec::new();
         protocol::set(&mut request, stored, value, exptime, flags);
-        match self.exchange(stored, request, Expect::Count(1)).await?.pop() {
+        match self.exchange(stored, request).await?.pop() {
             Some(Reply::Done) => Ok(true),
             Some(Reply::NotStored | Reply::Exists | Reply::NotFound) => Ok(false),
             Some(Reply::Error(message)) => Err(self.reply_error(stored, message)),
@@ -502,7 +476,7 @@ impl Store for MemcachedStore {
             request.push_str(&format!(" N{exptime} J{}", delta.max(0)));
         }
         request.push_str("\r\n");
-        match inner.exchange(&stored, request, Expect::Count(1)).await?.pop() {
+        match inner.exchange(&stored, request).await?.pop() {
             Some(Reply::Value { data, .. }) => {
                 let text = String::from_utf8_lossy(&data).into_owned();
                 let value: u64 =
@@ -527,7 +501,7 @@ impl Store for MemcachedStore {
         }
         let mut request = Vec::new();
         protocol::delete(&mut request, &stored, &format!("C{cas}"));
-        Ok(matches!(inner.exchange(&stored, request, Expect::Count(1)).await?.pop(), Some(Reply::Done)))
+        Ok(matches!(inner.exchange(&stored, request).await?.pop(), Some(Reply::Done)))
     }
 
     async fn delete(&self, key: &str) -> Result<bool, StoreError> {
