@@ -269,26 +269,12 @@ export class MemcachedStore implements Store {
   }
 
   /**
-   * A request about one key to its server; a failure that ejects the server is retried once on the key's new
-   * server. Batches of several keys go through `batched`.
+   * A request about one key to its server, and its replies: `batched`'s rule for a batch of one (a failure that
+   * ejects the server is retried once on the key's new server).
    */
-  private async exchange(
-    routeKey: string,
-    request: Buffer,
-    expect: number,
-    allowed: Set<string>,
-  ): Promise<[Server, Reply[]]> {
-    for (let attempt = 0; ; attempt++) {
-      const server = this.servers[this.route(routeKey)] as Server;
-      try {
-        const replies = await server.exchange(request, expect, this.timeoutMs, allowed);
-        server.health.record(true, this.policy, Date.now());
-        return [server, replies];
-      } catch (e) {
-        if (!(e instanceof WireFailure)) throw e;
-        if (!server.health.isEjected() || attempt > 0) throw this.error(server, e);
-      }
-    }
+  private async exchange(routeKey: string, request: Buffer, allowed: Set<string>): Promise<[Server, Reply[]]> {
+    const [[, reply, server]] = (await this.batched([routeKey], () => request, allowed)) as [[number, Reply, Server]];
+    return [server, [reply]];
   }
 
   /** Indexes of `keys` (all, or those of `indexes`) grouped by the server each key routes to. */
@@ -378,7 +364,6 @@ export class MemcachedStore implements Store {
     const [server, [reply]] = (await this.exchange(
       stored,
       Buffer.from(getCmd(stored, "v c"), "latin1"),
-      1,
       GET_REPLIES,
     )) as [Server, [Reply]];
     const cas = flag(reply, "c");
@@ -388,7 +373,7 @@ export class MemcachedStore implements Store {
   }
 
   private async setWith(stored: string, value: Uint8Array, exptime: number, mode: string): Promise<boolean> {
-    const [server, [reply]] = (await this.exchange(stored, setCmd(stored, value, exptime, mode), 1, SET_REPLIES)) as [
+    const [server, [reply]] = (await this.exchange(stored, setCmd(stored, value, exptime, mode), SET_REPLIES)) as [
       Server,
       [Reply],
     ];
@@ -523,12 +508,10 @@ export class MemcachedStore implements Store {
       const exptime = Math.max(memcachedExptime(ttlMs === undefined ? undefined : now + Math.ceil(ttlMs), now), 0);
       request += ` N${exptime} J${d > 0n ? d : 0n}`;
     }
-    const [server, [reply]] = (await this.exchange(
-      stored,
-      Buffer.from(`${request}\r\n`, "latin1"),
-      1,
-      INCR_REPLIES,
-    )) as [Server, [Reply]];
+    const [server, [reply]] = (await this.exchange(stored, Buffer.from(`${request}\r\n`, "latin1"), INCR_REPLIES)) as [
+      Server,
+      [Reply],
+    ];
     if (reply.code === "VA") {
       const text = Buffer.from(reply.data as Uint8Array)
         .toString("latin1")
@@ -550,7 +533,6 @@ export class MemcachedStore implements Store {
     const [, [reply]] = (await this.exchange(
       stored,
       Buffer.from(deleteCmd(stored, `C${current[1]}`), "latin1"),
-      1,
       DELETE_REPLIES,
     )) as [Server, [Reply]];
     return reply.code === "HD";
