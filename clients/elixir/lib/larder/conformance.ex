@@ -13,10 +13,7 @@ defmodule Larder.Conformance do
 
   alias Larder.{Entry, JSON, Keys, Ordered, Response, Ring, SignedExt}
 
-  @not_applicable %{
-    "storage.json" =>
-      "the Elixir client does not write HTTP pages for the front yet (no page cache), so it makes no storage decisions"
-  }
+  @not_applicable %{}
   @files ~w(entries.json invalid.json keys.json ring.json stores.json signed.json storage.json)
 
   defmodule Mismatch do
@@ -121,6 +118,8 @@ defmodule Larder.Conformance do
     for {v, i} <- Enum.with_index(get(doc, "cases")),
         do: {get(v, "name") || "#{get(v, "kind")}-#{i}", fn -> store_key(v) end}
   end
+
+  def cases("storage.json", doc), do: Larder.Conformance.Storage.cases(doc)
 
   def cases("signed.json", doc) do
     for section <- ~w(signed refused rotation),
