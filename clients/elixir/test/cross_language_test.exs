@@ -1,5 +1,5 @@
-# Entries crossing between Elixir and the Python and Ruby clients through memcached, Redis and files (the Rust binary is
-# in remote_stores_test.exs): each language writes an entry (LZ4-compressed and tagged, so compression and header
+# Entries crossing between Elixir and the Python and Ruby clients through memcached, Redis, files and SQLite (the Rust
+# binary is in remote_stores_test.exs): each language writes an entry (LZ4-compressed and tagged, so compression and header
 # fields cross too), the other reads and decodes it, and a value purged by tag in one is gone for the other.
 # Uses the repository's .venv (make test builds it) and Debian's ruby with ruby-msgpack; a missing one is a failure.
 defmodule Larder.CrossLanguageTest do
@@ -70,7 +70,11 @@ defmodule Larder.CrossLanguageTest do
   defp url(:redis, prefix),
     do: "redis://#{Application.fetch_env!(:larder, :test_redis)}/0?prefix=#{prefix}&timeout=2s"
 
-  for store <- [:memcached, :redis, :file], lang <- [:python, :ruby] do
+  defp url(:sqlite, prefix),
+    do:
+      "sqlite://#{Path.join(System.tmp_dir!(), "larder-ex-cross-#{System.pid()}.db")}?prefix=#{prefix}"
+
+  for store <- [:memcached, :redis, :file, :sqlite], lang <- [:python, :ruby] do
     test "#{lang} and Elixir over #{store}" do
       prefix = "x#{System.unique_integer([:positive])}:"
       u = url(unquote(store), prefix)

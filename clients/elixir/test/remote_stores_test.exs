@@ -1,5 +1,5 @@
-# memcached and Redis stores against real servers (started by test_helper.exs): the same behaviour on both
-# (spec/STORES.md §2–§5), the memcached ring and its ejection, the refused keys of stores.json, and entries that
+# memcached and Redis stores against real servers (started by test_helper.exs), files and SQLite: the same behaviour
+# on all (spec/STORES.md §2–§7), the memcached ring and its ejection, the refused keys of stores.json, and entries that
 # cross between Elixir and the Rust binary (`larder store get|set`) both ways.
 defmodule Larder.RemoteStoresTest do
   use ExUnit.Case, async: true
@@ -21,13 +21,16 @@ defmodule Larder.RemoteStoresTest do
     "file://#{dir}?prefix=#{prefix}"
   end
 
+  defp url(:sqlite, prefix),
+    do: "sqlite://#{System.tmp_dir!()}/larder-ex-sqlite-#{System.pid()}.db?prefix=#{prefix}"
+
   defp open(kind) do
     prefix = "t#{System.unique_integer([:positive])}:"
     {:ok, s} = Larder.Stores.open(url(kind, prefix))
     {s, url(kind, prefix)}
   end
 
-  for kind <- [:memcached, :redis, :file] do
+  for kind <- [:memcached, :redis, :file, :sqlite] do
     describe "#{kind}" do
       test "set, get, add, delete, delete_if, get_many" do
         {s, _} = open(unquote(kind))

@@ -106,6 +106,9 @@ defmodule Larder.Store do
     end
   end
 
+  @doc "A counter's value clamped to signed 64 bits (§3: memory, SQL and file stores saturate at the ends)."
+  def saturate(n), do: n |> min(2 ** 63 - 1) |> max(-(2 ** 63))
+
   @doc "Milliseconds since the epoch."
   def now_ms, do: System.os_time(:millisecond)
 end

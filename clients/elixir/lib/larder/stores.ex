@@ -1,6 +1,6 @@
 defmodule Larder.Stores do
   @moduledoc """
-  Opens a store from its URL (spec/STORES.md §1): `memcached://`, `redis://` and `file://` give a handle at once;
+  Opens a store from its URL (spec/STORES.md §1): `memcached://`, `redis://`, `file://` and `sqlite://` give a handle at once (`postgres://` is refused as `:unsupported`, README);
   `memory://` needs an owner process, so it is started by `Larder.Cache` (or `Larder.Stores.Memory.start_link/1`).
   Returns `{:ok, %Larder.Store{}}` or `{:error, %Larder.StoreError{kind: :url}}`; an unknown option is an error.
   """
@@ -19,6 +19,17 @@ defmodule Larder.Stores do
 
           "file" ->
             {:ok, Larder.Stores.File.open(parsed)}
+
+          "sqlite" ->
+            Larder.Stores.SQLite.open(parsed)
+
+          "postgres" ->
+            {:error,
+             StoreError.new(
+               "postgres",
+               :unsupported,
+               "#{Store.URL.redact(url)}: this client has no postgres:// store: Debian's erlang-p1-pgsql has no deadline per query and trusts the sizes a server announces (see README)"
+             )}
 
           "memory" ->
             {:error,

@@ -139,7 +139,7 @@ defmodule Larder.Stores.File do
       locked(f, skey, fn ->
         case read(f, skey) do
           :none when create ->
-            n = saturate(delta)
+            n = Store.saturate(delta)
             exp = if ttl, do: Store.now_ms() + ttl, else: nil
             with :ok <- write(f, skey, Integer.to_string(n), exp), do: {:ok, n}
 
@@ -157,15 +157,13 @@ defmodule Larder.Stores.File do
                  )}
 
               old ->
-                n = saturate(old + delta)
+                n = Store.saturate(old + delta)
                 with :ok <- write(f, skey, Integer.to_string(n), exp), do: {:ok, n}
             end
         end
       end)
     end
   end
-
-  defp saturate(n), do: n |> min(2 ** 63 - 1) |> max(-(2 ** 63))
 
   @impl Larder.Store
   def purge_tag(f, tag) when is_binary(tag) do

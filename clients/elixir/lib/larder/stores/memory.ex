@@ -188,14 +188,14 @@ defmodule Larder.Stores.Memory do
              s}
 
           n ->
-            new = saturate(n + delta)
+            new = Store.saturate(n + delta)
             # A counter keeps the expiry it was created with.
             :ets.update_element(s.table, key, {2, Integer.to_string(new)})
             {:reply, {:ok, new}, s}
         end
 
       _ when create ->
-        new = saturate(delta)
+        new = Store.saturate(delta)
 
         case put(s, key, Integer.to_string(new), ttl) do
           {:ok, s} -> {:reply, {:ok, new}, s}
@@ -264,8 +264,6 @@ defmodule Larder.Stores.Memory do
 
   defp live?(nil, _), do: true
   defp live?(exp, now), do: exp > now
-
-  defp saturate(n), do: n |> min(2 ** 63 - 1) |> max(-(2 ** 63))
 
   defp put(s, key, value, ttl) do
     now = Store.now_ms()
