@@ -5,7 +5,8 @@
 
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { decode, encode, encodeResponse } from "../src/entry.js";
@@ -143,4 +144,8 @@ crossing("a three-node Redis Cluster", async () => {
 crossing("postgres", async () => {
   const server = await startPostgres();
   return [[server], `${server.url}?timeout=5s&connect_timeout=5s&table=interop`];
+});
+crossing("a file directory", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "larder-ts-interop-"));
+  return [[{ stop: async () => rmSync(dir, { recursive: true, force: true }) }], `file://${dir}`];
 });

@@ -2,6 +2,9 @@
 // before anything is sent, expiry (ttl and the entry's own), add, counters, delete_if, purges, sizes.
 
 import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { encode } from "../src/entry.js";
 import { openStore, type Store, type StoreError } from "../src/stores/index.js";
@@ -134,6 +137,17 @@ contract(
   true,
 );
 contract("memcached with a prefix", () => openStore(`memcached://${memcached.address}?timeout=1s&prefix=app1:`), false);
+const tempDirs: string[] = [];
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), "larder-ts-file-"));
+  tempDirs.push(dir);
+  return dir;
+}
+after(() => {
+  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
+});
+contract("file", () => openStore(`file://${tempDir()}`), true);
+contract("file with a prefix and a capacity", () => openStore(`file://${tempDir()}?prefix=app1:&capacity=256M`), true);
 
 // STORES.md §4.3: a batch whose failure ejects its server is retried once, each key on its own new server. The keys
 // of one ejected server move to several servers, so sending the whole batch to the first key's new server would

@@ -1,6 +1,7 @@
 // Opening a store by URL (spec/STORES.md §1): the scheme picks the backend, which takes the options it knows.
 
 import type { Store } from "./base.js";
+import { FileStore } from "./file.js";
 import { MemcachedStore } from "./memcached.js";
 import { MemoryStore } from "./memory.js";
 import { PostgresStore } from "./postgres.js";
@@ -10,6 +11,8 @@ import { StoreUrl } from "./url.js";
 
 export * from "./base.js";
 export * from "./errors.js";
+export { NativeUnavailable } from "./ffi.js";
+export { type FileOptions, FileStore, type FileStoreStats } from "./file.js";
 export { type MemcachedOptions, MemcachedStore } from "./memcached.js";
 export { type MemoryOptions, MemoryStore } from "./memory.js";
 export { crc16, keySlot, RedisClusterStore } from "./redis_cluster.js";
@@ -30,9 +33,11 @@ export function openStore(url: string): Store {
       return RedisStore.fromUrl(parsed);
     case "redis+cluster":
       return RedisClusterStore.fromUrl(parsed);
+    case "file":
+      return FileStore.fromUrl(parsed);
     default:
       throw parsed.error(
-        `unknown store scheme ${parsed.scheme}:// (this client knows memory://, memcached://, redis://, redis+cluster://, postgres://)`,
+        `unknown store scheme ${parsed.scheme}:// (this client knows memory://, memcached://, redis://, redis+cluster://, postgres://, file://)`,
       );
   }
 }

@@ -1,0 +1,179 @@
+// The file store (spec/STORES.md §7) beyond the shared contract: its flock really excludes other languages' writers,
+// a held lock is waited for within a bound without stalling Node, and a hostile directory (links, foreign files, a
+// FIFO, truncated or forged files) gives misses or typed errors, never a crash, a hang or a deleted foreign file.
+
+import assert from "node:assert/strict";
+import { spawn, spawnSync } from "node:child_process";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  truncateSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, test } from "node:test";
+import { encode } from "../src/entry.js";
+import { FileStore, hashName, LOCK_WAIT_MS } from "../src/stores/file.js";
+import { openStore, type StoreError } from "../src/stores/index.js";
+import { otherLanguagesIncrement } from "./support/counters.js";
+
+const bytes = (s: string): Uint8Array => new Uint8Array(Buffer.from(s));
+const dirs: string[] = [];
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), "larder-ts-files-"));
+  dirs.push(dir);
+  return dir;
+}
+after(() => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+function pathOf(root: string, key: string): string {
+  const h = hashName(key);
+  return join(root, h.slice(0, 2), h.slice(2, 4), h);
+}
+
+test("increments from Python, Ruby and TypeScript processes at once lose none (the flock excludes)", async () => {
+  const root = tempDir();
+  const store = openStore(`file://${root}`);
+  const times = 150;
+  const others = otherLanguagesIncrement(`file://${root}`, "shared-counter", times);
+  for (let i = 0; i < times; i++) await store.incr("shared-counter", 1);
+  // Within one process too: each call opens the lock file anew, and flock excludes open files, not processes.
+  await Promise.all(Array.from({ length: 30 }, () => store.incr("shared-counter", 1)));
+  await others;
+  assert.deepEqual(await store.get("shared-counter"), bytes(String(3 * times + 30)));
+});
+
+test("a lock another process holds is waited for at most LOCK_WAIT_MS, and Node keeps running meanwhile", async () => {
+  const root = tempDir();
+  const store = openStore(`file://${root}`);
+  await store.set("held", bytes("x")); // makes the shard directory
+  const lockPath = join(pathOf(root, "held"), "..", ".lock");
+  const holder = spawn(
+    "python3",
+    [
+      "-c",
+      "import fcntl,sys,time\nf=open(sys.argv[1],'a')\nfcntl.flock(f,fcntl.LOCK_EX)\nprint('held',flush=True)\ntime.sleep(8)",
+      lockPath,
+    ],
+    { stdio: ["ignore", "pipe", "inherit"] },
+  );
+  try {
+    await new Promise<void>((resolve) => holder.stdout.once("data", () => resolve()));
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 10);
+    const started = Date.now();
+    await assert.rejects(store.add("held", bytes("y")), (e: StoreError) => e.kind === "timeout");
+    clearInterval(timer);
+    const waited = Date.now() - started;
+    assert.ok(waited >= LOCK_WAIT_MS - 50 && waited < LOCK_WAIT_MS + 1000, `waited ${waited} ms`);
+    assert.ok(ticks > (LOCK_WAIT_MS / 10) * 0.5, `the event loop ran only ${ticks} timer ticks while waiting`);
+    assert.deepEqual(await store.get("held"), bytes("x"));
+  } finally {
+    holder.kill();
+  }
+  assert.equal(await store.add("other-key", bytes("z")), true);
+});
+
+test("links are never read through, written through or deleted", async () => {
+  const root = tempDir();
+  const outside = tempDir();
+  const store = new FileStore(root);
+  const elsewhere = new FileStore(outside);
+  // A genuine entry of key "k" outside the root, and a link to it where "k"'s file belongs.
+  await elsewhere.set("k", bytes("secret"));
+  const target = pathOf(outside, "k");
+  const link = pathOf(root, "k");
+  mkdirSync(join(link, ".."), { recursive: true });
+  symlinkSync(target, link);
+  assert.equal(await store.get("k"), undefined, "a link is a miss");
+  assert.equal(await store.delete("k"), false);
+  await store.clear();
+  assert.equal(await store.purgeTag("any"), 0);
+  assert.ok(existsSync(link) && existsSync(target), "the link and its target survive clear and purges");
+  assert.equal((await store.stats()).foreignFiles, 1);
+  await store.set("k", bytes("mine"));
+  assert.deepEqual(readFileSync(target).subarray(-6), Buffer.from("secret"), "written through the link");
+  assert.deepEqual(await store.get("k"), bytes("mine"), "the write replaced the link by a file");
+
+  // A shard directory that is a link: not descended into, not written into.
+  await elsewhere.set("j", bytes("secret too"));
+  const h = hashName("j");
+  rmSync(join(root, h.slice(0, 2)), { recursive: true, force: true });
+  symlinkSync(join(outside, h.slice(0, 2)), join(root, h.slice(0, 2)));
+  assert.equal(await store.get("j"), undefined);
+  await assert.rejects(store.set("j", bytes("mine")), (e: StoreError) => e.kind === "server");
+  await assert.rejects(store.incr("j", 1), (e: StoreError) => e.kind === "server");
+  await store.clear();
+  assert.deepEqual(await elsewhere.get("j"), bytes("secret too"));
+  assert.deepEqual(await elsewhere.get("k"), bytes("secret"));
+});
+
+test("foreign, truncated and forged files are misses, left alone and counted; a FIFO does not block", async () => {
+  const root = tempDir();
+  const store = openStore(`file://${root}?capacity=64K`) as FileStore;
+  await store.set("good", encode("v", { tags: ["t"] }));
+  for (const key of ["truncated", "bad-magic", "long-key", "forged", "fifo"]) {
+    mkdirSync(join(pathOf(root, key), ".."), { recursive: true });
+  }
+  await store.set("truncated", bytes("a value of some length"));
+  truncateSync(pathOf(root, "truncated"), 16);
+  await store.set("bad-magic", bytes("v"));
+  const bad = readFileSync(pathOf(root, "bad-magic"));
+  bad.write("XDR1", 0, "latin1");
+  writeFileSync(pathOf(root, "bad-magic"), bad);
+  await store.set("long-key", bytes("v"));
+  const long = readFileSync(pathOf(root, "long-key"));
+  long.writeUInt16LE(0xffff, 12);
+  writeFileSync(pathOf(root, "long-key"), long);
+  // "good"'s file under "forged"'s name: its key does not hash to the name.
+  writeFileSync(pathOf(root, "forged"), readFileSync(pathOf(root, "good")));
+  assert.equal(spawnSync("mkfifo", [pathOf(root, "fifo")]).status, 0);
+  writeFileSync(join(root, "notes.txt"), "an operator's file");
+  mkdirSync(join(root, "zz"));
+
+  for (const key of ["truncated", "bad-magic", "long-key", "forged", "fifo"])
+    assert.equal(await store.get(key), undefined, key);
+  assert.equal(await store.add("fifo", bytes("v")), true, "a FIFO in the way is replaced by a write");
+  const stats = await store.stats();
+  assert.equal(stats.entries, 2);
+  assert.equal(stats.foreignFiles, 6, "truncated, bad magic, long key, forged, notes.txt, zz");
+  assert.equal(await store.purgeTag("t"), 1);
+  await store.clear();
+  for (const key of ["truncated", "bad-magic", "long-key", "forged"]) assert.ok(existsSync(pathOf(root, key)), key);
+  assert.ok(existsSync(join(root, "notes.txt")));
+  assert.equal((await store.stats()).entries, 0);
+});
+
+test("an expired file is a miss and is deleted", async () => {
+  const root = tempDir();
+  const store = openStore(`file://${root}`);
+  await store.set("short", bytes("v"), 30);
+  assert.ok(existsSync(pathOf(root, "short")));
+  await new Promise((r) => setTimeout(r, 60));
+  assert.equal(await store.get("short"), undefined);
+  assert.ok(!existsSync(pathOf(root, "short")));
+});
+
+test("capacity: past it the oldest files go until under 90%", async () => {
+  const root = tempDir();
+  const store = openStore(`file://${root}?capacity=100K`);
+  for (let i = 0; i < 300; i++) await store.set(`k${i}`, new Uint8Array(1000));
+  const stats = await store.stats();
+  assert.ok(stats.bytes <= 100 << 10, `${stats.bytes} bytes past the 100K capacity`);
+  assert.ok(stats.entries > 50, `only ${stats.entries} files left`);
+  assert.notEqual(await store.get("k299"), undefined, "the newest file was evicted");
+  assert.equal(await store.get("k0"), undefined, "the oldest file is still there");
+});
+
+test("file:// URLs: a directory is required, unknown options are refused", () => {
+  assert.throws(() => openStore("file://"), /needs a directory/);
+  assert.throws(() => openStore("file://host/dir"), /takes a path/);
+  assert.throws(() => openStore(`file://${tempDir()}?timeout=1s`), /unknown option timeout/);
+});
