@@ -6,6 +6,11 @@ defmodule Larder.Shortener do
   request queries it, the post's "DB read" configuration. `bench/post_004.exs` measures both under 500
   concurrent users.
 
+  With `pages:` (a `Larder.Pages`), each redirect also opts in to larder's front for `ttl` seconds (default 60),
+  tagged `links` and `link-<slug>`, and is written into the shared store as the front would store it
+  (`Larder.Pages.HTTPD`), so `larder serve --store …` in front answers it without the app. `renders/0` counts
+  the responses the app made.
+
       Larder.Shortener.DB.start(10, 5)
       {:ok, pid, port} = Larder.Shortener.start(cache: MyCache)
   """
@@ -15,7 +20,12 @@ defmodule Larder.Shortener do
 
   @doc "Starts the server on a free loopback port: `{:ok, pid, port}`."
   def start(opts) do
-    :persistent_term.put({__MODULE__, :config}, Keyword.get(opts, :cache))
+    :persistent_term.put(
+      {__MODULE__, :config},
+      {Keyword.get(opts, :cache), Keyword.get(opts, :pages), Keyword.get(opts, :ttl, 60)}
+    )
+
+    :persistent_term.put({__MODULE__, :renders}, :counters.new(1, [:write_concurrency]))
 
     dir = Path.join(System.tmp_dir!(), "larder-shortener")
     File.mkdir_p!(dir)
@@ -41,10 +51,15 @@ defmodule Larder.Shortener do
   @doc "Stops the server."
   def stop(pid), do: :inets.stop(:httpd, pid)
 
+  @doc "How many responses the app rendered since it started."
+  def renders, do: :counters.get(:persistent_term.get({__MODULE__, :renders}), 1)
+
   @doc false
   # :httpd's module callback.
   def unquote(:do)(data) do
-    cache = :persistent_term.get({__MODULE__, :config})
+    started = System.os_time(:millisecond)
+    {cache, pages, ttl} = :persistent_term.get({__MODULE__, :config})
+    :counters.add(:persistent_term.get({__MODULE__, :renders}), 1, 1)
     "/" <> slug = data |> mod(:request_uri) |> to_string()
 
     link =
@@ -53,7 +68,19 @@ defmodule Larder.Shortener do
           Larder.Cache.fetch(cache, "link:" <> slug, fn -> Larder.Shortener.DB.by_slug(slug) end),
         else: Larder.Shortener.DB.by_slug(slug)
 
-    headers = [code: 302, location: String.to_charlist(link["long_url"]), content_length: ~c"0"]
-    {:proceed, [response: {:response, headers, []}]}
+    if pages do
+      headers =
+        [{"location", link["long_url"]}] ++
+          Larder.Pages.front_headers(ttl, tags: ["links" | slug_tag(slug)])
+
+      Larder.Pages.HTTPD.respond(pages, data, 302, headers, "", started)
+    else
+      headers = [code: 302, location: String.to_charlist(link["long_url"]), content_length: ~c"0"]
+      {:proceed, [response: {:response, headers, []}]}
+    end
   end
+
+  # A tag names one link when its slug is a plain word (a tag has no spaces or commas).
+  defp slug_tag(slug),
+    do: if(Regex.match?(~r/\A[A-Za-z0-9_-]{1,100}\z/, slug), do: ["link-" <> slug], else: [])
 end

@@ -73,6 +73,9 @@ defmodule Larder.TestServers do
     end
   end
 
+  @doc "Starts `larder serve` (the Rust front at `bin`) with `args`, waiting for `port`: a handle for `stop/2`."
+  def larder_serve(bin, args, port), do: spawn_server(bin, ["serve" | args], port)
+
   defp spawn_server(exe, args, port) do
     script = "\"$0\" \"$@\" >/dev/null 2>&1 & pid=$!; cat >/dev/null; kill $pid; wait $pid"
 
