@@ -12,6 +12,10 @@
 #    spent in that design's chunks; hits per second are one more pass of N fetches that all hit.
 # 2. The URL shortener (Larder.Shortener on :httpd) under 500 concurrent users (wrk -c 500; the post used siege),
 #    with the cache and without it (every request queries Larder.Shortener.DB: 10 connections, 5 ms a query).
+# 3. The same app (with the cache) behind `larder serve --store memcached://…` (the Rust front: LARDER_BIN, else
+#    target/release/larder, else target/debug/larder), writing its pages into that memcached through Larder.Pages:
+#    wrk against the front, which answers from the shared store; the app's render count says how many requests
+#    reached Elixir. Needs memcached (started here on a free loopback port).
 # Figures move between runs on a shared 2-core machine: compare the columns of one run, as ratios.
 
 n = String.to_integer(System.get_env("N", "1000000"))
@@ -142,6 +146,44 @@ Supervisor.stop(sup)
     {none, none}
   end
 
+# The front: Larder.TestServers starts memcached and larder serve as the tests do (killed when the VM exits).
+root = Path.expand("../../..", __DIR__)
+Code.require_file(Path.join(root, "clients/elixir/test/support/servers.ex"))
+
+{fronted, reached} =
+  if secs > 0 do
+    bin =
+      System.get_env("LARDER_BIN") ||
+        Enum.find(
+          [Path.join(root, "target/release/larder"), Path.join(root, "target/debug/larder")],
+          &File.exists?/1
+        ) || raise "no larder binary: cargo build -p larder-cli --release"
+
+    {mc, mc_port} = Larder.TestServers.memcached()
+    store = "memcached://127.0.0.1:#{mc_port}"
+    {:ok, pages} = Larder.Pages.new(store, namespace: "bench")
+    {:ok, app_pid, app_port} = Larder.Shortener.start(cache: ShortCache, pages: pages)
+    front_port = Larder.TestServers.free_port()
+
+    front =
+      Larder.TestServers.larder_serve(
+        bin,
+        ~w(--upstream http://127.0.0.1:#{app_port} --listen 127.0.0.1:#{front_port} --no-admin
+           --store #{store} --namespace bench),
+        front_port
+      )
+
+    IO.puts("# front: #{Path.relative_to(bin, root)} --store memcached (#{store})")
+    fronted = Bench.wrk(front_port, secs)
+    reached = Larder.Shortener.renders()
+    Larder.TestServers.stop(front, front_port)
+    Larder.Shortener.stop(app_pid)
+    Larder.TestServers.stop(mc, mc_port)
+    {fronted, reached}
+  else
+    {%{rps: "-", latency: "-", failed: "-", requests: "-"}, "-"}
+  end
+
 row = fn label, post, today -> IO.puts("| #{label} | #{post} | #{today} |") end
 IO.puts("")
 IO.puts("| measurement | the post (2016, Heroku free dyno) | today, post's design | today, Larder.Cache memory:// |")
@@ -150,9 +192,10 @@ IO.puts("| memory for #{n} entries | ~856 MB (1M) | #{round(post_mb)} MB | #{rou
 IO.puts("| inserts per second | ~25,000 | #{post_ins} (#{Float.round(post_s, 1)} s) | #{lar_ins} (#{Float.round(lar_s, 1)} s) |")
 IO.puts("| hits per second, one caller | — | #{post_hits} | #{lar_hits} |")
 IO.puts("")
-IO.puts("| 500 concurrent users | the post: DB read | the post: cache read | today: DB read | today: Larder.Cache |")
-IO.puts("|---|---|---|---|---|")
-row.("requests per second", "493.86 | 754.95", "#{uncached.rps} | #{cached.rps}")
-row.("average response time", "0.70 s | 0.38 s", "#{uncached.latency} | #{cached.latency}")
-row.("failed requests", "0 | 0", "#{uncached.failed} of #{uncached.requests} | #{cached.failed} of #{cached.requests}")
+IO.puts("| 500 concurrent users | the post: DB read | the post: cache read | today: DB read | today: Larder.Cache | today: behind larder serve, page in memcached |")
+IO.puts("|---|---|---|---|---|---|")
+row.("requests per second", "493.86 | 754.95", "#{uncached.rps} | #{cached.rps} | #{fronted.rps}")
+row.("average response time", "0.70 s | 0.38 s", "#{uncached.latency} | #{cached.latency} | #{fronted.latency}")
+row.("failed requests", "0 | 0", "#{uncached.failed} of #{uncached.requests} | #{cached.failed} of #{cached.requests} | #{fronted.failed} of #{fronted.requests}")
+row.("requests that reached Elixir", "— | —", "all | all | #{reached}")
 IO.puts("\n(larder cache stats for the fill: #{inspect(Map.take(stats, [:hits, :misses, :loads, :store_errors]))})")
