@@ -149,7 +149,7 @@ impl Inner {
     }
 
     fn error(&self, server: &Server, failure: Failure) -> StoreError {
-        if failure.0.starts_with("no answer within") {
+        if failure.is_timeout() {
             StoreError::Timeout {
                 backend: BACKEND,
                 server: server.name.clone(),

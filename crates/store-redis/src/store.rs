@@ -6,12 +6,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use larder_pipeline::Connections;
 use larder_store::expiry::expires_at_ms;
 use larder_store::keys::{internal_key, stored_key, stored_prefix};
 use larder_store::{FailurePolicy, Health, OpenError, Purged, Store, StoreError, StoreStats, StoreUrl, Value};
 use redis::{AsyncCommands, ConnectionAddr, ConnectionInfo, RedisConnectionInfo, RedisResult};
 
 use crate::connect::{Handle, Pool, Target, DEFAULT_MAX_VALUE};
+use crate::resp::{self, Expect, Reply, Resp};
 use crate::scripts;
 
 /// Keys deleted per DEL while purging.
@@ -25,6 +27,9 @@ pub struct RedisStore {
 
 struct Inner {
     pool: Pool,
+    /// A standalone server's GET and MGET, on pipelined connections of larder's own (resp.rs says why); `None`
+    /// for a cluster.
+    reads: Option<Connections<Resp>>,
     backend: &'static str,
     /// The server (or the cluster's seeds) as errors name it.
     server: String,
@@ -85,9 +90,14 @@ impl RedisStore {
             if cluster { Target::Cluster(hosts.iter().map(info).collect()) } else { Target::Single(info(&hosts[0])) };
         let server = hosts.iter().map(|h| h.address(6379)).collect::<Vec<_>>().join(",");
         let hosts_named = server.clone();
+        let reads = (!cluster).then(|| {
+            let protocol = Resp { max_value, greeting: greeting(&redis_info) };
+            Connections::new(protocol, hosts[0].address(6379), pool)
+        });
         Ok(RedisStore {
             inner: Arc::new(Inner {
                 pool: Pool::new(target, pool, connect_timeout, timeout, max_value),
+                reads,
                 backend: if cluster { "redis-cluster" } else { "redis" },
                 server,
                 prefix,
@@ -102,6 +112,14 @@ impl RedisStore {
     }
 }
 
+/// What went wrong with a request: for the server's health (`unavailable`: it counts towards ejection) and the
+/// caller's error.
+struct Trouble {
+    unavailable: bool,
+    timed_out: bool,
+    message: String,
+}
+
 impl Inner {
     /// Runs `f` on a connection within the store's bounds, naming the server in any error.
     async fn call<T, F, Fut>(&self, f: F) -> Result<T, StoreError>
@@ -109,8 +127,64 @@ impl Inner {
         F: FnOnce(Handle) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
-        let now = larder_format::now_ms();
-        if self.policy.is_some() && !self.health.admits(now) {
+        self.admit()?;
+        let leased = AtomicUsize::new(usize::MAX);
+        let work = async {
+            let lease = self.pool.get().await?;
+            leased.store(lease.slot, Ordering::Relaxed);
+            f(lease.handle).await
+        };
+        let bound = self.timeout + self.connect_timeout;
+        let result = match tokio::time::timeout(bound, work).await {
+            Ok(Ok(value)) => Ok(value),
+            // Only the server's unavailability counts as a failure: an error reply (a script's, say) does not.
+            Ok(Err(error)) => Err(Trouble {
+                unavailable: error.is_timeout()
+                    || error.is_io_error()
+                    || error.is_connection_refusal()
+                    || error.is_connection_dropped(),
+                timed_out: error.is_timeout(),
+                message: describe(&error),
+            }),
+            Err(_) => Err(Trouble {
+                unavailable: true,
+                timed_out: true,
+                message: format!("no answer within {} ms", bound.as_millis()),
+            }),
+        };
+        if result.as_ref().is_err_and(|trouble| trouble.unavailable) {
+            // The connection is out of step, dripping, or gone: the next request through its slot connects anew.
+            if let Some(slot) = Some(leased.load(Ordering::Relaxed)).filter(|s| *s != usize::MAX) {
+                self.pool.discard(slot).await;
+            }
+        }
+        self.settle(result)
+    }
+
+    /// Sends a read (GET, MGET) on a standalone server's own pipelined connections, read by larder's RESP reader
+    /// (resp.rs); a cluster's reads go through redis-rs (`call`). An error reply is the caller's error, not the
+    /// server's failure.
+    async fn read(&self, reads: &Connections<Resp>, request: Bytes, expect: Expect) -> Result<Reply, StoreError> {
+        self.admit()?;
+        let bound = self.timeout + self.connect_timeout;
+        let result = match reads.exchange(request, expect, bound, self.connect_timeout).await {
+            Ok(mut replies) => match (replies.pop(), replies.len()) {
+                (Some(Reply::Error(message)), 0) => Err(Trouble { unavailable: false, timed_out: false, message }),
+                (Some(reply), 0) => Ok(reply),
+                (_, more) => Err(Trouble {
+                    unavailable: false,
+                    timed_out: false,
+                    message: format!("{} replies to one command", more + 1),
+                }),
+            },
+            Err(failure) => Err(Trouble { unavailable: true, timed_out: failure.is_timeout(), message: failure.0 }),
+        };
+        self.settle(result)
+    }
+
+    /// Refuses a request at once while the server is ejected (spec/STORES.md §1).
+    fn admit(&self) -> Result<(), StoreError> {
+        if self.policy.is_some() && !self.health.admits(larder_format::now_ms()) {
             self.health.count_error();
             return Err(StoreError::Server {
                 backend: self.backend,
@@ -118,52 +192,36 @@ impl Inner {
                 message: "ejected after failing; not tried until retry_after has passed".into(),
             });
         }
-        let leased = AtomicUsize::new(usize::MAX);
-        let work = async {
-            let lease = self.pool.get().await?;
-            leased.store(lease.slot, Ordering::Relaxed);
-            f(lease.handle).await
-        };
-        let result = tokio::time::timeout(self.timeout + self.connect_timeout, work).await;
-        // Only the server's unavailability counts as a failure: an error reply (a script's, say) does not eject it.
-        let failed = match &result {
-            Ok(Ok(_)) => false,
-            Ok(Err(error)) => {
-                error.is_timeout()
-                    || error.is_io_error()
-                    || error.is_connection_refusal()
-                    || error.is_connection_dropped()
+        Ok(())
+    }
+
+    /// Counts a request's outcome against the server's health, and names the server in its error.
+    fn settle<T>(&self, result: Result<T, Trouble>) -> Result<T, StoreError> {
+        match (&result, self.policy) {
+            (Ok(_), Some(_)) => self.health.succeeded(),
+            (Err(trouble), Some(policy)) if trouble.unavailable => {
+                self.health.failed(&trouble.message, policy, larder_format::now_ms());
             }
-            Err(_) => true,
-        };
-        let ok = matches!(result, Ok(Ok(_)));
-        if failed {
-            // The connection is out of step, dripping, or gone: the next request through its slot connects anew.
-            if let Some(slot) = Some(leased.load(Ordering::Relaxed)).filter(|s| *s != usize::MAX) {
-                self.pool.discard(slot).await;
-            }
+            (Err(_), _) => self.health.count_error(),
+            (Ok(_), None) => {}
         }
-        match (self.policy, &result) {
-            (Some(_), Ok(Ok(_))) => self.health.succeeded(),
-            (Some(policy), Ok(Err(error))) if failed => {
-                self.health.failed(&describe(error), policy, larder_format::now_ms());
+        result.map_err(|trouble| {
+            if trouble.timed_out {
+                self.timed_out()
+            } else {
+                StoreError::Server { backend: self.backend, server: self.server.clone(), message: trouble.message }
             }
-            (Some(policy), Err(_)) => {
-                let why = format!("no answer within {} ms", (self.timeout + self.connect_timeout).as_millis());
-                self.health.failed(&why, policy, larder_format::now_ms());
-            }
-            _ if !ok => self.health.count_error(),
-            _ => {}
-        }
-        match result {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) if error.is_timeout() => Err(self.timed_out()),
-            Ok(Err(error)) => Err(StoreError::Server {
-                backend: self.backend,
-                server: self.server.clone(),
-                message: describe(&error),
-            }),
-            Err(_) => Err(self.timed_out()),
+        })
+    }
+
+    /// A reply of the wrong shape for its command: the connection is in step (one reply was read), so it is the
+    /// caller's error, counted, not a failure of the server.
+    fn unexpected(&self, command: &str, reply: &Reply) -> StoreError {
+        self.health.count_error();
+        StoreError::Server {
+            backend: self.backend,
+            server: self.server.clone(),
+            message: format!("{command} answered {reply:?}"),
         }
     }
 
@@ -334,6 +392,20 @@ impl Inner {
 
 /// What went wrong, in the words an operator needs: a refused connection and a database that does not exist are
 /// said as such (redis-rs reports both in its own terms).
+/// AUTH and SELECT for a new connection of the read path, as redis-rs sends them on its own.
+fn greeting(info: &RedisConnectionInfo) -> Vec<bytes::BytesMut> {
+    let mut greeting = Vec::new();
+    match (&info.username, &info.password) {
+        (Some(user), Some(password)) => greeting.push(resp::command(&[b"AUTH", user.as_bytes(), password.as_bytes()])),
+        (None, Some(password)) => greeting.push(resp::command(&[b"AUTH", password.as_bytes()])),
+        _ => {}
+    }
+    if info.db != 0 {
+        greeting.push(resp::command(&[b"SELECT", info.db.to_string().as_bytes()]));
+    }
+    greeting
+}
+
 fn describe(error: &redis::RedisError) -> String {
     let text = error.to_string();
     if error.is_connection_refusal() || text.contains("Connection refused") {
@@ -379,6 +451,13 @@ impl Store for RedisStore {
 
     async fn get(&self, key: &str) -> Result<Option<Value>, StoreError> {
         let stored = self.inner.key(key)?;
+        if let Some(reads) = &self.inner.reads {
+            let request = resp::command(&[b"GET", stored.as_bytes()]).freeze();
+            return match self.inner.read(reads, request, Expect::Replies(1)).await? {
+                Reply::Bulk(value) => Ok(value.map(Value::from)),
+                other => Err(self.inner.unexpected("GET", &other)),
+            };
+        }
         let value: Option<Vec<u8>> = self.inner.call(|mut c| async move { c.get(stored).await }).await?;
         Ok(value.map(Value::from))
     }
@@ -388,6 +467,16 @@ impl Store for RedisStore {
             return Ok(Vec::new());
         }
         let stored = self.inner.keys(keys)?;
+        if let Some(reads) = &self.inner.reads {
+            let mut args: Vec<&[u8]> = Vec::with_capacity(stored.len() + 1);
+            args.push(b"MGET");
+            args.extend(stored.iter().map(|k| k.as_bytes()));
+            let request = resp::command(&args).freeze();
+            return match self.inner.read(reads, request, Expect::Values(keys.len())).await? {
+                Reply::Values(values) => Ok(values.into_iter().map(|v| v.map(Value::from)).collect()),
+                other => Err(self.inner.unexpected("MGET", &other)),
+            };
+        }
         let values: Vec<Option<Vec<u8>>> =
             self.inner.call(|mut c| async move { redis::cmd("MGET").arg(&stored).query_async(&mut c).await }).await?;
         Ok(values.into_iter().map(|v| v.map(|v| Value::from(Bytes::from(v)))).collect())

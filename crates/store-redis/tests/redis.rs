@@ -97,3 +97,26 @@ async fn a_store_opens_before_its_server_is_up() {
     let bad = RedisStore::open(StoreUrl::parse("redis://h:1/0?pool=0").expect("url")).await;
     assert!(bad.is_err_and(|e| e.to_string().contains("pool")));
 }
+
+#[tokio::test]
+async fn reads_use_the_urls_password_and_database() {
+    let redis = Redis::start().expect("redis");
+    let base = format!("redis://:s3cret@127.0.0.1:{}", redis.port());
+    redis.cli(&["CONFIG", "SET", "requirepass", "s3cret"]).expect("a password");
+    let db3 = open(&format!("{base}/3")).await;
+    db3.set("k", b"in three", None).await.expect("set");
+    assert_eq!(db3.get("k").await.expect("get").as_deref(), Some(&b"in three"[..]));
+    let many = db3.get_many(&["k", "missing", "k"]).await.expect("get_many");
+    assert_eq!(
+        many.iter().map(|v| v.as_deref()).collect::<Vec<_>>(),
+        [Some(&b"in three"[..]), None, Some(&b"in three"[..])]
+    );
+    let db0 = open(&format!("{base}/0")).await;
+    assert_eq!(db0.get("k").await.expect("get"), None, "another database");
+    assert_eq!(db0.get_many(&["k"]).await.expect("get_many")[0], None);
+    let wrong = open(&format!("redis://:nope@127.0.0.1:{}/3?failures=100", redis.port())).await;
+    match wrong.get("k").await {
+        Err(larder_store::StoreError::Server { message, .. }) => assert!(message.contains("refused"), "{message}"),
+        other => panic!("a wrong password is the server's error, got {other:?}"),
+    }
+}
