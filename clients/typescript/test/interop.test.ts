@@ -149,3 +149,7 @@ crossing("a file directory", async () => {
   const dir = mkdtempSync(join(tmpdir(), "larder-ts-interop-"));
   return [[{ stop: async () => rmSync(dir, { recursive: true, force: true }) }], `file://${dir}`];
 });
+crossing("an SQLite file", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "larder-ts-interop-"));
+  return [[{ stop: async () => rmSync(dir, { recursive: true, force: true }) }], `sqlite://${dir}/cache.db`];
+});

@@ -146,6 +146,12 @@ function tempDir(): string {
 after(() => {
   for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
 });
+contract("sqlite", () => openStore(`sqlite://${tempDir()}/cache.db`), true);
+contract(
+  "sqlite with a prefix and a table",
+  () => openStore(`sqlite://${tempDir()}/cache.db?prefix=app1:&table=other`),
+  true,
+);
 contract("file", () => openStore(`file://${tempDir()}`), true);
 contract("file with a prefix and a capacity", () => openStore(`file://${tempDir()}?prefix=app1:&capacity=256M`), true);
 

@@ -7,6 +7,7 @@ import { MemoryStore } from "./memory.js";
 import { PostgresStore } from "./postgres.js";
 import { RedisStore } from "./redis.js";
 import { RedisClusterStore } from "./redis_cluster.js";
+import { SqliteStore } from "./sqlite.js";
 import { StoreUrl } from "./url.js";
 
 export * from "./base.js";
@@ -17,6 +18,7 @@ export { type MemcachedOptions, MemcachedStore } from "./memcached.js";
 export { type MemoryOptions, MemoryStore } from "./memory.js";
 export { crc16, keySlot, RedisClusterStore } from "./redis_cluster.js";
 export { NAMES as REDIS_SCRIPTS, scriptSha, scriptSource, scriptsLocation } from "./scripts.js";
+export { type SqliteOptions, SqliteStore } from "./sqlite.js";
 export { parseDurationMs, parseSize, redact, StoreUrl } from "./url.js";
 
 export function openStore(url: string): Store {
@@ -35,9 +37,11 @@ export function openStore(url: string): Store {
       return RedisClusterStore.fromUrl(parsed);
     case "file":
       return FileStore.fromUrl(parsed);
+    case "sqlite":
+      return SqliteStore.fromUrl(parsed);
     default:
       throw parsed.error(
-        `unknown store scheme ${parsed.scheme}:// (this client knows memory://, memcached://, redis://, redis+cluster://, postgres://, file://)`,
+        `unknown store scheme ${parsed.scheme}:// (this client knows memory://, memcached://, redis://, redis+cluster://, postgres://, sqlite://, file://)`,
       );
   }
 }
