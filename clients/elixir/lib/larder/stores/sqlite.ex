@@ -372,54 +372,62 @@ defmodule Larder.Stores.SQLite do
     update =
       "UPDATE #{r.entries} SET value = ?, byte_size = ? WHERE key_hash = ? AND value = ? RETURNING 1"
 
-    with {:ok, rows} <- run(r, fn db -> query(db, select, [h, stored]) end) do
-      now = Store.now_ms()
+    # The read and the conditional update are two statements (no transaction), run back to back on the
+    # connection: a round trip to the caller between them would let faster writers win every race.
+    attempt =
+      run(r, fn db ->
+        now = Store.now_ms()
 
-      live =
-        case rows do
+        case query(db, select, [h, stored]) do
           [[value, expires]] when expires == :null or (is_integer(expires) and expires > now) ->
-            value
+            case bytes(value) && Store.parse_counter(bytes(value)) do
+              nil ->
+                :not_a_counter
 
-          _ ->
-            nil
-        end
+              old ->
+                n = Store.saturate(old + delta)
+                text = Integer.to_string(n)
 
-      cond do
-        live == nil and not create ->
-          :missing
-
-        live == nil ->
-          n = Store.saturate(delta)
-
-          case write(r, key, Integer.to_string(n), ttl, true) do
-            {:ok, true} -> {:ok, n}
-            {:ok, false} -> incr_attempt(r, key, stored, delta, ttl, create, tries - 1)
-            e -> e
-          end
-
-        true ->
-          case bytes(live) && Store.parse_counter(bytes(live)) do
-            nil ->
-              error(r, :not_a_counter, "#{inspect(key)} does not hold a counter")
-
-            old ->
-              n = Store.saturate(old + delta)
-              text = Integer.to_string(n)
-
-              case run(r, fn db ->
-                     query(db, update, [
+                case query(db, update, [
                        {:blob, text},
                        byte_size(stored) + byte_size(text),
                        h,
-                       live
-                     ])
-                   end) do
-                {:ok, [_]} -> {:ok, n}
-                {:ok, []} -> incr_attempt(r, key, stored, delta, ttl, create, tries - 1)
-                e -> e
-              end
-          end
-      end
+                       value
+                     ]) do
+                  [_] -> {:updated, n}
+                  [] -> :changed
+                end
+            end
+
+          _ ->
+            :absent
+        end
+      end)
+
+    case attempt do
+      {:ok, {:updated, n}} ->
+        {:ok, n}
+
+      {:ok, :changed} ->
+        incr_attempt(r, key, stored, delta, ttl, create, tries - 1)
+
+      {:ok, :not_a_counter} ->
+        error(r, :not_a_counter, "#{inspect(key)} does not hold a counter")
+
+      {:ok, :absent} when not create ->
+        :missing
+
+      {:ok, :absent} ->
+        n = Store.saturate(delta)
+
+        case write(r, key, Integer.to_string(n), ttl, true) do
+          {:ok, true} -> {:ok, n}
+          {:ok, false} -> incr_attempt(r, key, stored, delta, ttl, create, tries - 1)
+          e -> e
+        end
+
+      e ->
+        e
     end
   end
 
