@@ -3,7 +3,7 @@
 
 import { entryHardExpiry } from "../entry.js";
 import { InvalidEntry } from "../errors.js";
-import { readHeader } from "../header.js";
+import { type Header, MAGIC, readHeader } from "../header.js";
 import { keyProblem, prefixProblem } from "../keys.js";
 import { InvalidKey } from "./errors.js";
 
@@ -83,24 +83,27 @@ export function checkTtl(ttlMs: number | undefined): void {
     throw new RangeError(`a ttl is >= 0 ms, not ${ttlMs}`);
 }
 
-/** The entry's hard expiry (ms), or undefined for never or a value that is not an entry. */
-export function valueHardExpiry(value: Uint8Array): number | undefined {
+/** The header of `value`, or undefined for a value that is not an entry. A value without the magic bytes is told
+ * apart before parsing: building an InvalidEntry (its stack) for every raw value cost more than the write. */
+export function entryHeader(value: Uint8Array): Header | undefined {
+  if (value.length < 2 || value[0] !== MAGIC[0] || value[1] !== MAGIC[1]) return undefined;
   try {
-    return entryHardExpiry(readHeader(value));
+    return readHeader(value);
   } catch (e) {
     if (e instanceof InvalidEntry) return undefined;
     throw e;
   }
 }
 
+/** The entry's hard expiry (ms), or undefined for never or a value that is not an entry. */
+export function valueHardExpiry(value: Uint8Array): number | undefined {
+  const header = entryHeader(value);
+  return header === undefined ? undefined : entryHardExpiry(header);
+}
+
 /** The entry's tags; none for a value that is not an entry. */
 export function entryTags(value: Uint8Array): string[] {
-  try {
-    return readHeader(value).tags;
-  } catch (e) {
-    if (e instanceof InvalidEntry) return [];
-    throw e;
-  }
+  return entryHeader(value)?.tags ?? [];
 }
 
 /** The moment (ms) past which `value` must not be returned: the earlier of now + ttl and the entry's hard expiry. */

@@ -7,8 +7,6 @@
 // the replies the command can get; the timeout is a total deadline for each request, connecting included.
 
 import { utf8 } from "../bytes.js";
-import { InvalidEntry } from "../errors.js";
-import { readHeader } from "../header.js";
 import { internalKey, storedKey } from "../keys.js";
 import { Ring, type RingServer } from "../ring.js";
 import {
@@ -18,6 +16,7 @@ import {
   checkTtl,
   counterValue,
   emptyStats,
+  entryHeader,
   expiresAtMs,
   type FailurePolicy,
   Health,
@@ -417,16 +416,10 @@ export class MemcachedStore implements Store {
     const tagged: Array<[number, number, string[]]> = [];
     values.forEach((value, i) => {
       if (value === undefined) return;
-      let created: number;
-      let tags: string[];
-      try {
-        const h = readHeader(value);
-        created = Number(h.createdAt);
-        tags = h.tags;
-      } catch (e) {
-        if (e instanceof InvalidEntry) return;
-        throw e;
-      }
+      const h = entryHeader(value);
+      if (h === undefined) return;
+      const created = Number(h.createdAt);
+      const tags = h.tags;
       if (prefixes.some(([at, p]) => (keys[i] as string).startsWith(p) && created <= at + this.purgeSkewMs))
         values[i] = undefined;
       else if (tags.length > 0) tagged.push([i, created, tags]);

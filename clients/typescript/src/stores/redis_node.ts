@@ -73,11 +73,17 @@ export class RedisNode {
     }
     const conn = this.pool.pick();
     try {
-      const replies = await Promise.all(
-        requests.map(([command, limits]) => conn.request(command, () => true, timeoutMs, limits)),
-      );
+      // One pending request (one Promise) for the whole batch: its replies come in order on one connection.
+      const replies =
+        requests.length === 1
+          ? await conn.requestEach((requests[0] as Request)[0], timeoutMs, [(requests[0] as Request)[1]])
+          : await conn.requestEach(
+              Buffer.concat(requests.map(([command]) => command)),
+              timeoutMs,
+              requests.map(([, limits]) => limits),
+            );
       this.health.record(true, this.o.policy, Date.now());
-      return replies.map((r) => r[0] as RespValue);
+      return replies;
     } catch (e) {
       if (e instanceof WireFailure) throw this.failed(e, timeoutMs);
       throw e;

@@ -1,8 +1,10 @@
-// One pipelined TCP connection to a server that answers in order (memcached, Redis): requests are written at once
-// and their replies parsed from one buffer, each request taking the replies it asked for. Every byte is hostile:
-// a parser bounds lines and values, a request has a total deadline (connecting included) after which the
-// connection is destroyed, and anything malformed closes the connection (it is out of step) and fails what was
-// pending on it, with one failure counted against the server.
+// One pipelined TCP connection to a server that answers in order (memcached, Redis): the requests of one tick are
+// written together (the socket is corked until the tick ends: one write call, not one per request) and their
+// replies parsed from one buffer, each request taking the replies it asked for. Every byte is hostile: a parser
+// bounds lines and values, a request has a total deadline (connecting included) after which the connection is
+// destroyed, and anything malformed closes the connection (it is out of step) and fails what was pending on it,
+// with one failure counted against the server. Deadlines share one timer per connection, armed for the earliest
+// (a timer per request cost more than the request's own parsing).
 
 import net from "node:net";
 
@@ -23,13 +25,19 @@ export class WireFailure extends Error {
 export type ReplyParser<R, L> = (buf: Buffer, pos: number, limits: L) => [R, number] | number;
 
 interface Pending<R, L> {
+  /** The bounds of every reply, or of each reply in turn. */
   limits: L;
-  /** Called with each reply; returns true when the request has all its replies. */
-  take: (reply: R) => boolean;
+  perReply: readonly L[] | undefined;
+  /** Called with each reply and the replies so far; true when the request has all its replies. */
+  take: ((reply: R, replies: R[]) => boolean) | undefined;
+  /** Without `take`: how many replies the request gets. */
+  want: number;
   replies: R[];
   resolve: (replies: R[]) => void;
   reject: (e: Error) => void;
-  timer: NodeJS.Timeout;
+  /** Date.now() past which the request has failed, and the timeout it was given (for the message). */
+  deadline: number;
+  timeoutMs: number;
 }
 
 export interface ConnectionOptions {
@@ -48,6 +56,14 @@ export class Connection<R, L = undefined> {
   private need = 1;
   private readonly queue: Array<Pending<R, L>> = [];
   private failed: WireFailure | undefined;
+  private corked = false;
+  /** The one deadline timer, and the moment it is set for (Infinity: not armed). */
+  private deadlineTimer: NodeJS.Timeout | undefined;
+  private timerAt = Number.POSITIVE_INFINITY;
+  private readonly uncork = (): void => {
+    this.corked = false;
+    this.socket?.uncork();
+  };
 
   constructor(
     private readonly options: ConnectionOptions,
@@ -86,26 +102,60 @@ export class Connection<R, L = undefined> {
     timeoutMs: number,
     limits: L,
   ): Promise<R[]> {
+    return this.send(request, take, 0, timeoutMs, limits, undefined);
+  }
+
+  /** Sends `request` (several commands) and resolves with its `perReply.length` replies, each within its bounds. */
+  requestEach(request: Buffer | string, timeoutMs: number, perReply: readonly L[]): Promise<R[]> {
+    return this.send(request, undefined, perReply.length, timeoutMs, perReply[0] as L, perReply);
+  }
+
+  private send(
+    request: Buffer | string,
+    take: ((reply: R, replies: R[]) => boolean) | undefined,
+    want: number,
+    timeoutMs: number,
+    limits: L,
+    perReply: readonly L[] | undefined,
+  ): Promise<R[]> {
     if (this.failed !== undefined) return Promise.reject(this.failed);
+    const socket = this.socket as net.Socket;
     return new Promise<R[]>((resolve, reject) => {
-      const replies: R[] = [];
-      const pending: Pending<R, L> = {
-        take: (reply) => {
-          replies.push(reply);
-          return take(reply, replies);
-        },
-        replies,
-        limits,
-        resolve,
-        reject,
-        timer: setTimeout(
-          () => this.fail(new WireFailure(`no answer within ${timeoutMs} ms`, true), pending),
-          timeoutMs,
-        ),
-      };
-      this.queue.push(pending);
-      this.socket?.write(request);
+      const deadline = Date.now() + timeoutMs;
+      this.queue.push({ take, want, replies: [], limits, perReply, resolve, reject, deadline, timeoutMs });
+      if (deadline < this.timerAt) this.armDeadline(deadline);
+      if (!this.corked) {
+        this.corked = true;
+        socket.cork();
+        process.nextTick(this.uncork);
+      }
+      socket.write(request);
     });
+  }
+
+  /** Sets the one timer for `at` (sooner than it was set for). */
+  private armDeadline(at: number): void {
+    if (this.deadlineTimer !== undefined) clearTimeout(this.deadlineTimer);
+    this.timerAt = at;
+    // Unreferenced: a pending request keeps its socket open, which keeps the process alive on its own.
+    this.deadlineTimer = setTimeout(() => this.checkDeadlines(), Math.max(at - Date.now(), 1)).unref();
+  }
+
+  /** Fails the connection for the first request past its deadline, else sets the timer for the next deadline. */
+  private checkDeadlines(): void {
+    this.deadlineTimer = undefined;
+    this.timerAt = Number.POSITIVE_INFINITY;
+    if (this.failed !== undefined) return;
+    const now = Date.now();
+    let next = Number.POSITIVE_INFINITY;
+    for (const p of this.queue) {
+      if (p.deadline <= now) {
+        this.fail(new WireFailure(`no answer within ${p.timeoutMs} ms`, true), p);
+        return;
+      }
+      if (p.deadline < next) next = p.deadline;
+    }
+    if (next !== Number.POSITIVE_INFINITY) this.armDeadline(next);
   }
 
   private onData(chunk: Buffer): void {
@@ -119,16 +169,21 @@ export class Connection<R, L = undefined> {
       while (pos < buf.length) {
         const head = this.queue[0];
         if (head === undefined) throw new WireFailure("malformed reply: bytes nobody asked for");
-        const parsed = this.parse(buf, pos, head.limits);
+        const replies = head.replies;
+        const parsed = this.parse(
+          buf,
+          pos,
+          head.perReply === undefined ? head.limits : (head.perReply[replies.length] as L),
+        );
         if (typeof parsed === "number") {
           this.need = Math.max(parsed, buf.length - pos + 1);
           break;
         }
         pos = parsed[1];
-        if (head.take(parsed[0])) {
+        replies.push(parsed[0]);
+        if (head.take === undefined ? replies.length === head.want : head.take(parsed[0], replies)) {
           this.queue.shift();
-          clearTimeout(head.timer);
-          head.resolve(head.replies);
+          head.resolve(replies);
         }
       }
     } catch (e) {
@@ -145,11 +200,11 @@ export class Connection<R, L = undefined> {
     if (this.failed !== undefined) return;
     this.failed = failure;
     this.socket?.destroy();
+    this.stopDeadlines();
     this.chunks = [];
     this.buffered = 0;
     const pending = this.queue.splice(0);
     for (const p of pending) {
-      clearTimeout(p.timer);
       p.reject(
         p === cause || cause === undefined ? failure : new WireFailure(`the connection closed: ${failure.message}`),
       );
@@ -161,11 +216,15 @@ export class Connection<R, L = undefined> {
     if (this.failed === undefined) {
       this.failed = new WireFailure("the store was closed");
       this.socket?.destroy();
-      for (const p of this.queue.splice(0)) {
-        clearTimeout(p.timer);
-        p.reject(this.failed);
-      }
+      this.stopDeadlines();
+      for (const p of this.queue.splice(0)) p.reject(this.failed);
     }
+  }
+
+  private stopDeadlines(): void {
+    if (this.deadlineTimer !== undefined) clearTimeout(this.deadlineTimer);
+    this.deadlineTimer = undefined;
+    this.timerAt = Number.POSITIVE_INFINITY;
   }
 }
 
