@@ -5,7 +5,7 @@
 // that sets a cookie or says private is not stored.
 
 import assert from "node:assert/strict";
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { type ChildProcess, spawnSync } from "node:child_process";
 import http from "node:http";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -13,37 +13,9 @@ import { decode } from "../src/entry.js";
 import { larderPages } from "../src/express.js";
 import { frontHeaders, PageCache } from "../src/pages.js";
 import { HttpResponse } from "../src/response.js";
-import { LARDER_BIN, REPO } from "./support/paths.js";
+import { get, startFront, waitFor } from "./support/front.js";
+import { REPO } from "./support/paths.js";
 import { freePort, type ServerProcess, startMemcached } from "./support/servers.js";
-
-interface Got {
-  status: number;
-  headers: http.IncomingHttpHeaders;
-  body: string;
-}
-
-function get(port: number, path: string, headers: Record<string, string> = {}): Promise<Got> {
-  return new Promise((resolve, reject) => {
-    const req = http.get({ host: "127.0.0.1", port, path, headers, agent: false }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on("data", (c: Buffer) => chunks.push(c));
-      res.on("end", () =>
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString() }),
-      );
-    });
-    req.on("error", reject);
-    req.setTimeout(10_000, () => req.destroy(new Error("timeout")));
-  });
-}
-
-async function waitFor(check: () => Promise<boolean>, what: string, ms = 15_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    if (await check().catch(() => false)) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`${what} within ${ms} ms`);
-}
 
 describe("Express/Connect middleware behind larder serve", () => {
   let memcached: ServerProcess;
@@ -79,30 +51,7 @@ describe("Express/Connect middleware behind larder serve", () => {
     });
     appPort = await freePort();
     await new Promise<void>((r) => app.listen(appPort, "127.0.0.1", r));
-    frontPort = await freePort();
-    const adminPort = await freePort();
-    front = spawn(
-      LARDER_BIN,
-      [
-        "serve",
-        "--upstream",
-        `http://127.0.0.1:${appPort}`,
-        "--listen",
-        `127.0.0.1:${frontPort}`,
-        "--admin",
-        `127.0.0.1:${adminPort}`,
-        "--admin-no-token",
-        "--store",
-        storeUrl,
-        "--namespace",
-        namespace,
-      ],
-      {
-        stdio: "ignore",
-        env: Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("LARDER_"))),
-      },
-    );
-    await waitFor(async () => (await get(adminPort, "/health")).status === 200, "larder serve did not answer /health");
+    ({ process: front, port: frontPort } = await startFront(`http://127.0.0.1:${appPort}`, storeUrl, namespace));
   });
   after(async () => {
     front?.kill("SIGTERM");
