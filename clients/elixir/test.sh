@@ -11,9 +11,9 @@ root="$(pwd)"
 here="$root/clients/elixir"
 # gcc, libzstd-dev and libbrotli-dev build priv/bin/larder_codec (zstd and Brotli through a port, c_src/).
 # util-linux gives flock(1) for the file store; ruby and its libraries run the Ruby side of the cross-language tests
-# (the Python side uses the repository's .venv, which make test builds).
-packages=(elixir erlang-crypto erlang-inets erlang-public-key erlang-ssl gcc libc6-dev libzstd-dev libbrotli-dev
-  memcached redis-server util-linux ruby ruby-msgpack liblz4-1 libzstd1 libsnappy1v5 libbrotli1)
+# (the Python side uses the repository's .venv, which make test builds). erlang-p1-sqlite3 is the driver of sqlite://.
+packages=(elixir erlang-crypto erlang-inets erlang-public-key erlang-ssl erlang-p1-sqlite3 gcc libc6-dev libzstd-dev
+  libbrotli-dev memcached redis-server util-linux ruby ruby-msgpack ruby-sqlite3 liblz4-1 libzstd1 libsnappy1v5 libbrotli1)
 
 missing=()
 for package in "${packages[@]}"; do

@@ -1,7 +1,7 @@
 defmodule Larder.Store do
   @moduledoc """
   The store interface (spec/STORES.md) and a handle to one store. Every backend (`Larder.Stores.Memory`,
-  `.File`, `.Memcached`, `.Redis`) implements these callbacks over safe keys (§2: at most 250 bytes, no byte
+  `.File`, `.Memcached`, `.Redis`, `.SQLite`) implements these callbacks over safe keys (§2: at most 250 bytes, no byte
   0x00–0x20 or 0x7F, not empty; anything else is `:invalid_key` before anything is sent) and entry bytes. Reads
   answer `{:ok, bytes}` or `:miss`; failures are `{:error, %Larder.StoreError{}}`, never an exception.
   TTLs are milliseconds (nil = none); a store never returns a value past `expiry/3`.
