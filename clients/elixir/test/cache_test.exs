@@ -1,5 +1,5 @@
 # Larder.Cache.fetch as the post (004) uses it and as spec/STORES.md §3 specifies it: coalescing on the node, the
-# store lock across independent caches on one memcached, stale-while-revalidate, versions, tags, failures of the
+# store lock across independent caches on one memcached or SQLite file, stale-while-revalidate, versions, tags, failures of the
 # fallback, and supervision (killing any process of the cache's tree never crashes a caller).
 defmodule Larder.CacheTest do
   use ExUnit.Case, async: true
@@ -16,6 +16,11 @@ defmodule Larder.CacheTest do
   defp memcached_url(prefix),
     do:
       "memcached://#{Application.fetch_env!(:larder, :test_memcached)}?prefix=#{prefix}&timeout=2s"
+
+  defp shared_url(:memcached, prefix), do: memcached_url(prefix)
+
+  defp shared_url(:sqlite, prefix),
+    do: "sqlite://#{System.tmp_dir!()}/larder-ex-cache-#{System.pid()}.db?prefix=#{prefix}"
 
   test "caches and finds the correct data (the post's own test)" do
     c = start_cache()
@@ -150,25 +155,27 @@ defmodule Larder.CacheTest do
     assert Cache.fetch(c, "k2", fn -> 4 end) == 3
   end
 
-  test "over memcached, three independent caches (no shared node state) missing one key load it once" do
-    prefix = "lock#{System.unique_integer([:positive])}:"
-    caches = for _ <- 1..3, do: start_cache(store: memcached_url(prefix))
-    counter = :counters.new(1, [])
+  for store <- [:memcached, :sqlite] do
+    test "over #{store}, three independent caches (no shared node state) missing one key load it once" do
+      prefix = "lock#{System.unique_integer([:positive])}:"
+      caches = for _ <- 1..3, do: start_cache(store: shared_url(unquote(store), prefix))
+      counter = :counters.new(1, [])
 
-    results =
-      for c <- caches, _ <- 1..5 do
-        Task.async(fn ->
-          Cache.fetch(c, "cold", fn ->
-            :counters.add(counter, 1, 1)
-            Process.sleep(150)
-            "once"
+      results =
+        for c <- caches, _ <- 1..5 do
+          Task.async(fn ->
+            Cache.fetch(c, "cold", fn ->
+              :counters.add(counter, 1, 1)
+              Process.sleep(150)
+              "once"
+            end)
           end)
-        end)
-      end
-      |> Enum.map(&Task.await(&1, 5000))
+        end
+        |> Enum.map(&Task.await(&1, 5000))
 
-    assert Enum.uniq(results) == ["once"]
-    assert :counters.get(counter, 1) == 1
+      assert Enum.uniq(results) == ["once"]
+      assert :counters.get(counter, 1) == 1
+    end
   end
 
   test "over memcached, a stale entry seen by independent caches is refreshed once" do
