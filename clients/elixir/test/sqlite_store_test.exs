@@ -178,7 +178,11 @@ defmodule Larder.SQLiteStoreTest do
     {micros, result} = :timer.tc(fn -> Store.set(quick, "k2", "v") end)
     assert {:error, %StoreError{kind: :timeout, server: ^path}} = result
     assert micros < 1_500_000
+
+    # A request queued behind the waiting one, whose caller gives up too, is not done late.
+    assert {:error, %StoreError{kind: :timeout}} = Store.set(quick, "k3", "late")
     finished.(holder)
+    assert :miss = Store.get(s, "k3")
   end
 
   test "counters incremented by Python and Elixir at the same time lose nothing", %{path: path} do

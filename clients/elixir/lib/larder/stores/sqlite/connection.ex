@@ -30,7 +30,8 @@ defmodule Larder.Stores.SQLite.Connection do
   def run(id, path, fun, timeout_ms) do
     with {:ok, pid} <- connection(id, path) do
       try do
-        GenServer.call(pid, {:run, fun, timeout_ms}, timeout_ms)
+        deadline = System.monotonic_time(:millisecond) + timeout_ms
+        GenServer.call(pid, {:run, fun, timeout_ms, deadline}, timeout_ms)
       catch
         :exit, {:timeout, _} ->
           {:error, :timeout, "no answer within #{timeout_ms} ms (the file is busy)"}
@@ -130,7 +131,16 @@ defmodule Larder.Stores.SQLite.Connection do
   defp describe(reason), do: inspect(reason, limit: 5)
 
   @impl true
-  def handle_call({:run, fun, timeout_ms}, _from, db) do
+  def handle_call({:run, fun, timeout_ms, deadline}, _from, db) do
+    if System.monotonic_time(:millisecond) >= deadline do
+      # The caller gave up while its request waited its turn: its work is not done late.
+      {:reply, {:error, :timeout, "no answer within #{timeout_ms} ms (the file is busy)"}, db}
+    else
+      run_now(fun, timeout_ms, db)
+    end
+  end
+
+  defp run_now(fun, timeout_ms, db) do
     Process.put(:larder_sql_timeout, timeout_ms)
 
     try do
