@@ -23,14 +23,11 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import { join, sep } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { fileURLToPath } from "node:url";
 import { get, startFront, waitFor } from "./support/front.js";
 import { LARDER_BIN, REPO, TS_ROOT } from "./support/paths.js";
 import { freePort, type ServerProcess, startMemcached } from "./support/servers.js";
 
 const NEXT_BIN = join(TS_ROOT, "node_modules", "next", "dist", "bin", "next");
-/** The handler as this test run compiled it (build/src/next.js), which next.config names by path. */
-const HANDLER = fileURLToPath(new URL("../src/next.js", import.meta.url));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** memcached's purge records also hide what is written within 1 s after a purge (STORES.md §4.4 skew). */
 const SKEW_MS = 1100;
@@ -121,7 +118,7 @@ describe("Next.js behind larder serve, two instances sharing one memcached throu
   const renderLog = join(work, "renders.log");
   const appDir = APP_DIR;
   const env: NodeJS.ProcessEnv = { ...process.env, NEXT_TELEMETRY_DISABLED: "1" };
-  delete env.LARDER_NEXT_HANDLER;
+  delete env.LARDER_NEXT_STORE; // the build runs without the handler
   const dataHits = new Map<string, number>();
   let data: http.Server;
   let memcached: ServerProcess;
@@ -158,7 +155,6 @@ describe("Next.js behind larder serve, two instances sharing one memcached throu
           detached: true, // its own process group, stopped whole in after()
           env: {
             ...env,
-            LARDER_NEXT_HANDLER: HANDLER,
             LARDER_NEXT_STORE: storeUrl,
             LARDER_NEXT_NAMESPACE: namespace,
             DATA_URL: `http://127.0.0.1:${dataPort}`,

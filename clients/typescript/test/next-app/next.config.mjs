@@ -1,7 +1,8 @@
-// The end-to-end test's Next.js app (test/next.e2e.test.ts builds and starts it): its ISR cache goes to larder's
-// cacheHandler when LARDER_NEXT_HANDLER names the handler's module (at `next start`; the build runs without one),
-// and its article pages carry the Surrogate-Key that lets `larder serve` purge its own copy by the same tags.
-const handler = process.env.LARDER_NEXT_HANDLER;
+// The end-to-end test's Next.js app (test/next_e2e.test.ts builds and starts it): at `next start` with
+// LARDER_NEXT_STORE set, its ISR and data cache go to larder's cacheHandler, named as an app names it (the package's
+// `larder-cache/next` export; the app is built inside the package, so the name resolves to its dist/); the build
+// runs without one. Its article pages carry the Surrogate-Key that lets `larder serve` purge its copy by the same tags.
+const handler = process.env.LARDER_NEXT_STORE ? import.meta.resolve("larder-cache/next") : undefined;
 
 export default {
   ...(handler ? { cacheHandler: handler, cacheMaxMemorySize: 0 } : {}),
