@@ -119,6 +119,9 @@ defmodule Larder.SQLiteStoreTest do
     assert {:error, %StoreError{kind: :unavailable}} =
              Larder.Stores.open("sqlite:///nonexistent-larder-dir/x.db")
 
+    # A directory is not a file the driver can open.
+    assert {:error, %StoreError{kind: :unavailable}} = open(Path.dirname(path))
+
     for bad <- [
           "sqlite://host/x.db",
           "sqlite:///",

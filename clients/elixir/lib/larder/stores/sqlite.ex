@@ -67,6 +67,16 @@ defmodule Larder.Stores.SQLite do
         raise ArgumentError,
               "#{Store.URL.redact(url)}: option prefix: #{Keys.prefix_problem(prefix)}"
 
+      # Checked here rather than left to the driver, which also prints its failure to stderr.
+      not File.dir?(Path.dirname(url.path)) ->
+        {:error,
+         StoreError.new(
+           @backend,
+           :unavailable,
+           "cannot open #{url.path}: #{Path.dirname(url.path)} is not a directory",
+           url.path
+         )}
+
       true ->
         r = %__MODULE__{
           id: {__MODULE__, url.path},
