@@ -12,16 +12,25 @@
 // - Everything is bounded: one total deadline per call, entry and tag sizes; a store error or a hostile entry is a
 //   miss (counted), never a failed render. Only revalidateTag rejects: a revalidation that did not happen must show.
 
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import { type Compressor, DEFAULT_MAX_SIZE } from "./compressors.js";
 import { decodePayload, encode } from "./entry.js";
 import { InvalidEntry } from "./errors.js";
 import { safeKey } from "./keys.js";
+import {
+  buildId,
+  DEFAULT_MAX_ENTRY,
+  Deadline,
+  handlerStore,
+  MAX_TAGS,
+  ONE_YEAR_SECS,
+  revalidateTags,
+  secs,
+  tagProblem,
+  tagVerdict,
+} from "./next_tags.js";
 import { deserialize } from "./serializers.js";
 import type { Store } from "./stores/base.js";
-import { StoreError, StoreTimeout } from "./stores/errors.js";
-import { openStore } from "./stores/index.js";
+import { StoreError } from "./stores/errors.js";
 import { isPlainObject, type Value } from "./value.js";
 
 /** Next's `CacheHandlerContext` (the fields this handler reads). */
@@ -96,13 +105,6 @@ export interface LarderNextStats {
   storeErrors: number;
 }
 
-const ONE_YEAR_SECS = 31_536_000;
-/** Next's own limits: 128 tags of 256 characters (NEXT_CACHE_TAG_MAX_ITEMS/LENGTH); an entry's implicit tags come on
- * top of its explicit ones, and a fetch's soft tags at read time. */
-const MAX_TAGS = 512;
-const MAX_TAG_BYTES = 1024;
-const MAX_SECS = 10 * ONE_YEAR_SECS;
-const DEFAULT_MAX_ENTRY = 8 << 20;
 const TAGS_HEADER = "x-next-cache-tags";
 const VALUE_KINDS = new Set(["APP_PAGE", "APP_ROUTE", "PAGES", "FETCH", "REDIRECT", "IMAGE"]);
 /** Which stored kinds answer which kind Next asks for (a PAGES route may have stored a redirect). */
@@ -113,51 +115,6 @@ const ANSWERS: Record<string, readonly string[]> = {
   FETCH: ["FETCH"],
   IMAGE: ["IMAGE"],
 };
-
-/** The stores of this process by URL: Next makes a handler per request, and they must share one connection pool. */
-const storesByUrl = new Map<string, Store>();
-const buildIds = new Map<string, string | undefined>();
-
-function sharedStore(url: string): Store {
-  let store = storesByUrl.get(url);
-  if (store === undefined) {
-    store = openStore(url);
-    storesByUrl.set(url, store);
-  }
-  return store;
-}
-
-/** The BUILD_ID next to Next's server output, or undefined when it cannot be read or is not an id. */
-function buildId(serverDistDir: string | undefined): string | undefined {
-  if (serverDistDir === undefined) return undefined;
-  if (buildIds.has(serverDistDir)) return buildIds.get(serverDistDir);
-  let id: string | undefined;
-  try {
-    const text = readFileSync(join(serverDistDir, "..", "BUILD_ID"), "latin1").trim();
-    id = /^[A-Za-z0-9_-]{1,64}$/.test(text) ? text : undefined;
-  } catch {
-    id = undefined;
-  }
-  buildIds.set(serverDistDir, id);
-  return id;
-}
-
-class Deadline {
-  private readonly until: number;
-  constructor(readonly ms: number) {
-    this.until = Date.now() + ms;
-  }
-  /** `work`, or a StoreTimeout once the call's total time is spent. */
-  run<T>(work: Promise<T>): Promise<T> {
-    const left = this.until - Date.now();
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new StoreTimeout("next", "cacheHandler", this.ms)), Math.max(left, 0));
-    });
-    work.catch(() => undefined); // a late failure after the deadline is not an unhandled rejection
-    return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
-  }
-}
 
 /** Next's value as a larder Value: Buffers as bytes, Maps kept, undefined fields left out; undefined for anything
  * else (a function, a class instance), which is then not stored. */
@@ -285,13 +242,6 @@ function cacheControlOf(x: unknown): NextCacheControl | undefined {
   return { revalidate, expire: x.expire };
 }
 
-/** A tag as Next and every store take it: a non-empty string of at most MAX_TAG_BYTES bytes. */
-function tagProblem(tag: unknown): string | undefined {
-  if (typeof tag !== "string" || tag.length === 0) return "a tag is a non-empty string";
-  if (Buffer.byteLength(tag) > MAX_TAG_BYTES) return `a tag is at most ${MAX_TAG_BYTES} bytes`;
-  return undefined;
-}
-
 /** The tags an entry carries: a page's x-next-cache-tags (comma-separated), a fetch's own. */
 function entryTags(value: NextValue, ctx: NextSetContext): string[] | undefined {
   const tags = new Set<string>();
@@ -308,33 +258,6 @@ function entryTags(value: NextValue, ctx: NextSetContext): string[] | undefined 
   for (const t of tags) if (tagProblem(t) !== undefined) return undefined;
   return [...tags];
 }
-
-interface TagRecord {
-  stale?: number;
-  expired?: number;
-}
-
-function readTagRecord(raw: Uint8Array | undefined): TagRecord {
-  if (raw === undefined) return {};
-  try {
-    const [header, payload] = decodePayload(raw, 4096);
-    if (header.kind !== "value" || header.serializer !== "msgpack") return {};
-    const v = deserialize("msgpack", payload);
-    if (!isObject(v)) return {};
-    const ms = (x: unknown) => (typeof x === "number" && Number.isSafeInteger(x) && x >= 0 ? x : undefined);
-    const record: TagRecord = {};
-    const stale = ms(v.stale);
-    const expired = ms(v.expired);
-    if (stale !== undefined) record.stale = stale;
-    if (expired !== undefined) record.expired = expired;
-    return record;
-  } catch (e) {
-    if (e instanceof InvalidEntry) return {};
-    throw e;
-  }
-}
-
-const secs = (x: number) => Math.min(Math.max(x, 0), MAX_SECS);
 
 interface Config {
   options: LarderNextOptions;
@@ -377,12 +300,7 @@ export class LarderCacheHandler {
   constructor(ctx: NextHandlerContext = {}, bound: Config = fromEnvironment) {
     this.config = bound;
     this.stats = bound.stats;
-    const store = bound.options.store ?? process.env.LARDER_NEXT_STORE;
-    if (store === undefined || store === "")
-      throw new Error(
-        "larder's Next.js cacheHandler needs a store: set LARDER_NEXT_STORE (e.g. memcached://host:11211)",
-      );
-    this.store = typeof store === "string" ? sharedStore(store) : store;
+    this.store = handlerStore(bound.options.store);
     this.namespace = bound.options.namespace ?? process.env.LARDER_NEXT_NAMESPACE ?? "next";
     const id = bound.options.perBuild === false ? undefined : buildId(ctx.serverDistDir);
     this.keyspace = id === undefined ? this.namespace : `${this.namespace}:${id}`;
@@ -392,11 +310,6 @@ export class LarderCacheHandler {
   /** The store key of Next's cache key (FORMAT.md §5.1: hashed when long or unsafe). */
   storeKey(cacheKey: string): string {
     return safeKey(`${this.keyspace}:${cacheKey}`);
-  }
-
-  /** The key of a tag's revalidation record (NUL: always hashed, never equal to a cache key's). */
-  tagKey(tag: string): string {
-    return safeKey(`${this.namespace}\u0000next-tag:${tag}`);
   }
 
   private maxEntryBytes(): number {
@@ -457,19 +370,13 @@ export class LarderCacheHandler {
     const tags = new Set(entryTagList);
     if (ctx.kind === "FETCH") for (const t of [...(ctx.tags ?? []), ...(ctx.softTags ?? [])]) tags.add(t);
     if ([...tags].some((t) => this.revalidatedTags.includes(t))) return null;
-    const usable = [...tags].filter((t) => tagProblem(t) === undefined);
-    if (usable.length > MAX_TAGS) return null;
-    const records =
-      usable.length === 0 ? [] : await deadline.run(this.store.getMany(usable.map((t) => this.tagKey(t))));
-    const now = Date.now();
-    let stale = false;
-    for (const record of records.map(readTagRecord)) {
-      if (record.expired !== undefined && record.expired > createdAt && record.expired <= now) {
-        this.stats.expiredByTag++;
-        return null;
-      }
-      if (record.stale !== undefined && record.stale > createdAt) stale = true;
+    const verdict = await tagVerdict(this.store, this.namespace, tags, createdAt, deadline);
+    if (verdict === "expired") {
+      this.stats.expiredByTag++;
+      return null;
     }
+    const now = Date.now();
+    const stale = verdict === "stale";
     let lastModified = createdAt;
     if (stale) {
       this.stats.staleByTag++;
@@ -547,32 +454,13 @@ export class LarderCacheHandler {
    * them (a fetch's page path); with `{expire}` they are stale now (served while Next renders again) and expire
    * after `expire` seconds. Rejects with the StoreError when the store does not take it. */
   async revalidateTag(tags: string | string[], durations?: { expire?: number }): Promise<void> {
-    const list = [...new Set(typeof tags === "string" ? [tags] : tags)];
-    if (list.length > MAX_TAGS) throw new RangeError(`at most ${MAX_TAGS} tags at once`);
-    for (const tag of list) {
-      const problem = tagProblem(tag);
-      if (problem !== undefined) throw new RangeError(`${problem}, not ${JSON.stringify(tag)}`);
-    }
-    if (list.length === 0) return;
-    const expire = durations?.expire;
-    if (expire !== undefined && (typeof expire !== "number" || !Number.isFinite(expire) || expire < 0))
-      throw new RangeError("expire is a non-negative number of seconds");
-    const deadline = new Deadline(this.config.timeoutMs);
-    const now = Date.now();
-    const keys = list.map((t) => this.tagKey(t));
-    const previous = await deadline.run(this.store.getMany(keys));
-    const records: Array<readonly [string, Uint8Array]> = keys.map((key, i) => {
-      const record = readTagRecord(previous[i]);
-      if (durations === undefined) record.expired = now;
-      else {
-        record.stale = now;
-        if (expire !== undefined) record.expired = now + Math.ceil(secs(expire) * 1000);
-      }
-      return [key, encode({ ...record }, { compressor: "none" })] as const;
-    });
-    await deadline.run(this.store.setMany(records));
-    if (durations === undefined || expire === 0)
-      await deadline.run(Promise.all(list.map((tag) => this.store.purgeTag(tag))));
+    await revalidateTags(
+      this.store,
+      this.namespace,
+      typeof tags === "string" ? [tags] : tags,
+      durations,
+      this.config.timeoutMs,
+    );
   }
 
   /** Next calls this at the start of each request; this handler keeps nothing per request. */
