@@ -143,23 +143,6 @@ export async function tagVerdict(
   return stale ? "stale" : "fresh";
 }
 
-/** The latest time (ms) one of `tags` expired, 0 for never: what `'use cache'` asks of the tags of a request. */
-export async function latestExpiry(
-  store: Store,
-  namespace: string,
-  tags: string[],
-  deadline: Deadline,
-): Promise<number> {
-  const usable = [...new Set(tags)].filter((t) => tagProblem(t) === undefined);
-  if (usable.length === 0) return 0;
-  const records = await deadline.run(store.getMany(usable.map((t) => tagKey(namespace, t))));
-  const now = Date.now();
-  let latest = 0;
-  for (const record of records.map(readTagRecord))
-    if (record.expired !== undefined && record.expired <= now) latest = Math.max(latest, record.expired);
-  return latest;
-}
-
 /** Revalidates `tags` in every instance sharing the store. With no durations (or expire 0) the tags expire now:
  * the store purges what carries them and their records expire what only Next relates to them (soft tags); with
  * `{expire}` they are stale now (served while Next renders again) and expire after `expire` seconds. Rejects with
