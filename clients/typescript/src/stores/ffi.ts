@@ -112,6 +112,7 @@ export function loadSqlite(backend: string): Promise<Sqlite> {
     // biome-ignore lint/suspicious/noExplicitAny: koffi's functions are typed by the C declarations below
     const f = (declaration: string): any => lib.func(declaration);
     const version = f("const char *sqlite3_libversion()")() as string;
+    const memcpy = k.load("libc.so.6").func("void *memcpy(void *, const void *, size_t)");
     return {
       version,
       open: f("int sqlite3_open_v2(const char *, _Out_ sqlite3 **, int, const char *)"),
@@ -136,7 +137,12 @@ export function loadSqlite(backend: string): Promise<Sqlite> {
       columnDouble: f("double sqlite3_column_double(sqlite3_stmt *, int)"),
       columnBlob: f("const void *sqlite3_column_blob(sqlite3_stmt *, int)"),
       columnBytes: f("int sqlite3_column_bytes(sqlite3_stmt *, int)"),
-      copy: (pointer: unknown, length: number) => new Uint8Array(k.view(pointer, length)).slice(),
+      // memcpy into a fresh array is a quarter of the cost of copying out of a koffi.view (an external buffer).
+      copy: (pointer: unknown, length: number) => {
+        const out = new Uint8Array(length);
+        memcpy(out, pointer, length);
+        return out;
+      },
     } satisfies Sqlite;
   })();
   sqlite.catch(() => {

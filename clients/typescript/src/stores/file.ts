@@ -11,7 +11,20 @@
 // length fits and whose key hashes to the name. Everything else is foreign: left alone and counted in stats.
 
 import { createHash, randomBytes } from "node:crypto";
-import { constants, promises as fs, mkdirSync } from "node:fs";
+import {
+  closeSync,
+  constants,
+  promises as fs,
+  fstatSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  read,
+  readSync,
+  renameSync,
+  unlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
 import { utf8, utf8OrUndefined } from "../bytes.js";
 import { storedKey } from "../keys.js";
@@ -45,6 +58,9 @@ export const LOCK_WAIT_MS = 5_000;
 const EINTR = 4;
 const EWOULDBLOCK = 11;
 const PARALLEL = 16;
+/** Reads and writes longer than this go through libuv's threads; shorter ones (and every metadata call) are made
+ * at once: a few microseconds of a local file system each, where a round trip through the thread pool costs tens. */
+const LARGE = 256 << 10;
 
 const HEX2 = /^[0-9a-f]{2}$/;
 const HEX64 = /^[0-9a-f]{64}$/;
@@ -85,22 +101,23 @@ function errnoCode(e: unknown): string | undefined {
  * (not regular, too long, no magic, a key that does not fit or is not UTF-8). Without `wantValue` only the header
  * and key are read. */
 async function readFile(path: string, wantValue: boolean): Promise<OwnFile | undefined> {
-  let handle: fs.FileHandle;
+  let fd: number;
   try {
     // O_NONBLOCK: a FIFO planted under the name must not block the open.
-    handle = await fs.open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   } catch (e) {
     if (["ENOENT", "ELOOP", "ENOTDIR", "ENXIO", "EISDIR"].includes(errnoCode(e) ?? "")) return undefined;
     throw e;
   }
   try {
-    const st = await handle.stat();
+    const st = fstatSync(fd);
     if (!st.isFile() || st.size < HEADER || st.size > MAX_FILE) return undefined;
     const want = wantValue ? st.size : Math.min(st.size, HEADER + 0xffff);
     const data = Buffer.allocUnsafe(want);
     let got = 0;
     while (got < want) {
-      const { bytesRead } = await handle.read(data, got, want - got, got);
+      const bytesRead =
+        want - got > LARGE ? await readAsync(fd, data, got, want - got) : readSync(fd, data, got, want - got, got);
       if (bytesRead === 0) break;
       got += bytesRead;
     }
@@ -118,8 +135,12 @@ async function readFile(path: string, wantValue: boolean): Promise<OwnFile | und
       mtimeMs: st.mtimeMs,
     };
   } finally {
-    await handle.close();
+    closeSync(fd);
   }
+}
+
+function readAsync(fd: number, into: Buffer, at: number, length: number): Promise<number> {
+  return new Promise((resolve, reject) => read(fd, into, at, length, at, (e, n) => (e ? reject(e) : resolve(n))));
 }
 
 async function entries(dir: string): Promise<import("node:fs").Dirent[]> {
@@ -186,22 +207,23 @@ export class FileStore implements Store {
 
   /** The shard directory of `name`; undefined when it is missing or is not a real directory (a link, a file),
    * unless `create`, which makes it or fails. */
-  private async shard(name: string, create: boolean): Promise<string | undefined> {
+  private shard(name: string, create: boolean): string | undefined {
     let dir = this.root;
     for (const part of [name.slice(0, 2), name.slice(2, 4)]) {
       dir = join(dir, part);
-      if (create) {
-        try {
-          await fs.mkdir(dir, 0o755);
-        } catch (e) {
-          if (errnoCode(e) !== "EEXIST") throw this.error(`cannot create ${dir}: ${(e as Error).message}`);
-        }
-      }
-      let isDir = false;
+      let isDir: boolean;
       try {
-        isDir = (await fs.lstat(dir)).isDirectory();
+        const st = lstatSync(dir, { throwIfNoEntry: false });
+        if (st === undefined && create) {
+          try {
+            mkdirSync(dir, 0o755);
+          } catch (e) {
+            if (errnoCode(e) !== "EEXIST") throw e; // EEXIST: another writer made it meanwhile
+          }
+          isDir = lstatSync(dir).isDirectory();
+        } else isDir = st?.isDirectory() ?? false;
       } catch (e) {
-        if (errnoCode(e) !== "ENOENT") throw this.error(`${dir}: ${(e as Error).message}`);
+        throw this.error(`${dir}: ${(e as Error).message}`);
       }
       if (!isDir) {
         if (create) throw this.error(`${dir} is not a directory of this store (a link or a foreign file): not written`);
@@ -214,7 +236,7 @@ export class FileStore implements Store {
   /** The file of `stored` when it is this store's and live; an expired one is deleted. */
   private async readLive(stored: string, now: number): Promise<OwnFile | undefined> {
     const name = hashName(stored);
-    const dir = await this.shard(name, false);
+    const dir = this.shard(name, false);
     if (dir === undefined) return undefined;
     let file: OwnFile | undefined;
     try {
@@ -232,7 +254,7 @@ export class FileStore implements Store {
 
   private async unlink(file: OwnFile): Promise<boolean> {
     try {
-      await fs.unlink(file.path);
+      unlinkSync(file.path);
     } catch (e) {
       if (errnoCode(e) === "ENOENT") return false;
       throw this.error(`cannot delete ${file.path}: ${(e as Error).message}`);
@@ -250,17 +272,22 @@ export class FileStore implements Store {
     data.writeUInt16LE(key.length, 12);
     data.set(key, HEADER);
     data.set(value, HEADER + key.length);
-    const dir = (await this.shard(name, true)) as string;
+    const dir = this.shard(name, true) as string;
     const path = join(dir, name);
     const temporary = join(dir, `.${name}.${randomBytes(8).toString("hex")}.tmp`);
     let old = 0;
     try {
-      await fs.writeFile(temporary, data, { flag: "wx", mode: 0o644 });
-      const st = await fs.lstat(path).catch(() => undefined);
+      if (data.length > LARGE) await fs.writeFile(temporary, data, { flag: "wx", mode: 0o644 });
+      else writeFileSync(temporary, data, { flag: "wx", mode: 0o644 });
+      const st = lstatSync(path, { throwIfNoEntry: false });
       if (st?.isFile()) old = st.size;
-      await fs.rename(temporary, path);
+      renameSync(temporary, path);
     } catch (e) {
-      await fs.unlink(temporary).catch(() => {});
+      try {
+        unlinkSync(temporary);
+      } catch {
+        // never written, or already renamed
+      }
       throw this.error(`cannot write ${name}: ${(e as Error).message}`);
     }
     this.total += data.length - old;
@@ -276,11 +303,11 @@ export class FileStore implements Store {
   /** Runs `work` holding the exclusive flock of the shard's `.lock` (released when the file is closed). */
   private async locked<T>(stored: string, work: () => Promise<T>): Promise<T> {
     const libc = await loadLibc(this.backend);
-    const dir = (await this.shard(hashName(stored), true)) as string;
+    const dir = this.shard(hashName(stored), true) as string;
     const lockPath = join(dir, ".lock");
-    let handle: fs.FileHandle;
+    let fd: number;
     try {
-      handle = await fs.open(
+      fd = openSync(
         lockPath,
         constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK,
         0o644,
@@ -289,10 +316,10 @@ export class FileStore implements Store {
       throw this.error(`cannot open ${lockPath}: ${(e as Error).message}`);
     }
     try {
-      if (!(await handle.stat()).isFile()) throw this.error(`${lockPath} is not a regular file`);
+      if (!fstatSync(fd).isFile()) throw this.error(`${lockPath} is not a regular file`);
       const deadline = Date.now() + LOCK_WAIT_MS;
       let pause = 1;
-      while (libc.flock(handle.fd, LOCK_EX | LOCK_NB) !== 0) {
+      while (libc.flock(fd, LOCK_EX | LOCK_NB) !== 0) {
         const errno = libc.errno();
         if (errno !== EWOULDBLOCK && errno !== EINTR) throw this.error(`flock ${lockPath}: errno ${errno}`);
         if (Date.now() >= deadline) throw new StoreTimeout(this.backend, this.root, LOCK_WAIT_MS);
@@ -301,7 +328,7 @@ export class FileStore implements Store {
       }
       return await work();
     } finally {
-      await handle.close();
+      closeSync(fd);
     }
   }
 

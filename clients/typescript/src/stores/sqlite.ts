@@ -149,8 +149,11 @@ class Connection {
           else if (type === INTEGER) row.push(lib.columnInt64(stmt, c));
           else if (type === FLOAT) row.push(lib.columnDouble(stmt, c));
           else {
-            const pointer = lib.columnBlob(stmt, c);
             const length = lib.columnBytes(stmt, c);
+            // The file may have been written by anyone: nothing longer than the store writes is copied out.
+            if (length > MAX_VALUE + 0xffff)
+              throw new ServerError(this.backend, `a column of ${length} bytes exceeds the store's bound`, this.server);
+            const pointer = lib.columnBlob(stmt, c);
             row.push(pointer === null || length === 0 ? new Uint8Array() : lib.copy(pointer, length));
           }
         }
