@@ -12,7 +12,7 @@
 // - Everything is bounded: one total deadline per call, entry and tag sizes; a store error or a hostile entry is a
 //   miss (counted), never a failed render. Only revalidateTag rejects: a revalidation that did not happen must show.
 
-import { type Compressor, DEFAULT_MAX_SIZE } from "./compressors.js";
+import { DEFAULT_MAX_SIZE } from "./compressors.js";
 import { decodePayload, encode } from "./entry.js";
 import { InvalidEntry } from "./errors.js";
 import { safeKey } from "./keys.js";
@@ -20,8 +20,11 @@ import {
   buildId,
   DEFAULT_MAX_ENTRY,
   Deadline,
+  emptyStats,
   handlerStore,
   MAX_TAGS,
+  type NextCacheStats,
+  type NextStoreOptions,
   ONE_YEAR_SECS,
   revalidateTags,
   secs,
@@ -72,38 +75,16 @@ export interface NextCacheEntry {
   cacheControl?: NextCacheControl;
 }
 
-export interface LarderNextOptions {
-  /** A Store or store URL; default the environment's LARDER_NEXT_STORE. */
-  store?: Store | string;
-  /** Keys are `namespace:BUILD_ID:key` (default namespace "next", or LARDER_NEXT_NAMESPACE). */
-  namespace?: string;
+export interface LarderNextOptions extends NextStoreOptions {
   /** Key entries by the build's BUILD_ID (read from Next's serverDistDir), so deploys do not read each other's
-   * pages (default true). Tag records are shared by every build of the namespace. */
+   * pages (default true): keys are `namespace:BUILD_ID:key`. */
   perBuild?: boolean;
-  /** The total time one get, set or revalidateTag may take, every round trip included (default 1000 ms). */
-  timeoutMs?: number;
-  /** Entries larger than this (encoded) are not stored (default 8 MiB, and never more than the store takes). */
-  maxEntryBytes?: number;
-  compressor?: Compressor;
   /** The expire time (s) of an entry Next gives none (Next's own default: a year). */
   defaultExpireSecs?: number;
 }
 
-export interface LarderNextStats {
-  hits: number;
-  misses: number;
-  /** Hits a tag record made stale (Next serves them and renders again in the background). */
-  staleByTag: number;
-  /** Misses because a tag record expired the entry. */
-  expiredByTag: number;
-  sets: number;
-  /** Values not stored, by reason (too-large, unserializable, too-many-tags, not-cacheable). */
-  notStored: Record<string, number>;
-  /** Entries that were not what this handler writes (corrupt, another kind, hostile). */
-  rejected: number;
-  /** Store failures and timeouts, absorbed as misses or skipped writes. */
-  storeErrors: number;
-}
+/** Values not stored are counted by reason: too-large, unserializable, too-many-tags, not-cacheable. */
+export type LarderNextStats = NextCacheStats;
 
 const TAGS_HEADER = "x-next-cache-tags";
 const VALUE_KINDS = new Set(["APP_PAGE", "APP_ROUTE", "PAGES", "FETCH", "REDIRECT", "IMAGE"]);
@@ -269,16 +250,7 @@ interface Config {
 function config(options: LarderNextOptions): Config {
   const timeoutMs = options.timeoutMs ?? 1000;
   if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) throw new RangeError("timeoutMs is a positive number of ms");
-  const stats: LarderNextStats = {
-    hits: 0,
-    misses: 0,
-    staleByTag: 0,
-    expiredByTag: 0,
-    sets: 0,
-    notStored: {},
-    rejected: 0,
-    storeErrors: 0,
-  };
+  const stats = emptyStats();
   return { options, stats, timeoutMs, defaultExpire: secs(options.defaultExpireSecs ?? ONE_YEAR_SECS) };
 }
 

@@ -7,6 +7,7 @@
 
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import type { Compressor } from "./compressors.js";
 import { decodePayload, encode } from "./entry.js";
 import { InvalidEntry } from "./errors.js";
 import { safeKey } from "./keys.js";
@@ -15,6 +16,47 @@ import type { Store } from "./stores/base.js";
 import { StoreTimeout } from "./stores/errors.js";
 import { openStore } from "./stores/index.js";
 import { isPlainObject } from "./value.js";
+
+/** What both handlers take. */
+export interface NextStoreOptions {
+  /** A Store or store URL; default the environment's LARDER_NEXT_STORE. */
+  store?: Store | string;
+  /** The keys' namespace (default "next", or LARDER_NEXT_NAMESPACE); tag records are shared by the namespace. */
+  namespace?: string;
+  /** The total time one call may take in the store, every round trip included (default 1000 ms). */
+  timeoutMs?: number;
+  /** Entries larger than this (encoded) are not stored (default 8 MiB, and never more than the store takes). */
+  maxEntryBytes?: number;
+  compressor?: Compressor;
+}
+
+/** What both handlers count. */
+export interface NextCacheStats {
+  hits: number;
+  misses: number;
+  /** Hits a tag record made stale (Next serves them and renders again in the background). */
+  staleByTag: number;
+  /** Misses because a tag record expired the entry. */
+  expiredByTag: number;
+  sets: number;
+  /** Values not stored, by reason. */
+  notStored: Record<string, number>;
+  /** Entries that were not what the handler writes (corrupt, another kind, hostile). */
+  rejected: number;
+  /** Store failures and timeouts, absorbed as misses or skipped writes. */
+  storeErrors: number;
+}
+
+export const emptyStats = (): NextCacheStats => ({
+  hits: 0,
+  misses: 0,
+  staleByTag: 0,
+  expiredByTag: 0,
+  sets: 0,
+  notStored: {},
+  rejected: 0,
+  storeErrors: 0,
+});
 
 export const ONE_YEAR_SECS = 31_536_000;
 /** Next's own limits are 128 tags of 256 characters (NEXT_CACHE_TAG_MAX_ITEMS/LENGTH); an entry's implicit tags

@@ -7,15 +7,18 @@
 // Bounded like the ISR handler: one deadline per store call, the streamed value's size and time; a store error, a
 // hostile entry or a failed stream is a miss or a skipped write (counted), never a failed render.
 
-import { type Compressor, DEFAULT_MAX_SIZE } from "./compressors.js";
+import { DEFAULT_MAX_SIZE } from "./compressors.js";
 import { decodePayload, encode } from "./entry.js";
 import { InvalidEntry } from "./errors.js";
 import { safeKey } from "./keys.js";
 import {
   DEFAULT_MAX_ENTRY,
   Deadline,
+  emptyStats,
   handlerStore,
   MAX_TAGS,
+  type NextCacheStats,
+  type NextStoreOptions,
   revalidateTags,
   tagProblem,
   tagVerdict,
@@ -35,31 +38,13 @@ export interface UseCacheEntry {
   revalidate: number;
 }
 
-export interface UseCacheOptions {
-  /** A Store or store URL; default the environment's LARDER_NEXT_STORE. */
-  store?: Store | string;
-  /** Keys are `namespace:use-cache:key` (default "next", or LARDER_NEXT_NAMESPACE); Next's keys name the build. */
-  namespace?: string;
-  /** The total time of one get, store write or updateTags (default 1000 ms). */
-  timeoutMs?: number;
+export interface UseCacheOptions extends NextStoreOptions {
   /** How long `set` reads the value's stream before it gives up on it (default 60 s). */
   streamTimeoutMs?: number;
-  /** Values larger than this are not stored (default 8 MiB, and never more than the store takes). */
-  maxEntryBytes?: number;
-  compressor?: Compressor;
 }
 
-export interface UseCacheStats {
-  hits: number;
-  misses: number;
-  staleByTag: number;
-  expiredByTag: number;
-  sets: number;
-  /** Values not stored, by reason (too-large, stream-failed, bad-entry). */
-  notStored: Record<string, number>;
-  rejected: number;
-  storeErrors: number;
-}
+/** Values not stored are counted by reason: too-large, stream-failed, bad-entry. */
+export type UseCacheStats = NextCacheStats;
 
 export interface UseCacheHandler {
   readonly stats: UseCacheStats;
@@ -132,16 +117,7 @@ export function larderUseCacheHandler(options: UseCacheOptions = {}): UseCacheHa
   const timeoutMs = options.timeoutMs ?? 1000;
   const streamTimeoutMs = options.streamTimeoutMs ?? 60_000;
   if (!(timeoutMs > 0) || !(streamTimeoutMs > 0)) throw new RangeError("timeouts are positive numbers of ms");
-  const stats: UseCacheStats = {
-    hits: 0,
-    misses: 0,
-    staleByTag: 0,
-    expiredByTag: 0,
-    sets: 0,
-    notStored: {},
-    rejected: 0,
-    storeErrors: 0,
-  };
+  const stats = emptyStats();
   /** Sets of this process still reading their value: a get of the key waits for them, as Next asks. */
   const pending = new Map<string, Promise<void>>();
   let opened: Store | undefined;
