@@ -43,10 +43,11 @@ test("increments from Python, Ruby and TypeScript processes at once lose none (t
   const store = openStore(`file://${root}`);
   const times = 150;
   const others = otherLanguagesIncrement(`file://${root}`, "shared-counter", times);
+  await others.ready;
   for (let i = 0; i < times; i++) await store.incr("shared-counter", 1);
   // Within one process too: each call opens the lock file anew, and flock excludes open files, not processes.
   await Promise.all(Array.from({ length: 30 }, () => store.incr("shared-counter", 1)));
-  await others;
+  await others.done;
   assert.deepEqual(await store.get("shared-counter"), bytes(String(3 * times + 30)));
 });
 

@@ -40,9 +40,10 @@ test("increments from Python, Ruby and TypeScript processes at once lose none", 
   await store.set("warm", bytes("1")); // the schema exists before the others start
   const times = 150;
   const others = otherLanguagesIncrement(url, "shared-counter", times);
+  await others.ready;
   for (let i = 0; i < times; i++) await store.incr("shared-counter", 1);
   await Promise.all(Array.from({ length: 30 }, () => store.incr("shared-counter", 1)));
-  await others;
+  await others.done;
   assert.deepEqual(await store.get("shared-counter"), bytes(String(3 * times + 30)));
   await store.close();
 });

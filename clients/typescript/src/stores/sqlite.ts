@@ -5,8 +5,8 @@
 // one, so the connection keeps SQLite's busy timeout at 0 and does the waiting itself. Each operation is one
 // synchronous burst of calls (no other JavaScript runs on the connection in between, so it needs no queue); when
 // another process holds the write lock the burst fails with SQLITE_BUSY, is rolled back, and is retried after an
-// asynchronous pause (1 ms doubling to 20 ms) for at most BUSY_WAIT_MS, the 5 s busy timeout of the other
-// languages, then fails with a timeout. Writes take the lock up front (BEGIN IMMEDIATE), so a retried burst has
+// asynchronous pause (those of SQLite's own busy handler: 1 ms growing to 100 ms) for at most BUSY_WAIT_MS, the
+// 5 s busy timeout of the other languages, then fails with a timeout. Writes take the lock up front (BEGIN IMMEDIATE), so a retried burst has
 // changed nothing. WAL mode as the spec says, with synchronous=NORMAL (a cache survives an application crash,
 // and a commit does not wait for fsync on the event loop).
 
@@ -34,6 +34,9 @@ import type { StoreUrl } from "./url.js";
 export const SCHEMA_VERSION = 1;
 /** How long an operation waits for another process's write lock (the other languages' busy timeout). */
 export const BUSY_WAIT_MS = 5_000;
+/** The pauses of SQLite's own busy handler (sqliteDefaultBusyCallback), which the other languages' connections
+ * use: a waiter here is neither greedier nor more patient than theirs. */
+const BUSY_PAUSES_MS = [1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100];
 const SWEEP_EVERY = 100;
 const SWEEP_ROWS = 1000;
 const MAX_VALUE = 512 << 20;
@@ -258,7 +261,7 @@ export class SqliteStore implements Store {
   /** Runs the synchronous `work` again while another process holds the lock, for at most BUSY_WAIT_MS. */
   private async retrying<T>(work: () => T): Promise<T> {
     const deadline = Date.now() + BUSY_WAIT_MS;
-    let pause = 1;
+    let attempt = 0;
     for (;;) {
       try {
         return work();
@@ -266,8 +269,7 @@ export class SqliteStore implements Store {
         if (!(e instanceof Busy)) throw e;
       }
       if (Date.now() >= deadline) throw new StoreTimeout(this.backend, this.path, BUSY_WAIT_MS);
-      await sleep(pause);
-      pause = Math.min(pause * 2, 20);
+      await sleep(BUSY_PAUSES_MS[Math.min(attempt++, BUSY_PAUSES_MS.length - 1)] as number);
     }
   }
 
