@@ -159,3 +159,12 @@ for (const which of ["memory", "memcached"] as const) {
       });
   });
 }
+
+test("the package exports both handlers by the names next.config gives them", async () => {
+  const isr = (await import("larder-cache/next" as string)) as { default: unknown; larderCacheHandler: unknown };
+  assert.equal(typeof isr.default, "function");
+  assert.equal(typeof isr.larderCacheHandler, "function");
+  const useCache = (await import("larder-cache/next/use-cache" as string)) as { default: Record<string, unknown> };
+  for (const method of ["get", "set", "refreshTags", "getExpiration", "updateTags"])
+    assert.equal(typeof useCache.default[method], "function", method);
+});
