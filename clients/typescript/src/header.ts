@@ -43,8 +43,13 @@ export function hardExpiry(expiresAt: Millis, staleMs: Millis): number | undefin
   return Number(expiresAt) + Number(staleMs);
 }
 
-function millis(value: bigint): Millis {
-  return value <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(value) : value;
+/** The u64 (little-endian) at `pos`: a number when below 2^53 (read as two u32 halves: no BigInt made on every
+ * read), else a bigint. */
+function u64At(view: DataView, pos: number): Millis {
+  const low = view.getUint32(pos, true);
+  const high = view.getUint32(pos + 4, true);
+  if (high < 0x200000) return high * 0x100000000 + low;
+  return (BigInt(high) << 32n) | BigInt(low);
 }
 
 function truncated(what: string, need: number, have: number): InvalidEntry {
@@ -55,7 +60,7 @@ function truncated(what: string, need: number, have: number): InvalidEntry {
 export function peekExpiresAt(data: Uint8Array): Millis | undefined {
   if (data.length < FIXED_HEADER || data[0] !== MAGIC[0] || data[1] !== MAGIC[1] || data[2] !== FORMAT_VERSION)
     return undefined;
-  return millis(new DataView(data.buffer, data.byteOffset, data.byteLength).getBigUint64(15, true));
+  return u64At(new DataView(data.buffer, data.byteOffset, data.byteLength), 15);
 }
 
 export function readHeader(data: Uint8Array): Header {
@@ -80,13 +85,13 @@ export function readHeader(data: Uint8Array): Header {
   if (kind === "response" && serializer !== "msgpack")
     throw new InvalidEntry("bad_header", `a response entry with serializer ${serializer} (must be msgpack)`);
   const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
-  const createdAt = millis(view.getBigUint64(7, true));
-  const expiresAt = millis(view.getBigUint64(15, true));
+  const createdAt = u64At(view, 7);
+  const expiresAt = u64At(view, 15);
   let pos = FIXED_HEADER;
   let staleMs: Millis = 0;
   if (flags & FLAG_STALE) {
     if (pos + 8 > n) throw truncated("the stale window", pos + 8, n);
-    staleMs = millis(view.getBigUint64(pos, true));
+    staleMs = u64At(view, pos);
     pos += 8;
   }
   const readString = (what: string): string => {

@@ -107,9 +107,14 @@ export function entryTags(value: Uint8Array): string[] {
 }
 
 /** The moment (ms) past which `value` must not be returned: the earlier of now + ttl and the entry's hard expiry. */
-export function expiresAtMs(value: Uint8Array, ttlMs: number | undefined, now: number): number | undefined {
+export function expiresAtMs(
+  value: Uint8Array,
+  ttlMs: number | undefined,
+  now: number,
+  header: Header | undefined = entryHeader(value),
+): number | undefined {
   const fromTtl = ttlMs === undefined ? undefined : now + Math.ceil(ttlMs);
-  const hard = valueHardExpiry(value);
+  const hard = header === undefined ? undefined : entryHardExpiry(header);
   if (fromTtl !== undefined && hard !== undefined) return Math.min(fromTtl, hard);
   return fromTtl ?? hard;
 }

@@ -27,7 +27,7 @@ import {
 } from "./base.js";
 import { NotACounter, ServerError, type StoreError, StoreTimeout, TooLarge, Unsupported } from "./errors.js";
 import type { StoreUrl } from "./url.js";
-import { Connection, ConnectionPool, type ReplyParser, WireFailure } from "./wire.js";
+import { Connection, ConnectionPool, copyOut, type ReplyParser, WireFailure } from "./wire.js";
 
 const BACKEND = "memcached";
 /** memcached's per-item overhead (48-byte header + CAS) that counts against its item size. */
@@ -57,12 +57,35 @@ function flag(reply: Reply, letter: string): string | undefined {
 /** The meta reply parser for a server whose values are at most `maxValue` bytes. */
 export function replyParser(maxValue: number): ReplyParser<Reply, undefined> {
   return (buf, pos) => {
-    const end = buf.indexOf("\r\n", pos, "latin1");
+    let end = buf.indexOf(13, pos); // memchr for CR; a CR without LF inside a line falls back to the full search
+    if (end !== -1 && end + 1 < buf.length && buf[end + 1] !== 10) end = buf.indexOf("\r\n", end + 1, "latin1");
+    else if (end !== -1 && end + 1 >= buf.length) end = -1;
     if (end === -1) {
       if (buf.length - pos > MAX_LINE) throw new WireFailure(`malformed reply: a line longer than ${MAX_LINE} bytes`);
       return buf.length - pos + 1;
     }
     if (end - pos > MAX_LINE) throw new WireFailure(`malformed reply: a line longer than ${MAX_LINE} bytes`);
+    if (buf[pos] === 0x56 && buf[pos + 1] === 0x41 && buf[pos + 2] === 0x20) {
+      // `VA <length>[ flags]`, read from the bytes: the reply to every hit
+      let i = pos + 3;
+      let n = 0;
+      while (i < end && i - pos - 3 < 13) {
+        const c = buf[i] as number;
+        if (c < 0x30 || c > 0x39) break;
+        n = n * 10 + (c - 0x30);
+        i++;
+      }
+      const digits = i - pos - 3;
+      if (digits >= 1 && digits <= 12 && (i === end || buf[i] === 0x20)) {
+        if (n > maxValue) throw new WireFailure(`malformed reply: a value of ${n} bytes (max_item is ${maxValue})`);
+        const start = end + 2;
+        if (buf.length < start + n + 2) return start + n + 2 - pos;
+        if (buf[start + n] !== 13 || buf[start + n + 1] !== 10)
+          throw new WireFailure("malformed reply: a value without CRLF");
+        const flags = i === end ? [] : buf.toString("latin1", i + 1, end).split(" ");
+        return [{ code: "VA", data: copyOut(buf, start, start + n), flags }, start + n + 2];
+      }
+    }
     const line = buf.toString("latin1", pos, end);
     const tokens = line.split(" ");
     const code = tokens[0] as string;
@@ -76,7 +99,7 @@ export function replyParser(maxValue: number): ReplyParser<Reply, undefined> {
       if (buf.length < start + n + 2) return start + n + 2 - pos;
       if (buf[start + n] !== 13 || buf[start + n + 1] !== 10)
         throw new WireFailure("malformed reply: a value without CRLF");
-      return [{ code, data: new Uint8Array(buf.subarray(start, start + n)), flags: tokens.slice(2) }, start + n + 2];
+      return [{ code, data: copyOut(buf, start, start + n), flags: tokens.slice(2) }, start + n + 2];
     }
     if (STATUS.has(code) || code === "STAT") return [{ code, flags: tokens.slice(1) }, end + 2];
     if (ERRORS.has(code)) return [{ code: "ERROR", flags: [], message: line }, end + 2];

@@ -12,7 +12,7 @@ import {
   checkPrefix,
   checkTtl,
   emptyStats,
-  entryTags,
+  entryHeader,
   expiresAtMs,
   type Store,
   type StoreStats,
@@ -72,6 +72,8 @@ export class RedisStore implements Store {
   readonly server: string;
   private readonly node: RedisNode | undefined;
   private readonly scanLimits: Limits;
+  /** The bounds of a reply that is one value (GET). */
+  private readonly valueLimits: Limits;
 
   /** `host` undefined: a subclass routes every request itself (redis_cluster.ts). */
   constructor(host: string | undefined, port: number, o: RedisOptions = {}) {
@@ -81,6 +83,7 @@ export class RedisStore implements Store {
     this.maxValue = o.maxValue ?? DEFAULT_MAX_VALUE;
     this.server = host === undefined ? "" : serverName(host, port);
     this.scanLimits = { maxBulk: this.maxValue, maxBytes: this.maxValue, maxElements: 2 + 100 * SCAN_COUNT };
+    this.valueLimits = { maxBulk: this.maxValue, maxBytes: this.maxValue, maxElements: 0 };
     if (host !== undefined)
       this.node = new RedisNode(host, port, {
         backend: "redis",
@@ -174,7 +177,8 @@ export class RedisStore implements Store {
     for (const [key, value] of items) {
       const stored = this.key(key);
       if (value.length > this.maxValue) throw new TooLarge(this.backend, key, value.length, this.maxValue);
-      const expiry = expiresAtMs(value, ttlMs, now);
+      const header = entryHeader(value); // read once for the expiry and the tags
+      const expiry = expiresAtMs(value, ttlMs, now, header);
       if (expiry !== undefined && expiry <= now) {
         if (nx) return false;
         requests.push([pack("DEL", stored), SMALL, stored]);
@@ -184,7 +188,7 @@ export class RedisStore implements Store {
       if (expiry !== undefined) command.push("PXAT", expiry);
       if (nx) command.push("NX");
       requests.push([pack(...command), SMALL, stored]);
-      const tags = entryTags(value);
+      const tags = header?.tags ?? [];
       if (tags.length > 0) tagged.push([stored, expiry ?? 0, tags]);
     }
     if (requests.length === 0) return true;
@@ -205,6 +209,8 @@ export class RedisStore implements Store {
 
   /** Requests each naming one key, sent in one batch per group of keys (per slot in a Cluster), in order. */
   private async runEach(requests: Array<[Buffer, Limits, string]>): Promise<RespValue[]> {
+    const [first] = requests;
+    if (requests.length === 1 && first !== undefined) return this.run([[first[0], first[1]]], first[2]);
     const byKey = new Map<string, number[]>();
     for (const [i, [, , key]] of requests.entries()) byKey.set(key, [...(byKey.get(key) ?? []), i]);
     const replies: RespValue[] = new Array(requests.length).fill(null);
@@ -273,13 +279,7 @@ export class RedisStore implements Store {
   }
 
   async get(key: string): Promise<Uint8Array | undefined> {
-    const reply = this.answer(
-      (
-        await this.run([
-          [pack("GET", this.key(key)), { maxBulk: this.maxValue, maxBytes: this.maxValue, maxElements: 0 }],
-        ])
-      )[0] as RespValue,
-    );
+    const reply = this.answer((await this.run([[pack("GET", this.key(key)), this.valueLimits]]))[0] as RespValue);
     if (reply !== null && !(reply instanceof Uint8Array)) throw this.malformed("GET", reply);
     return reply ?? undefined;
   }

@@ -8,6 +8,14 @@
 
 import net from "node:net";
 
+/** A copy of `buf[start, end)` that does not keep the read buffer alive: a value handed to a caller must not pin
+ * the whole socket read it came in. Copied through Buffer.from (small values share Node's 8 KiB pool, no zeroing):
+ * `new Uint8Array(view)` gives each value its own backing store and cost ~1 µs for 1 KiB. */
+export function copyOut(buf: Buffer, start: number, end: number): Uint8Array {
+  const copy = Buffer.from(buf.subarray(start, end));
+  return new Uint8Array(copy.buffer, copy.byteOffset, copy.length);
+}
+
 /** A connection-level failure: the server could not be reached, timed out, closed, or sent something malformed. */
 export class WireFailure extends Error {
   override readonly name = "WireFailure";
