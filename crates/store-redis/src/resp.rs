@@ -39,17 +39,68 @@ pub enum Expect {
     Values(usize),
 }
 
-/// A command in RESP's request form: an array of bulk strings.
-pub fn command(args: &[&[u8]]) -> BytesMut {
-    let size: usize = args.iter().map(|a| a.len() + 16).sum::<usize>() + 16;
-    let mut out = BytesMut::with_capacity(size);
-    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
-    for arg in args {
-        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
-        out.extend_from_slice(arg);
+/// A command in RESP's request form: an array of bulk strings, written straight into the request's buffer.
+pub struct Command(BytesMut);
+
+impl Command {
+    /// A command of `args` arguments, of about `bytes` bytes in all.
+    pub fn new(args: usize, bytes: usize) -> Command {
+        let mut out = BytesMut::with_capacity(bytes + 16 * args + 16);
+        out.extend_from_slice(b"*");
+        push_decimal(&mut out, args);
         out.extend_from_slice(b"\r\n");
+        Command(out)
     }
-    out
+
+    pub fn arg(&mut self, arg: &[u8]) -> &mut Command {
+        let mut head = [0u8; 24];
+        head[0] = b'$';
+        let mut at = 1 + write_decimal(&mut head[1..], arg.len());
+        head[at..at + 2].copy_from_slice(b"\r\n");
+        at += 2;
+        self.0.reserve(at + arg.len() + 2);
+        self.0.extend_from_slice(&head[..at]);
+        self.0.extend_from_slice(arg);
+        self.0.extend_from_slice(b"\r\n");
+        self
+    }
+
+    pub fn finish(self) -> Bytes {
+        self.0.freeze()
+    }
+}
+
+/// A whole command from its arguments.
+pub fn command(args: &[&[u8]]) -> Bytes {
+    let mut command = Command::new(args.len(), args.iter().map(|a| a.len()).sum());
+    for arg in args {
+        command.arg(arg);
+    }
+    command.finish()
+}
+
+/// `n` in decimal (what `format!` did here cost a fifth of an MGET's instructions).
+fn push_decimal(out: &mut BytesMut, n: usize) {
+    let mut digits = [0u8; 20];
+    let length = write_decimal(&mut digits, n);
+    out.extend_from_slice(&digits[..length]);
+}
+
+/// Writes `n` in decimal at the start of `out` (20 bytes hold any `usize`); how many bytes it took.
+fn write_decimal(out: &mut [u8], mut n: usize) -> usize {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let length = digits.len() - at;
+    out[..length].copy_from_slice(&digits[at..]);
+    length
 }
 
 /// Reads replies from a connection, keeping what arrives beyond the current one.
@@ -98,12 +149,11 @@ impl ReplyReader {
                     return Err(malformed(&format!("an array of {count:?} values for {n} keys")));
                 }
                 let mut values = Vec::with_capacity(n);
-                for _ in 0..n {
-                    let (kind, number) = self.header(io).await?;
-                    if kind != b'$' {
-                        return Err(malformed(&format!("an MGET value of type {:?}", char::from(kind))));
+                while values.len() < n {
+                    match self.whole_bulk()? {
+                        Some(value) => values.push(value),
+                        None => self.fill(io).await?,
                     }
-                    values.push(self.bulk(io, number).await?);
                 }
                 Ok(vec![Reply::Values(values)])
             }
@@ -147,8 +197,7 @@ impl ReplyReader {
         if newline < 2 || self.buffer[newline - 1] != b'\r' {
             return Err(malformed("an empty reply line, or one not ended by CRLF"));
         }
-        let line = self.buffer.split_to(newline + 1);
-        let (kind, rest) = (line[0], &line[1..newline - 1]);
+        let (kind, rest) = (self.buffer[0], &self.buffer[1..newline - 1]);
         let number = match kind {
             b'$' | b'*' | b':' => Some(parse_number(rest)?),
             b'+' | b'-' => {
@@ -157,6 +206,7 @@ impl ReplyReader {
             }
             other => return Err(malformed(&format!("a reply that starts with byte {other:#04x}"))),
         };
+        self.buffer.advance(newline + 1);
         Ok((kind, number))
     }
 
@@ -183,6 +233,49 @@ impl ReplyReader {
         Ok(Some(value))
     }
 
+    /// One bulk string taken from the buffer if all of it has arrived, `None` if more must be read first: MGET's
+    /// values without an `await` each (the async header-then-payload path cost about 450 instructions a value). A
+    /// length past `max_value` is refused as soon as its line is seen, before the payload arrives.
+    fn whole_bulk(&mut self) -> Result<Option<Option<Bytes>>, Failure> {
+        let buffer = &self.buffer[..];
+        let Some(&kind) = buffer.first() else { return Ok(None) };
+        if kind != b'$' {
+            return Err(malformed(&format!("an MGET value of type {:?}", char::from(kind))));
+        }
+        let Some(newline) = memchr::memchr(b'\n', &buffer[..buffer.len().min(MAX_LINE)]) else {
+            if buffer.len() > MAX_LINE {
+                return Err(malformed(&format!("a reply line longer than {MAX_LINE} bytes")));
+            }
+            return Ok(None);
+        };
+        if newline < 2 || buffer[newline - 1] != b'\r' {
+            return Err(malformed("an empty reply line, or one not ended by CRLF"));
+        }
+        let size = match parse_number(&buffer[1..newline - 1])? {
+            -1 => {
+                self.buffer.advance(newline + 1);
+                return Ok(Some(None));
+            }
+            n if n < 0 => return Err(malformed(&format!("a bulk length of {n}"))),
+            n if n as u64 > self.max_value as u64 => {
+                return Err(malformed(&format!("a value of {n} bytes, past max_value ({} bytes)", self.max_value)));
+            }
+            n => n as usize,
+        };
+        let end = newline + 1 + size + 2;
+        if buffer.len() < end {
+            self.buffer.reserve(end - buffer.len());
+            return Ok(None);
+        }
+        if &buffer[end - 2..end] != b"\r\n" {
+            return Err(malformed("a value not followed by CRLF"));
+        }
+        self.buffer.advance(newline + 1);
+        let value = self.buffer.split_to(size).freeze();
+        self.buffer.advance(2);
+        Ok(Some(Some(value)))
+    }
+
     async fn fill<R: AsyncRead + Unpin>(&mut self, io: &mut R) -> Result<(), Failure> {
         if self.buffer.capacity() - self.buffer.len() < 4096 {
             self.buffer.reserve(16 * 1024);
@@ -201,11 +294,23 @@ fn parse_number(text: &[u8]) -> Result<i64, Failure> {
         Some((b'-', rest)) => (true, rest),
         _ => (false, text),
     };
-    if digits.is_empty() || digits.len() > 18 || !digits.iter().all(u8::is_ascii_digit) {
-        return Err(malformed(&format!("a number {:?}", String::from_utf8_lossy(&text[..text.len().min(32)]))));
+    if digits.is_empty() || digits.len() > 18 {
+        return Err(bad_number(text));
     }
-    let n = digits.iter().fold(0i64, |n, d| n * 10 + i64::from(d - b'0'));
+    let mut n: i64 = 0;
+    for &byte in digits {
+        let digit = byte.wrapping_sub(b'0');
+        if digit > 9 {
+            return Err(bad_number(text));
+        }
+        n = n * 10 + i64::from(digit);
+    }
     Ok(if negative { -n } else { n })
+}
+
+#[cold]
+fn bad_number(text: &[u8]) -> Failure {
+    malformed(&format!("a number {:?}", String::from_utf8_lossy(&text[..text.len().min(32)])))
 }
 
 fn malformed(what: &str) -> Failure {
@@ -217,7 +322,7 @@ fn malformed(what: &str) -> Failure {
 pub struct Resp {
     pub max_value: usize,
     /// AUTH and SELECT for the URL's credentials and database (empty for neither).
-    pub greeting: Vec<BytesMut>,
+    pub greeting: Vec<Bytes>,
 }
 
 impl larder_pipeline::Protocol for Resp {
@@ -352,5 +457,7 @@ mod tests {
     #[test]
     fn commands_are_arrays_of_bulk_strings() {
         assert_eq!(&command(&[b"MGET", b"a", b""])[..], b"*3\r\n$4\r\nMGET\r\n$1\r\na\r\n$0\r\n\r\n");
+        let long = vec![b'x'; 1234567];
+        assert!(command(&[&long]).starts_with(b"*1\r\n$1234567\r\nxxx"));
     }
 }

@@ -393,7 +393,7 @@ impl Inner {
 /// What went wrong, in the words an operator needs: a refused connection and a database that does not exist are
 /// said as such (redis-rs reports both in its own terms).
 /// AUTH and SELECT for a new connection of the read path, as redis-rs sends them on its own.
-fn greeting(info: &RedisConnectionInfo) -> Vec<bytes::BytesMut> {
+fn greeting(info: &RedisConnectionInfo) -> Vec<Bytes> {
     let mut greeting = Vec::new();
     match (&info.username, &info.password) {
         (Some(user), Some(password)) => greeting.push(resp::command(&[b"AUTH", user.as_bytes(), password.as_bytes()])),
@@ -452,7 +452,7 @@ impl Store for RedisStore {
     async fn get(&self, key: &str) -> Result<Option<Value>, StoreError> {
         let stored = self.inner.key(key)?;
         if let Some(reads) = &self.inner.reads {
-            let request = resp::command(&[b"GET", stored.as_bytes()]).freeze();
+            let request = resp::command(&[b"GET", stored.as_bytes()]);
             return match self.inner.read(reads, request, Expect::Replies(1)).await? {
                 Reply::Bulk(value) => Ok(value.map(Value::from)),
                 other => Err(self.inner.unexpected("GET", &other)),
@@ -466,17 +466,19 @@ impl Store for RedisStore {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let stored = self.inner.keys(keys)?;
         if let Some(reads) = &self.inner.reads {
-            let mut args: Vec<&[u8]> = Vec::with_capacity(stored.len() + 1);
-            args.push(b"MGET");
-            args.extend(stored.iter().map(|k| k.as_bytes()));
-            let request = resp::command(&args).freeze();
-            return match self.inner.read(reads, request, Expect::Values(keys.len())).await? {
+            // The stored keys go straight into the request (no String per key: a fifth of an MGET's instructions).
+            let mut request = resp::Command::new(keys.len() + 1, keys.iter().map(|k| k.len() + 8).sum());
+            request.arg(b"MGET");
+            for key in keys {
+                request.arg(stored_key(self.inner.backend, &self.inner.prefix, key)?.as_bytes());
+            }
+            return match self.inner.read(reads, request.finish(), Expect::Values(keys.len())).await? {
                 Reply::Values(values) => Ok(values.into_iter().map(|v| v.map(Value::from)).collect()),
                 other => Err(self.inner.unexpected("MGET", &other)),
             };
         }
+        let stored = self.inner.keys(keys)?;
         let values: Vec<Option<Vec<u8>>> =
             self.inner.call(|mut c| async move { redis::cmd("MGET").arg(&stored).query_async(&mut c).await }).await?;
         Ok(values.into_iter().map(|v| v.map(|v| Value::from(Bytes::from(v)))).collect())
