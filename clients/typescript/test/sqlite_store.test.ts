@@ -5,13 +5,24 @@
 
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSync } from "node:fs";
+import {
+  cpSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  truncateSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
 import { openStore, type StoreError } from "../src/stores/index.js";
 import { BUSY_WAIT_MS, keyHash } from "../src/stores/sqlite.js";
 import { otherLanguagesIncrement } from "./support/counters.js";
+import { TS_ROOT } from "./support/paths.js";
 
 const bytes = (s: string): Uint8Array => new Uint8Array(Buffer.from(s));
 const dirs: string[] = [];
@@ -162,4 +173,39 @@ test("sqlite:// URLs: a file is required, unknown options are refused", () => {
   assert.throws(() => openStore("sqlite://host/cache.db"), /takes a path/);
   assert.throws(() => openStore(`sqlite://${database()}?timeout=1s`), /unknown option timeout/);
   assert.throws(() => openStore(`sqlite://${database()}?table=Bad-Name`), /table/);
+});
+
+test("without koffi the local stores fail with NativeUnavailable, and nothing else needs it", () => {
+  // This build, copied where no node_modules above it holds koffi, with every other dependency linked.
+  const root = mkdtempSync(join(tmpdir(), "larder-ts-nokoffi-"));
+  dirs.push(root);
+  cpSync(join(TS_ROOT, "build", "src"), join(root, "build", "src"), { recursive: true });
+  writeFileSync(join(root, "package.json"), JSON.stringify({ type: "module" }));
+  mkdirSync(join(root, "node_modules"));
+  for (const name of readdirSync(join(TS_ROOT, "node_modules")))
+    if (name !== "koffi") symlinkSync(join(TS_ROOT, "node_modules", name), join(root, "node_modules", name));
+  const script = `
+import { openStore } from "./build/src/stores/index.js";
+const out = {};
+const files = openStore("file://${root}/files");
+await files.set("k", new Uint8Array([1]));
+out.fileGet = Array.from(await files.get("k"));
+for (const [name, run] of [["fileAdd", () => files.add("j", new Uint8Array([1]))], ["sqlite", () => openStore("sqlite://${root}/c.db").get("k")]]) {
+  try { await run(); out[name] = "no error"; } catch (e) { out[name] = [e.name, e.kind, e.message]; }
+}
+const memory = openStore("memory://");
+await memory.set("k", new Uint8Array([2]));
+out.memory = Array.from(await memory.get("k"));
+console.log(JSON.stringify(out));
+`;
+  const r = spawnSync(process.execPath, ["--input-type=module", "-e", script], { cwd: root, encoding: "utf8" });
+  assert.equal(r.status, 0, r.stderr);
+  const out = JSON.parse(r.stdout);
+  assert.deepEqual(out.fileGet, [1], "plain reads and writes of files need no koffi");
+  assert.deepEqual(out.memory, [2]);
+  for (const name of ["fileAdd", "sqlite"]) {
+    assert.equal(out[name][0], "NativeUnavailable", `${name}: ${out[name]}`);
+    assert.equal(out[name][1], "unsupported");
+    assert.match(out[name][2], /koffi/);
+  }
 });
