@@ -75,13 +75,13 @@ def main() -> None:
 
 def profile(size_name: str, value: str, larder_cache: Any, locmem: Any, rounds: int) -> None:
     from larder.compressors import compress_lz4
-    from larder.entry import build_plain
+    from larder.entry import build_plain_msgpack
     from larder.serializers import pack_msgpack
 
     cache = larder_cache.larder
     store = cache.store
     payload = pack_msgpack(value)
-    entry, store_ttl = cache.encode(value, ttl=300)
+    entry, expires_at, _ = cache._plain_entry(value, 300)
     key = larder_cache.make_and_validate_key("bench:1")
     now = time.time_ns() // 1_000_000
     shrinks = len(compress_lz4(payload)) < len(payload)
@@ -91,11 +91,11 @@ def profile(size_name: str, value: str, larder_cache: Any, locmem: Any, rounds: 
         "LarderCache.set (whole)": lambda: larder_cache.set("bench:1", value, 300),
         "  Django key (make_and_validate_key)": lambda: larder_cache.make_and_validate_key("bench:1"),
         "  Cache.set": lambda: cache.set(key, value, 300),
-        "    encode (Cache.encode)": lambda: cache.encode(value, ttl=300),
-        "      MessagePack (pack_msgpack)": lambda: pack_msgpack(value),
-        "      LZ4 attempt (FORMAT.md §3)": lambda: compress_lz4(payload),
-        "      header + join (build_plain, no LZ4)": lambda: build_plain("msgpack", payload, "none", 1024, now, 1),
-        "    MemoryStore.set": lambda: store.set(key, entry, store_ttl),
+        f"    the entry (Cache._plain_entry, {cache.compressor})": lambda: cache._plain_entry(value, 300),
+        "      header, head + UTF-8 (build_plain_msgpack)": lambda: build_plain_msgpack(value, now, now + 1),
+        "      (MessagePack alone, pack_msgpack)": lambda: pack_msgpack(value),
+        "      (an LZ4 attempt, were it made)": lambda: compress_lz4(payload),
+        "    MemoryStore.put": lambda: store.put(key, entry, expires_at),
     }
     figures = cpu_ns(cases, rounds)
     print(f"\n{size_name} of random text (LZ4 {'shrinks' if shrinks else 'does not shrink'} it): CPU ns per call")

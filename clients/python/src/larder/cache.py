@@ -40,7 +40,7 @@ from msgpack import ExtType as _ExtType
 from msgpack import unpackb
 
 from .compressors import DEFAULT_MAX_SIZE
-from .entry import DEFAULT_THRESHOLD, _as_bytes, _build, _check_max_size, build_plain, payload_of
+from .entry import DEFAULT_THRESHOLD, _as_bytes, _build, _check_max_size, build_plain, build_plain_msgpack, payload_of
 from .errors import InvalidEntry
 from .header import COMPRESSORS, FIXED_HEADER_LEN, FORMAT_VERSION, MAGIC, SERIALIZERS, U64_MAX, parse_header
 from .keys import namespaced_key, safe_key
@@ -63,6 +63,8 @@ LOCK_POLL_MOST: Final = 0.05
 _MISSING: Final = object()
 #: The types a value is of when `_plain` says so at its first step (exact types: not a subclass, not a container).
 _SCALARS: Final = frozenset({type(None), bool, int, float, str, bytes})
+#: The scalars MessagePack packs into at most 9 bytes.
+_NUMBERS: Final = frozenset({type(None), bool, int, float})
 #: The fixed fields of a header: magic, format, kind, serializer, compressor, flags, created_at, expires_at.
 _FIXED_HEADER: Final = struct.Struct("<2sBBBBBQQ")
 _SERIALIZERS: Final = len(SERIALIZERS)
@@ -172,7 +174,7 @@ class Cache:
         *,
         namespace: str = "",
         serializer: str = "msgpack",
-        compressor: str = "lz4",
+        compressor: str | None = None,
         compress_threshold: int = DEFAULT_THRESHOLD,
         max_value_size: int = DEFAULT_MAX_SIZE,
         default_ttl: float | None = None,
@@ -196,6 +198,10 @@ class Cache:
         self._shared = _shared
         self.namespace = namespace
         self.serializer = serializer
+        if compressor is None:
+            # lz4 (spec/FORMAT.md §3), but not on larder's memory store, whose bytes never leave the process
+            # (spec/STORES.md §8): there it would cost more than it saves, as for Django's LocMemCache.
+            compressor = "none" if _shared.memory is not None else "lz4"
         self.compressor = compressor
         self.compress_threshold = compress_threshold
         self.max_value_size = max_value_size
@@ -316,6 +322,36 @@ class Cache:
             tags=tuple(tags),
         )
         return data, None if ttl is None else ttl + stale_s
+
+    def _plain_entry(self, value: Any, ttl: float | None) -> tuple[bytes, int, float | None] | None:
+        """What `_encode(value, ttl, None, None, ())` returns, with the header's expires_at (0 = never) beside it,
+        for the common write: MessagePack of a value it holds as it is (`_plain`) and no stale window. None where
+        that would fail, which `_encode` then says."""
+        kind = type(value)
+        if self.serializer != "msgpack" or (
+            kind is not str and kind is not bytes and kind not in _NUMBERS and not _plain(value, 0)
+        ):
+            return None
+        if ttl is None:
+            ttl = self.default_ttl
+        if ttl is not None and ttl <= 0:
+            ttl = None
+        now = time_ns() // 1_000_000
+        ttl_ms = 0 if ttl is None else round(ttl * 1000) or 1
+        expires_at = now + ttl_ms if ttl_ms else 0
+        if expires_at > U64_MAX:
+            expires_at = U64_MAX
+        if self.compressor == "none":
+            data = build_plain_msgpack(value, now, expires_at)
+            if data is None:
+                return None
+        else:
+            try:
+                payload = pack_msgpack(value)
+            except (OverflowError, ValueError, TypeError):
+                return None
+            data = build_plain("msgpack", payload, self.compressor, self.compress_threshold, now, ttl_ms)
+        return data, expires_at, ttl
 
     def _decode(self, data: bytes, version: str | None, noting: str | None = None) -> _Lookup:
         """What a read makes of the bytes a store returned: header, payload and value are decoded whatever the
@@ -573,6 +609,18 @@ class Cache:
         tags: Sequence[str] = (),
     ) -> None:
         """Stores `value`; raises `StoreError` (naming the server) if the store fails."""
+        if stale is None and version is None and type(tags) in (tuple, list) and not tags and not self.default_stale:
+            plain = self._plain_entry(value, ttl)
+            if plain is not None:
+                data, expires_at, plain_ttl = plain
+                store_key = safe_key(f"{self.namespace}:{key}" if self.namespace else key)
+                memory = self._shared.memory
+                if memory is not None and store_key:
+                    # larder's memory store, told the entry's hard expiry: it need not read the header back
+                    memory.put(store_key, data, expires_at or None)
+                else:
+                    self._shared.store.set(store_key, data, plain_ttl)
+                return
         data, store_ttl = self._encode(value, ttl, stale, version, tags)
         self._shared.store.set(safe_key(f"{self.namespace}:{key}" if self.namespace else key), data, store_ttl)
 

@@ -144,14 +144,16 @@ class LarderCache(BaseCache):
 
     def set(self, key: Any, value: Any, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None) -> None:
         ttl = self._ttl(timeout)
-        k = self._key(key, version)
+        k = self.make_and_validate_key(key, version=version)
+        if type(k) is not str:
+            k = str(k)
         cache = self._cache_obj or self.larder
         if ttl is None:
             cache.delete(k)
         else:
             if not cache.pickle:
                 value = self._storable(value)
-            store = cache.store
+            store = cache._shared.store
             if isinstance(store, MemoryStore) and len(store) >= self._max_entries:
                 store.cull(self._cull_frequency)
             cache.set(k, value, ttl)

@@ -31,7 +31,7 @@ from .header import (
     read_header,
 )
 from .response import HttpResponse
-from .serializers import deserialize, serialize
+from .serializers import deserialize, pack_msgpack, serialize
 
 #: Payloads shorter than this many bytes are stored uncompressed unless told otherwise.
 DEFAULT_THRESHOLD: Final = 1024
@@ -250,6 +250,59 @@ def _build(
 _FIXED: Final = struct.Struct("<2sBBBBBQQ")
 _SERIALIZER_IDS: Final = {name: i for i, name in enumerate(SERIALIZERS)}
 _COMPRESSOR_IDS: Final = {name: i for i, name in enumerate(COMPRESSORS)}
+
+
+_MSGPACK_ID: Final = _SERIALIZER_IDS["msgpack"]
+_HEAD8: Final = struct.Struct(">BB")
+_HEAD16: Final = struct.Struct(">BH")
+_HEAD32: Final = struct.Struct(">BI")
+#: MessagePack's one-byte heads of the str of 0-31 bytes (fixstr).
+_FIXSTR: Final = tuple(bytes((0xA0 | n,)) for n in range(32))
+
+
+def build_plain_msgpack(value: Any, created_at: int, expires_at: int) -> bytes | None:
+    """`build_plain("msgpack", pack_msgpack(value), "none", ...)` with the header's `expires_at` given (0 = never),
+    for a value MessagePack holds as it is (None, bool, int, float, str, bytes, lists and dicts of them: what
+    `cache._plain` accepts, checked by the caller): the same bytes. A str or bytes is written with one copy fewer:
+    MessagePack's str (bin) head is made here and the value's UTF-8 bytes (the bytes themselves) are joined behind
+    it, instead of being copied into a packer's buffer, then out of it, then into the entry. None where packing
+    fails (a str that is not valid UTF-8, an int beyond 64 bits, a value of 4 GiB or more): the caller's general
+    path says why."""
+    kind = type(value)
+    if kind is not str and kind is not bytes:
+        try:
+            payload = pack_msgpack(value)
+        except (OverflowError, ValueError, TypeError):
+            return None
+        return b"".join((_FIXED.pack(MAGIC, FORMAT_VERSION, 0, _MSGPACK_ID, 0, 0, created_at, expires_at), payload))
+    if kind is str:
+        try:
+            raw = value.encode()
+        except UnicodeEncodeError:
+            return None
+        n = len(raw)
+        if n < 32:
+            head = _FIXSTR[n]
+        elif n < 0x100:
+            head = _HEAD8.pack(0xD9, n)
+        elif n < 0x10000:
+            head = _HEAD16.pack(0xDA, n)
+        elif n <= 0xFFFFFFFF:
+            head = _HEAD32.pack(0xDB, n)
+        else:
+            return None
+    else:
+        raw = value
+        n = len(raw)
+        if n < 0x100:
+            head = _HEAD8.pack(0xC4, n)
+        elif n < 0x10000:
+            head = _HEAD16.pack(0xC5, n)
+        elif n <= 0xFFFFFFFF:
+            head = _HEAD32.pack(0xC6, n)
+        else:
+            return None
+    return b"".join((_FIXED.pack(MAGIC, FORMAT_VERSION, 0, _MSGPACK_ID, 0, 0, created_at, expires_at), head, raw))
 
 
 def build_plain(

@@ -214,10 +214,20 @@ class MemoryStore(Store):
         expiry = expires_at_ms(value, ttl, now)
         if type(value) is not bytes:
             value = bytes(value)
-        with self._lock:
-            if expiry is not None and expiry <= now:
+        if expiry is not None and expiry <= now:
+            with self._lock:
                 self._remove(key)
-                return
+            return
+        self.put(key, value, expiry)
+
+    def put(self, key: str, value: bytes, expiry: int | None) -> None:
+        """`set`, for a writer that knows what it stores: a key `safe_key` made (not empty), entry bytes, and the
+        moment (ms) they may no longer be returned, which `set` reads from the entry's header and its ttl (None =
+        never). A `larder.Cache` writing an entry it just built."""
+        weight = len(key) + len(value) + ENTRY_OVERHEAD
+        if weight > self._max_weight:
+            self._check(key, value)
+        with self._lock:
             old = self._items.pop(key, None)
             if old is not None:
                 self._bytes -= len(key) + len(old[0]) + ENTRY_OVERHEAD + old[3]
