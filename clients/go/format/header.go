@@ -143,6 +143,12 @@ func HardExpiry(expiresAt, staleMs uint64) (uint64, bool) {
 	return expiresAt + staleMs, true
 }
 
+// LooksLikeEntry reports whether data starts like an entry (its magic and room for the fixed header): what
+// stores check before paying for ReadHeader on a value that may be a counter or a caller's raw bytes.
+func LooksLikeEntry(data []byte) bool {
+	return len(data) >= FixedHeaderLen && data[0] == Magic0 && data[1] == Magic1
+}
+
 // PeekExpiresAt reads only expires_at; ok is false when data does not start like an entry.
 func PeekExpiresAt(data []byte) (uint64, bool) {
 	if len(data) < FixedHeaderLen || data[0] != Magic0 || data[1] != Magic1 {

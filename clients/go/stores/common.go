@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/larder-cache/larder/clients/go/format"
@@ -27,7 +28,7 @@ func expiresAt(value []byte, ttl time.Duration, now int64) int64 {
 		fromTTL = now + ttlMs(ttl)
 	}
 	var hard int64
-	if len(value) >= format.FixedHeaderLen && value[0] == format.Magic0 && value[1] == format.Magic1 {
+	if format.LooksLikeEntry(value) {
 		if h, err := format.ReadHeader(value); err == nil {
 			if he, ok := h.HardExpiry(); ok {
 				hard = int64(min(he, math.MaxInt64))
@@ -45,6 +46,9 @@ func expiresAt(value []byte, ttl time.Duration, now int64) int64 {
 
 // entryTags are a value's tags when it is an entry.
 func entryTags(value []byte) []string {
+	if !format.LooksLikeEntry(value) {
+		return nil
+	}
 	h, err := format.ReadHeader(value)
 	if err != nil {
 		return nil
@@ -107,8 +111,11 @@ func saturatingAdd(a, b int64) int64 {
 	return s
 }
 
-// health tracks one remote server (STORES.md §1, "Failure and recovery").
+// health tracks one remote server (STORES.md §1, "Failure and recovery"). A healthy server (no failure since the
+// last success, not ejected, not on probation) is read and kept without the lock: every request asks, and a
+// shared mutex taken two or three times per request was a cost under many goroutines.
 type health struct {
+	troubled     atomic.Bool // !(consecutive == 0 && !probation && ejectedUntil == 0), written under mu
 	mu           sync.Mutex
 	consecutive  int
 	ejectedUntil int64
@@ -116,10 +123,19 @@ type health struct {
 	errors       int64
 }
 
+// settle recomputes troubled; mu is held.
+func (h *health) settle() {
+	h.troubled.Store(h.consecutive != 0 || h.probation || h.ejectedUntil != 0)
+}
+
 // record notes one request's outcome; true when this failure ejects the server.
 func (h *health) record(ok bool, failures int, retryAfter time.Duration) bool {
+	if ok && !h.troubled.Load() {
+		return false
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	defer h.settle()
 	if ok {
 		h.consecutive, h.probation = 0, false
 		return false
@@ -136,10 +152,14 @@ func (h *health) record(ok bool, failures int, retryAfter time.Duration) bool {
 
 // admits reports whether requests may go to the server now (readmitting it on probation when due).
 func (h *health) admits() bool {
+	if !h.troubled.Load() {
+		return true
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.ejectedUntil != 0 && h.ejectedUntil <= nowMs() {
 		h.ejectedUntil, h.probation = 0, true
+		h.settle()
 	}
 	return h.ejectedUntil == 0
 }

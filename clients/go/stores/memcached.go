@@ -5,11 +5,11 @@
 package stores
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,7 +29,7 @@ type Memcached struct {
 	retention   int64
 
 	mu        sync.Mutex
-	ringKey   string
+	ringMask  []uint64 // the admitted servers the ring was built for, one bit each
 	ring      *ring.Ring
 	ringSpecs []ring.Server
 }
@@ -104,21 +104,35 @@ func (m *Memcached) Close() error {
 }
 
 // pick returns the server for a stored key under the current ring (ejected servers left out), or nil when
-// every server is ejected.
+// every server is ejected. One server needs no hashing; the ring is rebuilt only when the set of admitted
+// servers changes, and found without allocating while it does not.
 func (m *Memcached) pick(stored string) *mcServer {
-	var key strings.Builder
-	ejected := map[int]bool{}
+	if len(m.servers) == 1 {
+		if m.servers[0].health.admits() {
+			return m.servers[0]
+		}
+		return nil
+	}
+	var admitted [4]uint64
+	mask := admitted[:0]
+	if n := (len(m.servers) + 63) / 64; n > len(admitted) {
+		mask = make([]uint64, 0, n)
+	}
+	mask = mask[:(len(m.servers)+63)/64]
 	for i, s := range m.servers {
 		if s.health.admits() {
-			key.WriteByte('1')
-		} else {
-			key.WriteByte('0')
-			ejected[i] = true
+			mask[i/64] |= 1 << (i % 64)
 		}
 	}
 	m.mu.Lock()
-	if m.ring == nil || m.ringKey != key.String() {
-		m.ring, m.ringKey = ring.Build(m.ringSpecs, ejected), key.String()
+	if m.ring == nil || !slices.Equal(m.ringMask, mask) {
+		ejected := map[int]bool{}
+		for i := range m.servers {
+			if mask[i/64]&(1<<(i%64)) == 0 {
+				ejected[i] = true
+			}
+		}
+		m.ring, m.ringMask = ring.Build(m.ringSpecs, ejected), slices.Clone(mask)
 	}
 	r := m.ring
 	m.mu.Unlock()
@@ -196,21 +210,28 @@ func (m *Memcached) rawGetMulti(ctx context.Context, stored []string) ([][]byte,
 // mayRetry, the indexes of a batch whose failure ejected its server are returned for a retry (with one such
 // failure) instead of an error.
 func (m *Memcached) getGroups(ctx context.Context, stored []string, idx []int, out [][]byte, mayRetry bool) ([]int, error, error) {
-	groups := map[*mcServer][]int{}
-	for _, i := range idx {
+	// One server for every key (the common case) needs no map and no goroutine.
+	var only *mcServer
+	var groups map[*mcServer][]int
+	for n, i := range idx {
 		s := m.pick(stored[i])
 		if s == nil {
 			return nil, nil, m.allEjected()
+		}
+		if groups == nil {
+			if n == 0 || s == only {
+				only = s
+				continue
+			}
+			groups = map[*mcServer][]int{only: slices.Clone(idx[:n])}
 		}
 		groups[s] = append(groups[s], i)
 	}
 	dl := deadline(ctx, m.opts.timeout)
 	run := func(s *mcServer, idx []int) error {
-		return s.do(ctx, dl, func(w *bufio.Writer) {
+		return s.do(ctx, dl, func(w *mcWriter) {
 			for _, i := range idx {
-				w.WriteString("mg ")
-				w.WriteString(stored[i])
-				w.WriteString(" v\r\n")
+				writeMg(w, stored[i])
 			}
 		}, func(c *mcConn) error {
 			for _, i := range idx {
@@ -237,9 +258,9 @@ func (m *Memcached) getGroups(ctx context.Context, stored []string, idx []int, o
 			first = err
 		}
 	}
-	if len(groups) == 1 {
-		for s, idx := range groups {
-			outcome(s, idx, run(s, idx))
+	if groups == nil {
+		if only != nil {
+			outcome(only, idx, run(only, idx))
 		}
 		return retry, ejecting, first
 	}
@@ -255,12 +276,43 @@ func (m *Memcached) getGroups(ctx context.Context, stored []string, idx []int, o
 	return retry, ejecting, first
 }
 
+// writeMg asks for one stored key's value.
+func writeMg(w *mcWriter, stored string) {
+	w.WriteString("mg ")
+	w.WriteString(stored)
+	w.WriteString(" v\r\n")
+}
+
+// Get reads one key: one mg on its server, and the tag records only when the value is an entry with tags. With
+// prefix_purge the prefix list comes in the same round trip, as in GetMulti.
 func (m *Memcached) Get(ctx context.Context, key string) ([]byte, error) {
-	vs, err := m.GetMulti(ctx, []string{key})
+	if m.prefixPurge {
+		vs, err := m.GetMulti(ctx, []string{key})
+		if err != nil {
+			return nil, err
+		}
+		return vs[0], nil
+	}
+	stored, err := m.stored(key)
 	if err != nil {
 		return nil, err
 	}
-	return vs[0], nil
+	var v []byte
+	err = m.onServer(ctx, stored, func(s *mcServer, dl time.Time) error {
+		return s.do(ctx, dl, func(w *mcWriter) { writeMg(w, stored) }, func(c *mcConn) error {
+			var err error
+			v, _, err = c.value(s.maxItem, false)
+			return err
+		})
+	})
+	if err != nil || !format.LooksLikeEntry(v) {
+		return v, err
+	}
+	vals := [][]byte{v}
+	if err := m.hidePurged(ctx, []string{key}, vals, nil); err != nil {
+		return nil, err
+	}
+	return vals[0], nil
 }
 
 // GetMulti reads the keys and, in the same round trip, the prefix list; entries hidden by a purge record are
@@ -286,25 +338,38 @@ func (m *Memcached) GetMulti(ctx context.Context, keys []string) ([][]byte, erro
 		prefixes = parsePurgeLines(vals[len(keys)])
 		vals = vals[:len(keys)]
 	}
-	// Entries with tags: their tag records, in one more round trip.
-	created := make([]int64, len(keys))
-	tagKeys := map[string]int{}
+	if err := m.hidePurged(ctx, keys, vals, prefixes); err != nil {
+		return nil, err
+	}
+	return vals, nil
+}
+
+// hidePurged turns into misses the entries among vals (the values of keys) that a prefix line or, read in one
+// more round trip, a tag record purged. Values that are not entries (counters, locks) are never affected.
+func (m *Memcached) hidePurged(ctx context.Context, keys []string, vals [][]byte, prefixes []purgeLine) error {
+	var created []int64
+	var entryTagsOf [][]string
+	var tagKeys map[string]int
 	var tagList []string
-	entryTagsOf := make([][]string, len(keys))
 	for i, v := range vals {
-		if v == nil {
+		if !format.LooksLikeEntry(v) {
 			continue
 		}
 		h, err := format.ReadHeader(v)
 		if err != nil {
-			continue // not an entry: counters and locks are never affected by records
+			continue
 		}
-		created[i] = int64(h.CreatedAt)
-		if purgedByPrefix(keys[i], created[i], prefixes, m.skew) {
+		if purgedByPrefix(keys[i], int64(h.CreatedAt), prefixes, m.skew) {
 			vals[i] = nil
 			continue
 		}
-		entryTagsOf[i] = h.Tags
+		if len(h.Tags) == 0 {
+			continue
+		}
+		if created == nil {
+			created, entryTagsOf, tagKeys = make([]int64, len(vals)), make([][]string, len(vals)), map[string]int{}
+		}
+		created[i], entryTagsOf[i] = int64(h.CreatedAt), h.Tags
 		for _, t := range h.Tags {
 			if _, ok := tagKeys[t]; !ok {
 				tagKeys[t] = len(tagList)
@@ -312,23 +377,24 @@ func (m *Memcached) GetMulti(ctx context.Context, keys []string) ([][]byte, erro
 			}
 		}
 	}
-	if len(tagList) > 0 {
-		records, err := m.rawGetMulti(ctx, tagList)
-		if err != nil {
-			return nil, err
-		}
-		for i, tags := range entryTagsOf {
-			for _, t := range tags {
-				if r := records[tagKeys[t]]; r != nil {
-					if at, ok := parseCounter(r); ok && created[i] <= at+m.skew {
-						vals[i] = nil
-						break
-					}
+	if len(tagList) == 0 {
+		return nil
+	}
+	records, err := m.rawGetMulti(ctx, tagList)
+	if err != nil {
+		return err
+	}
+	for i, tags := range entryTagsOf {
+		for _, t := range tags {
+			if r := records[tagKeys[t]]; r != nil {
+				if at, ok := parseCounter(r); ok && created[i] <= at+m.skew {
+					vals[i] = nil
+					break
 				}
 			}
 		}
 	}
-	return vals, nil
+	return nil
 }
 
 type purgeLine struct {
@@ -384,17 +450,22 @@ func (m *Memcached) store(ctx context.Context, key string, value []byte, ttl tim
 			if add {
 				return nil
 			}
-			return s.do(ctx, dl, func(w *bufio.Writer) { fmt.Fprintf(w, "md %s\r\n", stored) },
+			return s.do(ctx, dl, func(w *mcWriter) { fmt.Fprintf(w, "md %s\r\n", stored) },
 				func(c *mcConn) error { _, err := c.status("md", "HD", "NF"); return err })
 		}
-		return s.do(ctx, dl, func(w *bufio.Writer) {
-			fmt.Fprintf(w, "ms %s %d T%d F0", stored, len(value), exptime)
+		return s.do(ctx, dl, func(w *mcWriter) {
+			w.WriteString("ms ")
+			w.WriteString(stored)
+			w.WriteString(" ")
+			w.Int(int64(len(value)))
+			w.WriteString(" T")
+			w.Int(exptime)
+			w.WriteString(" F0")
 			if add {
 				w.WriteString(" ME")
 			}
 			w.WriteString("\r\n")
-			w.Write(value)
-			w.WriteString("\r\n")
+			w.ValueLine(value)
 		}, func(c *mcConn) error {
 			st, err := c.status("ms", "HD", "NS")
 			ok = st == "HD"
@@ -434,7 +505,7 @@ func (m *Memcached) Incr(ctx context.Context, key string, delta int64, ttl time.
 	var result int64
 	found := false
 	err = m.onServer(ctx, stored, func(s *mcServer, dl time.Time) error {
-		return s.do(ctx, dl, func(w *bufio.Writer) {
+		return s.do(ctx, dl, func(w *mcWriter) {
 			fmt.Fprintf(w, "ma %s D%d M%s v", stored, abs, mode)
 			if create {
 				initial := max(delta, 0)
@@ -488,7 +559,7 @@ func (m *Memcached) DeleteIf(ctx context.Context, key string, expected []byte) (
 	err = m.onServer(ctx, stored, func(s *mcServer, dl time.Time) error {
 		var cas uint64
 		var v []byte
-		err := s.do(ctx, dl, func(w *bufio.Writer) { fmt.Fprintf(w, "mg %s v c\r\n", stored) }, func(c *mcConn) error {
+		err := s.do(ctx, dl, func(w *mcWriter) { fmt.Fprintf(w, "mg %s v c\r\n", stored) }, func(c *mcConn) error {
 			var err error
 			v, cas, err = c.value(s.maxItem, true)
 			return err
@@ -496,7 +567,7 @@ func (m *Memcached) DeleteIf(ctx context.Context, key string, expected []byte) (
 		if err != nil || v == nil || !bytes.Equal(v, expected) {
 			return err
 		}
-		return s.do(ctx, dl, func(w *bufio.Writer) { fmt.Fprintf(w, "md %s C%d\r\n", stored, cas) }, func(c *mcConn) error {
+		return s.do(ctx, dl, func(w *mcWriter) { fmt.Fprintf(w, "md %s C%d\r\n", stored, cas) }, func(c *mcConn) error {
 			st, err := c.status("md", "HD", "NF", "EX")
 			deleted = st == "HD"
 			return err
@@ -512,7 +583,7 @@ func (m *Memcached) Delete(ctx context.Context, key string) (bool, error) {
 	}
 	deleted := false
 	err = m.onServer(ctx, stored, func(s *mcServer, dl time.Time) error {
-		return s.do(ctx, dl, func(w *bufio.Writer) { fmt.Fprintf(w, "md %s\r\n", stored) }, func(c *mcConn) error {
+		return s.do(ctx, dl, func(w *mcWriter) { fmt.Fprintf(w, "md %s\r\n", stored) }, func(c *mcConn) error {
 			st, err := c.status("md", "HD", "NF")
 			deleted = st == "HD"
 			return err
@@ -540,7 +611,7 @@ func (m *Memcached) PurgeTag(ctx context.Context, tag string) (Purged, error) {
 	rec := InternalKey(m.opts.prefix, "tag", tag)
 	now := []byte(strconv.FormatInt(nowMs(), 10))
 	err := m.onServer(ctx, rec, func(s *mcServer, dl time.Time) error {
-		return s.do(ctx, dl, func(w *bufio.Writer) {
+		return s.do(ctx, dl, func(w *mcWriter) {
 			fmt.Fprintf(w, "ms %s %d T0 F0\r\n%s\r\n", rec, len(now), now)
 		}, func(c *mcConn) error { _, err := c.status("ms", "HD"); return err })
 	})
@@ -560,7 +631,7 @@ func (m *Memcached) PurgePrefix(ctx context.Context, prefix string) (Purged, err
 		var cur []byte
 		var cas uint64
 		err := m.onServer(ctx, list, func(s *mcServer, dl time.Time) error {
-			return s.do(ctx, dl, func(w *bufio.Writer) { fmt.Fprintf(w, "mg %s v c\r\n", list) }, func(c *mcConn) error {
+			return s.do(ctx, dl, func(w *mcWriter) { fmt.Fprintf(w, "mg %s v c\r\n", list) }, func(c *mcConn) error {
 				var err error
 				cur, cas, err = c.value(s.maxItem, true)
 				return err
@@ -587,7 +658,7 @@ func (m *Memcached) PurgePrefix(ctx context.Context, prefix string) (Purged, err
 		}
 		ok := false
 		err = m.onServer(ctx, list, func(s *mcServer, dl time.Time) error {
-			return s.do(ctx, dl, func(w *bufio.Writer) {
+			return s.do(ctx, dl, func(w *mcWriter) {
 				if cur == nil {
 					fmt.Fprintf(w, "ms %s %d T0 F0 ME\r\n", list, b.Len())
 				} else {
@@ -617,7 +688,7 @@ func (m *Memcached) Clear(ctx context.Context) error {
 		return err
 	}
 	for _, s := range m.servers {
-		err := s.do(ctx, deadline(ctx, m.opts.timeout), func(w *bufio.Writer) { w.WriteString("flush_all\r\n") },
+		err := s.do(ctx, deadline(ctx, m.opts.timeout), func(w *mcWriter) { w.WriteString("flush_all\r\n") },
 			func(c *mcConn) error { _, err := c.status("flush_all", "OK"); return err })
 		if err != nil {
 			return err
@@ -630,7 +701,7 @@ func (m *Memcached) Stats(ctx context.Context) (Stats, error) {
 	st := Stats{ServerErrors: map[string]int64{}}
 	for _, s := range m.servers {
 		st.ServerErrors[s.addr] = s.health.errorCount()
-		err := s.do(ctx, deadline(ctx, m.opts.timeout), func(w *bufio.Writer) { w.WriteString("stats\r\n") }, func(c *mcConn) error {
+		err := s.do(ctx, deadline(ctx, m.opts.timeout), func(w *mcWriter) { w.WriteString("stats\r\n") }, func(c *mcConn) error {
 			for i := 0; i < 1000; i++ {
 				l, err := c.line()
 				if err != nil {

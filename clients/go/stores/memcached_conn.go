@@ -22,7 +22,7 @@ const maxLine = 8 << 10
 type mcConn struct {
 	c net.Conn
 	r *bufio.Reader
-	w *bufio.Writer
+	w mcWriter
 }
 
 type mcServer struct {
@@ -102,7 +102,7 @@ func (s *mcServer) acquire(ctx context.Context, dl time.Time) (*mcConn, error) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
-	return &mcConn{c: nc, r: bufio.NewReaderSize(nc, 16<<10), w: bufio.NewWriterSize(nc, 16<<10)}, nil
+	return &mcConn{c: nc, r: bufio.NewReaderSize(nc, 16<<10)}, nil
 }
 
 func (s *mcServer) release(c *mcConn, good bool) {
@@ -129,7 +129,7 @@ func (s *mcServer) close() {
 }
 
 // do runs one exchange on one connection under the operation's deadline: write, then read with fn.
-func (s *mcServer) do(ctx context.Context, dl time.Time, write func(w *bufio.Writer), read func(c *mcConn) error) error {
+func (s *mcServer) do(ctx context.Context, dl time.Time, write func(w *mcWriter), read func(c *mcConn) error) error {
 	if !s.health.admits() {
 		s.health.countError()
 		return &Error{Kind: Unavailable, Backend: "memcached", Server: s.addr, Msg: "ejected after failures; retrying later"}
@@ -139,10 +139,14 @@ func (s *mcServer) do(ctx context.Context, dl time.Time, write func(w *bufio.Wri
 		return s.failed(err)
 	}
 	_ = c.c.SetDeadline(dl)
-	// A cancelled context cuts the exchange short too: the connection's deadline moves to now.
-	stop := context.AfterFunc(ctx, func() { _ = c.c.SetDeadline(time.Now()) })
-	write(c.w)
-	err = c.w.Flush()
+	// A cancelled context cuts the exchange short too: the connection's deadline moves to now. A context that
+	// can never be cancelled needs no watcher.
+	stop := func() bool { return true }
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, func() { _ = c.c.SetDeadline(time.Now()) })
+	}
+	write(&c.w)
+	err = c.w.send(c.c)
 	if err == nil {
 		err = read(c)
 	}
@@ -266,14 +270,22 @@ func (c *mcConn) value(maxItem int, wantCas bool) ([]byte, uint64, error) {
 			}
 		}
 	}
-	data := make([]byte, n+2)
+	// Exactly n bytes are allocated (a 64 KiB value is 8 pages, not 9), read straight in past bufio's buffer.
+	data := make([]byte, n)
 	if _, err := io.ReadFull(c.r, data); err != nil {
 		return nil, 0, err
 	}
-	if data[n] != '\r' || data[n+1] != '\n' {
+	end, err := c.r.Peek(2)
+	if errors.Is(err, io.EOF) {
+		return nil, 0, io.ErrUnexpectedEOF
+	} else if err != nil {
+		return nil, 0, err
+	}
+	if end[0] != '\r' || end[1] != '\n' {
 		return nil, 0, protoErr("a value not followed by CR LF")
 	}
-	return data[:n:n], cas, nil
+	_, _ = c.r.Discard(2)
+	return data, cas, nil
 }
 
 // status reads a one-word reply and returns it if it is one of allowed.
