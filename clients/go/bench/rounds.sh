@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Interleaved rounds of the network benchmarks, for a shared, noisy machine: the test binary is built once, then
+# run ROUNDS times over the whole set (each round: every cell's larder and incumbent runs side by side); each
+# round's ratio incumbent-time / larder-time is taken per cell, and the table prints the median of those ratios
+# (above 1: larder is faster) with the median ns/op and allocs/op of each side.
+#
+#   ROUNDS=5 BENCHTIME=0.5s BENCH='Memcached|Redis' bash bench/rounds.sh      (from clients/go)
+#
+# Needs memcached and redis-server on PATH (the benchmarks start them on loopback).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROUNDS="${ROUNDS:-5}"
+BENCHTIME="${BENCHTIME:-0.5s}"
+BENCH="${BENCH:-Memcached|Redis}"
+out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
+go test -c -o "$out/bench.test" ./bench/
+echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); load average: $(cut -d' ' -f1-3 /proc/loadavg); rounds: $ROUNDS x $BENCHTIME"
+for r in $(seq 1 "$ROUNDS"); do
+    (cd bench && "$out/bench.test" -test.run XXX -test.bench "$BENCH" -test.benchtime "$BENCHTIME" \
+        -test.benchmem -test.count 1) >"$out/round$r.txt"
+done
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 - "$out"/round*.txt <<'EOF'
+import re, sys, statistics
+line = re.compile(r'^Benchmark(\w+)/(\w[\w-]*)/([\w-]+)/(\w+)/(g\d+)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op.*?(\d+) allocs/op')
+rounds = []
+for path in sys.argv[1:]:
+    cells = {}
+    for l in open(path):
+        m = line.match(l)
+        if m:
+            store, op, who, size, g, ns, allocs = m.groups()
+            cells[(store, op, size, g, who)] = (float(ns), int(allocs))
+    rounds.append(cells)
+keys = sorted({k[:4] for c in rounds for k in c})
+print(f"{'store':10} {'op':12} {'size':6} {'g':4} {'ratio':>6} {'larder ns':>10} {'incumb ns':>10} {'l allocs':>8} {'i allocs':>8}")
+for k in keys:
+    lard = [c[k + ('larder',)] for c in rounds if k + ('larder',) in c]
+    inc = [(who, c[k + (who,)]) for c in rounds for who in ('gomemcache', 'go-redis') if k + (who,) in c]
+    if not inc:
+        ln = statistics.median(x[0] for x in lard)
+        print(f"{k[0]:10} {k[1]:12} {k[2]:6} {k[3]:4} {'':>6} {ln:10.0f}")
+        continue
+    ratios = [c[k + (w,)][0] / c[k + ('larder',)][0] for c in rounds for w in ('gomemcache', 'go-redis')
+              if k + (w,) in c and k + ('larder',) in c]
+    print(f"{k[0]:10} {k[1]:12} {k[2]:6} {k[3]:4} {statistics.median(ratios):6.2f} "
+          f"{statistics.median(x[0] for x in lard):10.0f} {statistics.median(x[1][0] for x in inc):10.0f} "
+          f"{statistics.median(x[1] for x in lard):8.0f} {statistics.median(x[1][1] for x in inc):8.0f}")
+EOF
