@@ -147,12 +147,24 @@ func (r *Redis) stored(key string) (string, error) {
 	return StoredKey(r.opts.prefix, key), nil
 }
 
+// Get is one GET (MGET of one key would build a slice of interfaces for its single reply).
 func (r *Redis) Get(ctx context.Context, key string) ([]byte, error) {
-	vs, err := r.GetMulti(ctx, []string{key})
+	stored, err := r.stored(key)
 	if err != nil {
 		return nil, err
 	}
-	return vs[0], nil
+	var out []byte
+	err = r.run(ctx, func(ctx context.Context) error {
+		s, err := r.client.Get(ctx, stored).Result()
+		if err == nil {
+			out = stringBytes(s)
+		}
+		return err
+	})
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	return out, err
 }
 
 func (r *Redis) GetMulti(ctx context.Context, keys []string) ([][]byte, error) {

@@ -6,6 +6,7 @@
 package stores
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 )
@@ -61,11 +62,11 @@ func (g *respGuard) feed(b []byte) error {
 			g.state, g.line = 1, g.line[:0]
 			b = b[1:]
 		case 1:
-			i := 0
-			for i < len(b) && b[i] != '\n' {
-				i++
+			i := bytes.IndexByte(b, '\n')
+			if i < 0 {
+				i = len(b)
 			}
-			g.line = append(g.line, b[:min(i, len(b))]...)
+			g.line = append(g.line, b[:i]...)
 			if len(g.line) > maxLine {
 				return g.fail("redis: a reply line longer than %d bytes", maxLine)
 			}
