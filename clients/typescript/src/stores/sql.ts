@@ -161,7 +161,8 @@ export abstract class SqlStore implements Store {
       for (const [key, value, expires] of rows) {
         const at = number(expires);
         if (typeof key === "string" && value instanceof Uint8Array && (at === null || at > now))
-          found.set(key, new Uint8Array(value.buffer, value.byteOffset, value.length));
+          // pg's Buffers may share a pooled slab: a copy of their own; SQLite's arrays are copies already.
+          found.set(key, Buffer.isBuffer(value) ? new Uint8Array(value) : value);
       }
       for (const k of chunk) values.push(found.get(k));
     }
