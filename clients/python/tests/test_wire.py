@@ -20,10 +20,12 @@ from larder.stores.wire import MAX_LINE, Wire, WireFailure
 WIDE = Limits(max_bulk=1 << 20, max_bytes=1 << 20, max_elements=1000)
 
 
-@pytest.fixture
-def pair() -> Iterator[tuple[Wire, socket.socket]]:
+@pytest.fixture(params=[0.0, 0.05], ids=["poll", "block_limit"])
+def pair(request: pytest.FixtureRequest) -> Iterator[tuple[Wire, socket.socket]]:
+    """Our end of a socket pair, non-blocking (reads wait in `poll`) or blocking with every call but the first read
+    after a request said MSG_DONTWAIT (`block_limit`, as the memcached store makes them), and the server's end."""
     ours, theirs = socket.socketpair()
-    yield Wire(ours), theirs
+    yield Wire(ours, request.param), theirs
     ours.close()
     theirs.close()
 
@@ -183,3 +185,57 @@ def test_values_of_every_size_are_read_whole(pair: tuple[Wire, socket.socket]) -
         assert read_reply(wire, time.monotonic() + 10, Limits(1 << 20, 1 << 20, 10)) == value
         sender.join()
         assert wire.pos == len(wire.buf)
+
+
+# --- the first read after a request, waiting in the kernel (block_limit) -------------------------------------------
+
+
+def blocking_pair(block_limit: float) -> tuple[Wire, socket.socket]:
+    ours, theirs = socket.socketpair()
+    return Wire(ours, block_limit), theirs
+
+
+def test_a_reply_is_read_in_the_kernel_wait_and_after_it() -> None:
+    wire, server = blocking_pair(0.05)
+    try:
+        for delay in (0.0, 0.01, 0.15):  # at once, within the kernel's limit, after it (then in poll)
+            wire.send(b"mg k v\r\n", time.monotonic() + 2)
+            assert server.recv(100) == b"mg k v\r\n"
+            threading.Timer(delay, server.sendall, [b"VA 3\r\nabc\r\n"]).start()
+            reply = read_memcached(wire, time.monotonic() + 2, 100)
+            assert (reply.code, reply.data) == ("VA", b"abc")
+    finally:
+        wire.close()
+        server.close()
+
+
+@pytest.mark.parametrize(("block_limit", "deadline"), [(0.1, 0.3), (1.0, 0.2)])
+def test_a_silent_server_is_cut_off_at_the_deadline_however_long_the_kernel_may_wait(
+    block_limit: float, deadline: float
+) -> None:
+    """The kernel's limit is used only while that much of the deadline remains: a deadline shorter than it is
+    kept (poll), and one longer is kept past it (poll for the rest)."""
+    wire, server = blocking_pair(block_limit)
+    try:
+        started = time.monotonic()
+        wire.send(b"mg k v\r\n", started + deadline)
+        with pytest.raises(WireFailure) as caught:
+            read_memcached(wire, started + deadline, 100)
+        took = time.monotonic() - started
+        assert caught.value.timeout
+        assert deadline - 0.01 <= took < deadline + 0.5
+    finally:
+        wire.close()
+        server.close()
+
+
+def test_a_server_closing_during_the_kernel_wait_is_a_failure() -> None:
+    wire, server = blocking_pair(0.5)
+    try:
+        wire.send(b"mg k v\r\n", time.monotonic() + 2)
+        assert server.recv(100) == b"mg k v\r\n"
+        threading.Timer(0.05, server.close).start()
+        with pytest.raises(WireFailure, match="closed"):
+            read_memcached(wire, time.monotonic() + 2, 100)
+    finally:
+        wire.close()

@@ -115,17 +115,21 @@ def read_reply(wire: Wire, deadline: float, max_value: int) -> Reply:
 
 
 class _Server:
-    def __init__(self, name: str, host: str, port: int, pool: int, max_value: int, connect_timeout: float) -> None:
+    def __init__(
+        self, name: str, host: str, port: int, pool: int, max_value: int, connect_timeout: float, timeout: float
+    ) -> None:
         self.name = name
         self.host = host
         self.port = port
         self.max_value = max_value
         self.connect_timeout = connect_timeout
+        #: A reply is awaited in the kernel while half the request's deadline remains (wire.py: no `poll` then).
+        self.block_limit = timeout / 2
         self.health = Health()
         self.pool = Pool(self._connect, pool)
 
     def _connect(self, deadline: float) -> Wire:
-        return Wire(connect_tcp(self.host, self.port, deadline, self.connect_timeout))
+        return Wire(connect_tcp(self.host, self.port, deadline, self.connect_timeout), self.block_limit)
 
     def exchange(
         self, request: bytes | list[bytes], expect: int | None, timeout: float, allowed: frozenset[str], most: int = 1
@@ -215,7 +219,9 @@ class MemcachedStore(Store):
             RingServer(f"[{h}]" if ":" in h else h, p, w) for (h, p), w in zip(hosts, weights, strict=True)
         ]
         self.servers = [
-            _Server(f"[{h}]:{p}" if ":" in h else f"{h}:{p}", h, p, pool, max_item, connect_timeout_ms / 1000)
+            _Server(
+                f"[{h}]:{p}" if ":" in h else f"{h}:{p}", h, p, pool, max_item, connect_timeout_ms / 1000, self.timeout
+            )
             for h, p in hosts
         ]
         self._ring = Ring(self.ring_servers)

@@ -8,7 +8,12 @@ allows.
   stays non-blocking: a send is tried at once, the first read after it waits in `poll` for what remains of the
   deadline, and reads after that are tried at once and wait only when nothing is there. (A socket timeout would cost
   an `ioctl` for each `settimeout` and a `poll` before every call: six system calls for a request and its reply,
-  where this makes three.)
+  where this makes three.) With a `block_limit`, the first read after a request waits in the kernel instead of in
+  `poll` (two system calls, as a blocking client makes): the socket is left blocking with `SO_RCVTIMEO` =
+  `block_limit`, every other call says `MSG_DONTWAIT`, and that read blocks only while at least `block_limit` of the
+  deadline remains; when the kernel's limit passes first (EAGAIN), the wait goes on in `poll` for the rest of the
+  deadline. A signal handled during that read restarts it (PEP 475) with the kernel's limit anew: only then can a
+  wait run past the deadline, by `block_limit` per signal.
 - `Pool` keeps up to `size` idle connections to one server, opens new ones within the deadline (and within
   `connect_timeout`), and hands a connection to one caller at a time. A connection that failed is closed by its
   caller (`Pool.discard`), never reused: after a failure it is out of step with the server.
@@ -22,6 +27,7 @@ import contextlib
 import math
 import select
 import socket
+import struct
 import threading
 from collections.abc import Callable
 from time import monotonic
@@ -36,6 +42,8 @@ _DIRECT_VALUE: Final = 8 * 1024
 #: A request of at most this many parts goes out in one `sendmsg`, its parts not joined first.
 _MAX_PARTS: Final = 64
 _CRLF: Final = b"\r\n"
+#: The flag that makes one call on a blocking socket non-blocking (none where the platform lacks it: no block_limit).
+_NOWAIT: Final = getattr(socket, "MSG_DONTWAIT", 0)
 
 
 class WireFailure(Exception):
@@ -58,10 +66,19 @@ def _remaining(deadline: float) -> float:
 class Wire:
     """One connection to a server, with a read buffer (`buf[pos:]` is what was received and not yet consumed)."""
 
-    __slots__ = ("buf", "poller", "pos", "sent", "sock")
+    __slots__ = ("block_limit", "buf", "poller", "pos", "sent", "sock")
 
-    def __init__(self, sock: socket.socket) -> None:
-        sock.setblocking(False)
+    def __init__(self, sock: socket.socket, block_limit: float = 0.0) -> None:
+        if block_limit >= 0.001 and _NOWAIT:
+            sock.setblocking(True)
+            seconds = int(block_limit)
+            timeval = struct.pack("@ll", seconds, int((block_limit - seconds) * 1_000_000))
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
+        else:
+            block_limit = 0.0
+            sock.setblocking(False)
+        #: How long the first read after a request may wait in the kernel (0: it waits in `poll`).
+        self.block_limit = block_limit
         self.sock = sock
         self.buf = bytearray()
         self.pos = 0
@@ -96,7 +113,7 @@ class Wire:
         if isinstance(data, list):
             if len(data) <= _MAX_PARTS:  # gathered by the kernel: a large value is not copied into a request
                 try:
-                    done = sock.sendmsg(data)
+                    done = sock.sendmsg(data, (), _NOWAIT)
                 except BlockingIOError:
                     done = 0
                 except OSError as e:
@@ -114,7 +131,7 @@ class Wire:
         total = len(rest)
         while True:
             try:
-                sent += sock.send(rest if view is None else view[sent:])
+                sent += sock.send(rest if view is None else view[sent:], _NOWAIT)
             except BlockingIOError:
                 pass  # the socket's buffer is full: wait until it takes more
             except OSError as e:
@@ -129,12 +146,23 @@ class Wire:
     def _recv(self, size: int, deadline: float) -> bytes:
         if self.sent:  # the first read of a reply: wait for it rather than ask for it too soon
             self.sent = False
+            if self.block_limit and deadline - monotonic() >= self.block_limit:
+                try:
+                    chunk = self.sock.recv(size)  # waits in the kernel, at most block_limit (SO_RCVTIMEO)
+                except BlockingIOError:
+                    pass  # the kernel's limit passed: poll for the rest of the deadline
+                except OSError as e:
+                    raise WireFailure(f"read failed: {e}") from None
+                else:
+                    if not chunk:
+                        raise WireFailure("the server closed the connection")
+                    return chunk
             self._wait(select.POLLIN, deadline, "reading")
         else:
             _remaining(deadline)
         while True:
             try:
-                chunk = self.sock.recv(size)
+                chunk = self.sock.recv(size, _NOWAIT)
             except BlockingIOError:
                 self._wait(select.POLLIN, deadline, "reading")
                 continue
@@ -214,7 +242,7 @@ class Wire:
                 else:
                     _remaining(deadline)
                 try:
-                    n = sock.recv_into(view[got:], min(need - got, 1 << 20))
+                    n = sock.recv_into(view[got:], min(need - got, 1 << 20), _NOWAIT)
                 except BlockingIOError:
                     self._wait(select.POLLIN, deadline, "reading a value")
                     continue
