@@ -120,7 +120,7 @@ test("foreign, truncated and forged files are misses, left alone and counted; a 
   const root = tempDir();
   const store = openStore(`file://${root}?capacity=64K`) as FileStore;
   await store.set("good", encode("v", { tags: ["t"] }));
-  for (const key of ["truncated", "bad-magic", "long-key", "forged", "fifo"]) {
+  for (const key of ["truncated", "bad-magic", "long-key", "forged", "fifo", "huge"]) {
     mkdirSync(join(pathOf(root, key), ".."), { recursive: true });
   }
   await store.set("truncated", bytes("a value of some length"));
@@ -137,17 +137,21 @@ test("foreign, truncated and forged files are misses, left alone and counted; a 
   writeFileSync(pathOf(root, "forged"), readFileSync(pathOf(root, "good")));
   assert.equal(spawnSync("mkfifo", [pathOf(root, "fifo")]).status, 0);
   writeFileSync(join(root, "notes.txt"), "an operator's file");
+  // "huge"'s genuine header, then a (sparse) length past any file the store writes: refused before it is read.
+  await store.set("huge", bytes("v"));
+  truncateSync(pathOf(root, "huge"), 200 << 20);
   mkdirSync(join(root, "zz"));
 
-  for (const key of ["truncated", "bad-magic", "long-key", "forged", "fifo"])
+  for (const key of ["truncated", "bad-magic", "long-key", "forged", "fifo", "huge"])
     assert.equal(await store.get(key), undefined, key);
   assert.equal(await store.add("fifo", bytes("v")), true, "a FIFO in the way is replaced by a write");
   const stats = await store.stats();
   assert.equal(stats.entries, 2);
-  assert.equal(stats.foreignFiles, 6, "truncated, bad magic, long key, forged, notes.txt, zz");
+  assert.equal(stats.foreignFiles, 7, "truncated, bad magic, long key, forged, huge, notes.txt, zz");
   assert.equal(await store.purgeTag("t"), 1);
   await store.clear();
-  for (const key of ["truncated", "bad-magic", "long-key", "forged"]) assert.ok(existsSync(pathOf(root, key)), key);
+  for (const key of ["truncated", "bad-magic", "long-key", "forged", "huge"])
+    assert.ok(existsSync(pathOf(root, key)), key);
   assert.ok(existsSync(join(root, "notes.txt")));
   assert.equal((await store.stats()).entries, 0);
 });
