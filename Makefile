@@ -23,7 +23,7 @@ SERVICE_PACKAGES := memcached:memcached redis-server:redis-server redis-cli:redi
 # The Ruby client's runtime and test dependencies: Debian's packages only (the RubyGems registry is not reachable).
 # Rails comes as its parts (ruby-railties, ruby-actionpack): Debian 12's `rails` package does not install here.
 RUBY_PACKAGES := ruby rake ruby-msgpack ruby-activesupport ruby-redis ruby-sqlite3 ruby-pg ruby-minitest rubocop \
-	ruby-railties ruby-actionpack ruby-rack ruby-webrick ruby-dalli ruby-connection-pool \
+	ruby-railties ruby-actionpack ruby-rack ruby-webrick ruby-dalli ruby-connection-pool ruby-ffi \
 	liblz4-1 libzstd1 libsnappy1v5 libbrotli1
 
 # Where test downloads go (framework suites from PyPI and Debian's source packages): the user's cache directory,

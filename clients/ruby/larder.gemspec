@@ -19,6 +19,8 @@ Gem::Specification.new do |spec|
   spec.executables = ["larder-rb"] # not `larder`: that is the Rust binary's name
   spec.require_paths = ["lib"]
   spec.add_dependency "msgpack", ">= 1.4"
+  # LZ4 through ffi: a quarter of a Fiddle call's cost (lib/larder/native_lz4.rb; Fiddle is the fallback).
+  spec.add_dependency "ffi", ">= 1.15"
   # Optional, loaded only by the stores and integrations that use them: redis (>= 4.6), pg, sqlite3,
   # activesupport (>= 6.1), rack.
   spec.metadata["rubygems_mfa_required"] = "true"

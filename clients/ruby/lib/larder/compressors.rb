@@ -3,6 +3,7 @@
 require "zlib"
 require_relative "errors"
 require_relative "native"
+require_relative "native_lz4"
 
 module Larder
   # The compressors of spec/FORMAT.md §3, in the wire forms every language can read, each decoder bounded.
@@ -72,11 +73,11 @@ module Larder
       raise ArgumentError, "lz4 input of #{data.bytesize} bytes exceeds 2 GiB" if data.bytesize > 0x7E00_0000
 
       bound = data.bytesize + (data.bytesize / 255) + 16
-      out = ZERO * (4 + bound)
-      written = Native[:LZ4_compress_default].call(data, Fiddle::Pointer[out] + 4, data.bytesize, bound)
+      out = ZERO * bound
+      written = NativeLZ4.calls.compress(data, out, data.bytesize, bound)
       raise ArgumentError, "lz4 compression failed" if written <= 0
 
-      [data.bytesize].pack("L<") << out.byteslice(4, written)
+      [data.bytesize].pack("L<") << out.byteslice(0, written)
     end
 
     def lz4_decompress(data, max_size)
@@ -90,7 +91,7 @@ module Larder
                       "can expand")
       end
       out = ZERO * [declared, 1].max
-      got = Native[:LZ4_decompress_safe].call(block, out, block.bytesize, declared)
+      got = NativeLZ4.calls.decompress(block, out, block.bytesize, declared)
       raise corrupt("lz4: block does not decode") if got.negative?
       raise corrupt("lz4 block decoded to #{got} bytes, prefix declared #{declared}") if got != declared
 

@@ -43,6 +43,7 @@ module Larder
     }.freeze
 
     @handles = {}
+    @sonames = {}
     @functions = {}
     @mutex = Mutex.new
 
@@ -60,6 +61,12 @@ module Larder
         false
       end
 
+      # The soname under which `library` was opened (for a second binding of the same library: NativeLZ4).
+      def library_path(library)
+        handle(library)
+        @sonames[library]
+      end
+
       private
 
       def load_function(name)
@@ -75,7 +82,9 @@ module Larder
         sonames, package = LIBRARIES.fetch(library)
         errors = []
         sonames.each do |soname|
-          return Fiddle.dlopen(soname)
+          opened = Fiddle.dlopen(soname)
+          @sonames[library] = soname
+          return opened
         rescue Fiddle::DLError => e
           errors << e.message
         end

@@ -15,6 +15,9 @@ module Larder
       MAX_PREFIX_LINES = 1000
       # A value line, its size of at most 10 digits, then flags or nothing.
       VALUE_LINE = /\AVA \d{1,10}(?: |\z)/n
+      # How batched finds an item's stored key (made once, not per request).
+      ITSELF = :itself.to_proc
+      FIRST = :first.to_proc
 
       # One memcached server: its address, health and idle connections.
       class Server
@@ -138,7 +141,7 @@ module Larder
           stored = checked(key, value)
           [stored, value, exptime_for(value, ttl)]
         end
-        batched(writes, deadline_from_now, :first.to_proc) do |connection, batch|
+        batched(writes, deadline_from_now, FIRST) do |connection, batch|
           request = batch.map do |stored, value, exptime|
             next "md #{stored} q\r\n" if exptime.nil?
 
@@ -340,8 +343,8 @@ module Larder
       # multi-get holds at most one item's worth per key asked; anything else is a Failure.
       def multi_get(stored_keys, deadline)
         found = {}
-        batched(stored_keys, deadline, :itself.to_proc) do |connection, batch|
-          request = String.new(capacity: batch.sum { |key| key.bytesize + 7 }, encoding: Encoding::BINARY)
+        batched(stored_keys, deadline, ITSELF) do |connection, batch|
+          request = String.new(capacity: 64 * batch.size, encoding: Encoding::BINARY) # grows if the keys are longer
           batch.each { |key| request << "mg " << key << " v\r\n" }
           connection.write(request)
           batch.each do |key|

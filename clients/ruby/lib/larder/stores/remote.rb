@@ -22,7 +22,10 @@ module Larder
       end
 
       # Whether requests may go to the server now (an ejected server comes back on probation after retry_after).
-      def available?(now = Larder.now_ms)
+      def available?(now = nil)
+        return true if @ejected_until.nil? # the common case, without the lock (set only under it)
+
+        now ||= Larder.now_ms
         @mutex.synchronize do
           return true if @ejected_until.nil?
           return false if now < @ejected_until
@@ -34,6 +37,8 @@ module Larder
       end
 
       def success
+        return if @count.zero? && !@probation # nothing to reset (the common case), without the lock
+
         @mutex.synchronize do
           @count = 0
           @probation = false
