@@ -8,10 +8,13 @@
 
 import net from "node:net";
 
-/** A copy of `buf[start, end)` that does not keep the read buffer alive: a value handed to a caller must not pin
- * the whole socket read it came in. Copied through Buffer.from (small values share Node's 8 KiB pool, no zeroing):
- * `new Uint8Array(view)` gives each value its own backing store and cost ~1 µs for 1 KiB. */
+/** `buf[start, end)` for a caller to keep, without keeping much more of the read buffer alive: a value that fills at
+ * least half of the memory under `buf` (a large value; `buf` is a socket read or the concatenation of a few, never
+ * written again) is handed out as a view (at most 2x its size kept alive, no copy of 64 KiB); a smaller one is copied
+ * through Buffer.from (small values share Node's 8 KiB pool, no zeroing: `new Uint8Array(view)` gave each value its
+ * own backing store at ~1 µs for 1 KiB). */
 export function copyOut(buf: Buffer, start: number, end: number): Uint8Array {
+  if ((end - start) * 2 >= buf.buffer.byteLength) return new Uint8Array(buf.buffer, buf.byteOffset + start, end - start);
   const copy = Buffer.from(buf.subarray(start, end));
   return new Uint8Array(copy.buffer, copy.byteOffset, copy.length);
 }
