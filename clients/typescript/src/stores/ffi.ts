@@ -38,6 +38,8 @@ export const LOCK_UN = 8;
 /** flock(2); `errno` after a failed call (EWOULDBLOCK 11 when LOCK_NB finds the lock taken, EINTR 4). */
 export interface Libc {
   flock(fd: number, operation: number): number;
+  /** flock(2) on one of libuv's worker threads, where it may block: its result (0, or -1). */
+  flockInThread(fd: number, operation: number): Promise<number>;
   errno(): number;
 }
 
@@ -47,8 +49,15 @@ export function loadLibc(backend: string): Promise<Libc> {
   libc ??= (async () => {
     const k = await koffi(backend);
     try {
-      const flock = k.load("libc.so.6").func("int flock(int, int)") as (fd: number, op: number) => number;
-      return { flock, errno: () => k.errno() };
+      const flock = k.load("libc.so.6").func("int flock(int, int)");
+      return {
+        flock: flock as (fd: number, op: number) => number,
+        flockInThread: (fd: number, op: number) =>
+          new Promise<number>((resolve, reject) =>
+            flock.async(fd, op, (e: unknown, result: number) => (e ? reject(e) : resolve(result))),
+          ),
+        errno: () => k.errno(),
+      };
     } catch (e) {
       throw new NativeUnavailable(backend, `libc's flock could not be loaded: ${(e as Error).message}`);
     }

@@ -4,7 +4,8 @@
 //
 // Writes go to `.<h>.<random>.tmp` (created exclusively, so never through a link) renamed over the final name: a
 // reader sees a whole file or none. `add`, `incr` and `deleteIf` hold libc's `flock` on the shard's `.lock`
-// (through koffi, loaded only here: ffi.ts), polled without blocking Node's event loop, at most LOCK_WAIT_MS.
+// (through koffi, loaded only here: ffi.ts): tried at once, else waited for on one of libuv's threads (never on
+// Node's event loop), at most LOCK_WAIT_MS.
 // The store deletes only files it wrote: files are opened with O_NOFOLLOW (a link is a miss), shard directories
 // that are links are neither read through nor written into, and scans (capacity, purges, clear, stats) count,
 // evict or purge only regular files named <64 hex> in their <2 hex>/<2 hex> shard that start with `LDR1`, whose key
@@ -43,7 +44,7 @@ import {
   saturate,
 } from "./base.js";
 import { NotACounter, ServerError, StoreTimeout, TooLarge } from "./errors.js";
-import { LOCK_EX, LOCK_NB, loadLibc } from "./ffi.js";
+import { type Libc, LOCK_EX, LOCK_NB, loadLibc } from "./ffi.js";
 import type { StoreUrl } from "./url.js";
 
 const MAGIC = Buffer.from("LDR1", "latin1");
@@ -58,6 +59,9 @@ export const LOCK_WAIT_MS = 5_000;
 const EINTR = 4;
 const EWOULDBLOCK = 11;
 const PARALLEL = 16;
+/** Blocking flock calls on libuv's worker threads at once, in this process (the pool has 4 by default). */
+const BLOCKED_FLOCKS = 2;
+let blockedFlocks = 0;
 /** Reads and writes longer than this go through libuv's threads; shorter ones (and every metadata call) are made
  * at once: a few microseconds of a local file system each, where a round trip through the thread pool costs tens. */
 const LARGE = 256 << 10;
@@ -315,20 +319,66 @@ export class FileStore implements Store {
     } catch (e) {
       throw this.error(`cannot open ${lockPath}: ${(e as Error).message}`);
     }
+    let owned = true; // false once a blocked flock call owns the descriptor (it closes it when it returns)
     try {
       if (!fstatSync(fd).isFile()) throw this.error(`${lockPath} is not a regular file`);
-      const deadline = Date.now() + LOCK_WAIT_MS;
-      let pause = 1;
-      while (libc.flock(fd, LOCK_EX | LOCK_NB) !== 0) {
+      if (libc.flock(fd, LOCK_EX | LOCK_NB) !== 0) {
         const errno = libc.errno();
         if (errno !== EWOULDBLOCK && errno !== EINTR) throw this.error(`flock ${lockPath}: errno ${errno}`);
-        if (Date.now() >= deadline) throw new StoreTimeout(this.backend, this.root, LOCK_WAIT_MS);
-        await sleep(pause);
-        pause = Math.min(pause * 2, 8);
+        owned = false;
+        await this.waitForLock(libc, fd, lockPath);
+        owned = true;
       }
       return await work();
     } finally {
+      if (owned) closeSync(fd);
+    }
+  }
+
+  /** Waits for the flock another process holds: a blocking flock on one of libuv's threads, where the kernel wakes
+   * it as it wakes the other languages' waiters (polling would lose to them), for at most LOCK_WAIT_MS. At most
+   * BLOCKED_FLOCKS such calls run at once in the process, so a holder that never lets go can take no more of the
+   * pool's threads than that; a call that outlives the wait keeps the descriptor and closes it (unlocking) when it
+   * returns. On return the lock is held and the descriptor is the caller's again. */
+  private async waitForLock(libc: Libc, fd: number, lockPath: string): Promise<void> {
+    const deadline = Date.now() + LOCK_WAIT_MS;
+    const timeout = () => new StoreTimeout(this.backend, this.root, LOCK_WAIT_MS);
+    while (blockedFlocks >= BLOCKED_FLOCKS) {
+      if (Date.now() >= deadline) {
+        closeSync(fd);
+        throw timeout();
+      }
+      await sleep(5);
+    }
+    blockedFlocks++;
+    // Whichever comes first, the lock or the deadline, decides; the other, later, finds `settled`.
+    const outcome = await new Promise<"locked" | "failed" | "late">((resolve) => {
+      let settled = false;
+      const timer = setTimeout(
+        () => {
+          settled = true;
+          resolve("late");
+        },
+        Math.max(0, deadline - Date.now()),
+      );
+      libc
+        .flockInThread(fd, LOCK_EX)
+        .catch(() => -1)
+        .then((result) => {
+          blockedFlocks--;
+          if (settled) {
+            closeSync(fd); // its waiter has gone: closing the descriptor lets the lock go
+            return;
+          }
+          settled = true;
+          clearTimeout(timer);
+          resolve(result === 0 ? "locked" : "failed");
+        });
+    });
+    if (outcome === "late") throw timeout();
+    if (outcome === "failed") {
       closeSync(fd);
+      throw this.error(`flock ${lockPath} failed`);
     }
   }
 
