@@ -14,7 +14,8 @@ import net from "node:net";
  * through Buffer.from (small values share Node's 8 KiB pool, no zeroing: `new Uint8Array(view)` gave each value its
  * own backing store at ~1 µs for 1 KiB). */
 export function copyOut(buf: Buffer, start: number, end: number): Uint8Array {
-  if ((end - start) * 2 >= buf.buffer.byteLength) return new Uint8Array(buf.buffer, buf.byteOffset + start, end - start);
+  if ((end - start) * 2 >= buf.buffer.byteLength)
+    return new Uint8Array(buf.buffer, buf.byteOffset + start, end - start);
   const copy = Buffer.from(buf.subarray(start, end));
   return new Uint8Array(copy.buffer, copy.byteOffset, copy.length);
 }
