@@ -69,3 +69,41 @@ func TestRedisHostileReplies(t *testing.T) {
 		})
 	}
 }
+
+// One total deadline per operation, also while it waits for the pool's only connection, held by another call on
+// a server that never answers: the holder ends by the store's timeout, and callers with a shorter deadline of
+// their own end by theirs, as timeouts.
+func TestRedisDeadlineCoversThePoolWait(t *testing.T) {
+	addr, stop := testservers.Hostile(t, "redis", "silent")
+	defer stop()
+	s := openURL(t, "redis://"+addr+"/0?timeout=600ms&pool=1&failures=100")
+	type result struct {
+		took  time.Duration
+		err   error
+		limit time.Duration
+	}
+	results := make(chan result, 3)
+	call := func(ctx context.Context, limit time.Duration) {
+		start := time.Now()
+		_, err := s.Get(ctx, "k")
+		results <- result{time.Since(start), err, limit}
+	}
+	go call(context.Background(), 1200*time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // the holder has the connection
+	for i := 0; i < 2; i++ {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			call(ctx, 400*time.Millisecond)
+		}()
+	}
+	for i := 0; i < 3; i++ {
+		r := <-results
+		if r.took > r.limit {
+			t.Errorf("an operation took %v (allowed %v)", r.took, r.limit)
+		}
+		if stores.KindOf(r.err) != stores.Timeout {
+			t.Errorf("kind %q, not a timeout: %v", stores.KindOf(r.err), r.err)
+		}
+	}
+}
