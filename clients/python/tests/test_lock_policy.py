@@ -27,32 +27,44 @@ from servers import Memcached
 
 # --- several processes --------------------------------------------------------------------------------------------
 
-#: One process of a burst: waits for the start time, fetches "k" (the loader counts its runs in the store), prints
-#: what it got and how its cache saw it.
+#: One process of a burst: says it is ready once larder is imported and its cache open, waits for the go line on
+#: stdin, fetches "k" (the loader counts its runs in the store), prints what it got and how its cache saw it.
 PROCESS = """
 import json, sys, time
 import larder
-url, namespace, start_at = sys.argv[1], sys.argv[2], float(sys.argv[3])
+url, namespace = sys.argv[1], sys.argv[2]
 cache = larder.Cache(url, namespace=namespace)
 def loader():
     cache.incr("loads")
     time.sleep(0.5)  # long enough for every other process to find the lock held
     return "computed"
-time.sleep(max(0.0, start_at - time.time()))
+print("ready", flush=True)
+sys.stdin.readline()
 value = cache.fetch("k", loader, ttl=60, stale=30)
 print(json.dumps({"value": value, "stats": vars(cache.stats())}, default=str))
 """
 
 
 def burst_of_processes(memcached: Memcached, namespace: str, count: int) -> list[dict[str, Any]]:
-    start_at = time.time() + 1.5 + 0.25 * count  # every process imported larder and waits by then
+    """`count` processes fetch "k" at once: each is started and ready (imports done, which takes seconds on a loaded
+    machine) before any is told to go, so none arrives after the leader has finished."""
     url = f"memcached://{memcached.address}"
     processes = [
         subprocess.Popen(
-            [sys.executable, "-c", PROCESS, url, namespace, str(start_at)], stdout=subprocess.PIPE, text=True
+            [sys.executable, "-c", PROCESS, url, namespace],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         for _ in range(count)
     ]
+    for p in processes:
+        assert p.stdout is not None
+        assert p.stdout.readline().strip() == "ready"
+    for p in processes:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
     outputs = [p.communicate(timeout=60)[0] for p in processes]
     assert [p.returncode for p in processes] == [0] * count
     return [json.loads(out) for out in outputs]
