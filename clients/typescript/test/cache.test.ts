@@ -161,11 +161,14 @@ describe("the lock policy across independent clients of one shared store", () =>
       try {
         const k = fresh("stale-burst");
         await (caches[0] as Cache).set(k, "old", { ttlMs: 1000, staleMs: 60_000 });
+        // Every client connected (and, on PostgreSQL, checked the schema) before the burst: on a loaded machine a
+        // first connection can outlast the leader's refresh, and that client would then read the new value.
+        await Promise.all(caches.map((c) => c.get(`${k}-warm`)));
         await sleep(2100);
         let loads = 0;
         const loader = async () => {
           loads++;
-          await sleep(150);
+          await sleep(400);
           return "new";
         };
         const results = await Promise.all(caches.map((c) => c.fetch(k, loader, { ttlMs: 60_000 })));
