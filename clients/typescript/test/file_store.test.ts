@@ -31,7 +31,7 @@ function tempDir(): string {
   return dir;
 }
 after(() => {
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
 });
 
 function pathOf(root: string, key: string): string {

@@ -33,7 +33,7 @@ function database(): string {
   return join(dir, "cache.db");
 }
 after(() => {
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
 });
 
 /** Runs Python's own sqlite3 module on the database (the test's view from outside the store). */
