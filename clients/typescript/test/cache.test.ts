@@ -106,7 +106,9 @@ for (const [name, url] of URLS) {
       let calls = 0;
       const failing = async (): Promise<number> => {
         calls++;
-        await sleep(10);
+        // Callers join a computation once their own store read has answered: the loader outlasts a slow read on
+        // a loaded machine, so all five are waiting callers.
+        await sleep(300);
         throw new Error("boom");
       };
       const all = await Promise.allSettled(Array.from({ length: 5 }, () => cache.fetch(k, failing)));
