@@ -103,6 +103,9 @@ fn write_decimal(out: &mut [u8], mut n: usize) -> usize {
     length
 }
 
+/// A bulk string found in the read buffer: where its bytes lie (`None` for a nil), and where the next reply starts.
+type Found = (Option<(usize, usize)>, usize);
+
 /// Reads replies from a connection, keeping what arrives beyond the current one.
 pub struct ReplyReader {
     buffer: BytesMut,
@@ -148,13 +151,21 @@ impl ReplyReader {
                 if count != Some(n as i64) {
                     return Err(malformed(&format!("an array of {count:?} values for {n} keys")));
                 }
-                let mut values = Vec::with_capacity(n);
-                while values.len() < n {
-                    match self.whole_bulk()? {
-                        Some(value) => values.push(value),
+                // The values are found in the buffer first (where each starts and ends), then the reply is taken
+                // out whole and each value is a slice of it: one split of the buffer per reply, not per value.
+                let mut spans: Vec<Option<(usize, usize)>> = Vec::with_capacity(n);
+                let mut at = 0;
+                while spans.len() < n {
+                    match self.find_bulk(at)? {
+                        Some((span, next)) => {
+                            spans.push(span);
+                            at = next;
+                        }
                         None => self.fill(io).await?,
                     }
                 }
+                let reply = self.buffer.split_to(at).freeze();
+                let values = spans.into_iter().map(|span| span.map(|(start, end)| reply.slice(start..end))).collect();
                 Ok(vec![Reply::Values(values)])
             }
         }
@@ -233,11 +244,12 @@ impl ReplyReader {
         Ok(Some(value))
     }
 
-    /// One bulk string taken from the buffer if all of it has arrived, `None` if more must be read first: MGET's
-    /// values without an `await` each (the async header-then-payload path cost about 450 instructions a value). A
-    /// length past `max_value` is refused as soon as its line is seen, before the payload arrives.
-    fn whole_bulk(&mut self) -> Result<Option<Option<Bytes>>, Failure> {
-        let buffer = &self.buffer[..];
+    /// Where the bulk string at `at` in the buffer lies (`None` for a nil) and where the next reply starts, if all of
+    /// it has arrived; `Ok(None)` if more must be read first. MGET's values are found without an `await` each (the
+    /// async header-then-payload path cost about 450 instructions a value), and a length past `max_value` is
+    /// refused as soon as its line is seen, before the payload arrives.
+    fn find_bulk(&mut self, at: usize) -> Result<Option<Found>, Failure> {
+        let buffer = &self.buffer[at..];
         let Some(&kind) = buffer.first() else { return Ok(None) };
         if kind != b'$' {
             return Err(malformed(&format!("an MGET value of type {:?}", char::from(kind))));
@@ -252,10 +264,7 @@ impl ReplyReader {
             return Err(malformed("an empty reply line, or one not ended by CRLF"));
         }
         let size = match parse_number(&buffer[1..newline - 1])? {
-            -1 => {
-                self.buffer.advance(newline + 1);
-                return Ok(Some(None));
-            }
+            -1 => return Ok(Some((None, at + newline + 1))),
             n if n < 0 => return Err(malformed(&format!("a bulk length of {n}"))),
             n if n as u64 > self.max_value as u64 => {
                 return Err(malformed(&format!("a value of {n} bytes, past max_value ({} bytes)", self.max_value)));
@@ -264,16 +273,15 @@ impl ReplyReader {
         };
         let end = newline + 1 + size + 2;
         if buffer.len() < end {
-            self.buffer.reserve(end - buffer.len());
+            let missing = end - buffer.len();
+            self.buffer.reserve(missing);
             return Ok(None);
         }
         if &buffer[end - 2..end] != b"\r\n" {
             return Err(malformed("a value not followed by CRLF"));
         }
-        self.buffer.advance(newline + 1);
-        let value = self.buffer.split_to(size).freeze();
-        self.buffer.advance(2);
-        Ok(Some(Some(value)))
+        let start = at + newline + 1;
+        Ok(Some((Some((start, start + size)), at + end)))
     }
 
     async fn fill<R: AsyncRead + Unpin>(&mut self, io: &mut R) -> Result<(), Failure> {
