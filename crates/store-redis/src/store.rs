@@ -177,7 +177,9 @@ impl Inner {
                     message: format!("{} replies to one command", more + 1),
                 }),
             },
-            Err(failure) => Err(Trouble { unavailable: true, timed_out: failure.is_timeout(), message: failure.0 }),
+            Err(failure) => {
+                Err(Trouble { unavailable: true, timed_out: failure.is_timeout(), message: explain(&failure.0, false) })
+            }
         };
         self.settle(result)
     }
@@ -407,14 +409,18 @@ fn greeting(info: &RedisConnectionInfo) -> Vec<Bytes> {
 }
 
 fn describe(error: &redis::RedisError) -> String {
-    let text = error.to_string();
-    if error.is_connection_refusal() || text.contains("Connection refused") {
+    explain(&error.to_string(), error.is_connection_refusal())
+}
+
+/// What a failure means to someone who set up the URL, from redis-rs's errors and the read path's alike.
+fn explain(text: &str, refused: bool) -> String {
+    if refused || text.contains("Connection refused") {
         "connection refused (is redis-server running there?)".into()
     } else if text.contains("DB index is out of range") {
         "the database in the URL's path does not exist on this server (it has `databases` of them, 16 by default)"
             .into()
     } else {
-        text
+        text.to_owned()
     }
 }
 
