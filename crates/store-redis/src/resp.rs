@@ -131,10 +131,19 @@ impl ReplyReader {
             Expect::Replies(n) => {
                 let mut replies = Vec::with_capacity(n);
                 for _ in 0..n {
-                    let (kind, number) = self.header(io).await?;
+                    let kind = loop {
+                        match self.buffer.first() {
+                            Some(&kind) => break kind,
+                            None => self.fill(io).await?,
+                        }
+                    };
                     replies.push(match kind {
+                        b'$' => Reply::Bulk(self.whole_bulk(io).await?),
                         b'*' => return Err(malformed("an array where a single reply was expected")),
-                        _ => self.single(io, kind, number).await?,
+                        _ => {
+                            let (kind, number) = self.header(io).await?;
+                            self.single(kind, number)?
+                        }
                     });
                 }
                 Ok(replies)
@@ -143,7 +152,7 @@ impl ReplyReader {
                 let (kind, count) = self.header(io).await?;
                 if kind != b'*' {
                     // An error (a WRONGTYPE, say) is an answer; anything else is out of step.
-                    return match self.single(io, kind, count).await? {
+                    return match self.single(kind, count)? {
                         error @ Reply::Error(_) => Ok(vec![error]),
                         _ => Err(malformed("MGET answered without an array")),
                     };
@@ -171,15 +180,9 @@ impl ReplyReader {
         }
     }
 
-    /// A reply whose header line (`kind`, and its number for `$`, `:`) has been read.
-    async fn single<R: AsyncRead + Unpin>(
-        &mut self,
-        io: &mut R,
-        kind: u8,
-        number: Option<i64>,
-    ) -> Result<Reply, Failure> {
+    /// A reply that is not a bulk string or an array, whose header line (`kind`, and its number for `:`) has been read.
+    fn single(&mut self, kind: u8, number: Option<i64>) -> Result<Reply, Failure> {
         Ok(match kind {
-            b'$' => Reply::Bulk(self.bulk(io, number).await?),
             b':' => Reply::Integer(number.ok_or_else(|| malformed("an integer without digits"))?),
             b'+' => Reply::Status(self.text()),
             b'-' => Reply::Error(self.text()),
@@ -221,27 +224,15 @@ impl ReplyReader {
         Ok((kind, number))
     }
 
-    /// A bulk string's payload of `length` bytes (`None` for `-1`), checked against `max_value` before it is read.
-    async fn bulk<R: AsyncRead + Unpin>(&mut self, io: &mut R, length: Option<i64>) -> Result<Option<Bytes>, Failure> {
-        let length = match length {
-            Some(-1) => return Ok(None),
-            Some(n) if n >= 0 => n as u64,
-            other => return Err(malformed(&format!("a bulk length of {other:?}"))),
-        };
-        if length > self.max_value as u64 {
-            return Err(malformed(&format!("a value of {length} bytes, past max_value ({} bytes)", self.max_value)));
-        }
-        let size = length as usize;
-        while self.buffer.len() < size + 2 {
-            self.buffer.reserve(size + 2 - self.buffer.len());
+    /// One bulk string reply (a GET's), read through [`Self::find_bulk`] as MGET's values are.
+    async fn whole_bulk<R: AsyncRead + Unpin>(&mut self, io: &mut R) -> Result<Option<Bytes>, Failure> {
+        loop {
+            if let Some((span, next)) = self.find_bulk(0)? {
+                let reply = self.buffer.split_to(next).freeze();
+                return Ok(span.map(|(start, end)| reply.slice(start..end)));
+            }
             self.fill(io).await?;
         }
-        if &self.buffer[size..size + 2] != b"\r\n" {
-            return Err(malformed("a value not followed by CRLF"));
-        }
-        let value = self.buffer.split_to(size).freeze();
-        self.buffer.advance(2);
-        Ok(Some(value))
     }
 
     /// Where the bulk string at `at` in the buffer lies (`None` for a nil) and where the next reply starts, if all of
@@ -252,7 +243,7 @@ impl ReplyReader {
         let buffer = &self.buffer[at..];
         let Some(&kind) = buffer.first() else { return Ok(None) };
         if kind != b'$' {
-            return Err(malformed(&format!("an MGET value of type {:?}", char::from(kind))));
+            return Err(malformed(&format!("a value of type {:?} where a bulk string was expected", char::from(kind))));
         }
         let Some(newline) = memchr::memchr(b'\n', &buffer[..buffer.len().min(MAX_LINE)]) else {
             if buffer.len() > MAX_LINE {
