@@ -188,7 +188,7 @@ def start_memcached() -> tuple[subprocess.Popen[bytes], str]:
     for _ in range(200):
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-            return process, f"memcached://127.0.0.1:{port}"
+            return process, f"memcached://127.0.0.1:{port}?timeout=2s"
         except OSError:
             time.sleep(0.02)
     sys.exit("memcached did not start")
