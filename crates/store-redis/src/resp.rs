@@ -39,20 +39,26 @@ pub enum Expect {
     Values(usize),
 }
 
-/// A command in RESP's request form: an array of bulk strings, written straight into the request's buffer.
-pub struct Command(BytesMut);
+/// Commands in RESP's request form (each an array of bulk strings), written straight into one buffer: one
+/// request, sent in one piece, however many commands it holds.
+pub struct Request(BytesMut);
 
-impl Command {
-    /// A command of `args` arguments, of about `bytes` bytes in all.
-    pub fn new(args: usize, bytes: usize) -> Command {
-        let mut out = BytesMut::with_capacity(bytes + 16 * args + 16);
-        out.extend_from_slice(b"*");
-        push_decimal(&mut out, args);
-        out.extend_from_slice(b"\r\n");
-        Command(out)
+impl Request {
+    /// A request of about `bytes` bytes of arguments in all.
+    pub fn new(bytes: usize) -> Request {
+        Request(BytesMut::with_capacity(bytes + 64))
     }
 
-    pub fn arg(&mut self, arg: &[u8]) -> &mut Command {
+    /// Starts a command of `args` arguments (the next `args` calls of [`Request::arg`]).
+    pub fn command(&mut self, args: usize) -> &mut Request {
+        self.0.reserve(16 + 16 * args);
+        self.0.extend_from_slice(b"*");
+        push_decimal(&mut self.0, args);
+        self.0.extend_from_slice(b"\r\n");
+        self
+    }
+
+    pub fn arg(&mut self, arg: &[u8]) -> &mut Request {
         let mut head = [0u8; 24];
         head[0] = b'$';
         let mut at = 1 + write_decimal(&mut head[1..], arg.len());
@@ -72,11 +78,12 @@ impl Command {
 
 /// A whole command from its arguments.
 pub fn command(args: &[&[u8]]) -> Bytes {
-    let mut command = Command::new(args.len(), args.iter().map(|a| a.len()).sum());
+    let mut request = Request::new(args.iter().map(|a| a.len()).sum());
+    request.command(args.len());
     for arg in args {
-        command.arg(arg);
+        request.arg(arg);
     }
-    command.finish()
+    request.finish()
 }
 
 /// `n` in decimal (what `format!` did here cost a fifth of an MGET's instructions).

@@ -27,9 +27,9 @@ pub struct RedisStore {
 
 struct Inner {
     pool: Pool,
-    /// A standalone server's GET and MGET, on pipelined connections of larder's own (resp.rs says why); `None`
-    /// for a cluster.
-    reads: Option<Connections<Resp>>,
+    /// A standalone server's GET, MGET and SET, on pipelined connections of larder's own (resp.rs says why);
+    /// `None` for a cluster.
+    pipelined: Option<Connections<Resp>>,
     backend: &'static str,
     /// The server (or the cluster's seeds) as errors name it.
     server: String,
@@ -90,14 +90,14 @@ impl RedisStore {
             if cluster { Target::Cluster(hosts.iter().map(info).collect()) } else { Target::Single(info(&hosts[0])) };
         let server = hosts.iter().map(|h| h.address(6379)).collect::<Vec<_>>().join(",");
         let hosts_named = server.clone();
-        let reads = (!cluster).then(|| {
+        let pipelined = (!cluster).then(|| {
             let protocol = Resp { max_value, greeting: greeting(&redis_info) };
             Connections::new(protocol, hosts[0].address(6379), pool)
         });
         Ok(RedisStore {
             inner: Arc::new(Inner {
                 pool: Pool::new(target, pool, connect_timeout, timeout, max_value),
-                reads,
+                pipelined,
                 backend: if cluster { "redis-cluster" } else { "redis" },
                 server,
                 prefix,
@@ -161,21 +161,31 @@ impl Inner {
         self.settle(result)
     }
 
-    /// Sends a read (GET, MGET) on a standalone server's own pipelined connections, read by larder's RESP reader
-    /// (resp.rs); a cluster's reads go through redis-rs (`call`). An error reply is the caller's error, not the
-    /// server's failure.
-    async fn read(&self, reads: &Connections<Resp>, request: Bytes, expect: Expect) -> Result<Reply, StoreError> {
+    /// Sends one command (GET, MGET, SET) on a standalone server's own pipelined connections, read by larder's
+    /// RESP reader (resp.rs); a cluster's go through redis-rs (`call`). An error reply is the caller's error, not
+    /// the server's failure.
+    async fn single(&self, pipelined: &Connections<Resp>, request: Bytes, expect: Expect) -> Result<Reply, StoreError> {
+        let mut replies = self.pipelined(pipelined, request, expect).await?;
+        match (replies.pop(), replies.len()) {
+            (Some(reply), 0) => Ok(reply),
+            (_, more) => Err(self.unexpected_count(more + 1)),
+        }
+    }
+
+    /// Sends commands in one request on the pipelined connections; their replies, in order. An error reply to any
+    /// of them is the caller's error (the connection stays in step: every reply was read).
+    async fn pipelined(
+        &self,
+        pipelined: &Connections<Resp>,
+        request: Bytes,
+        expect: Expect,
+    ) -> Result<Vec<Reply>, StoreError> {
         self.admit()?;
         let bound = self.timeout + self.connect_timeout;
-        let result = match reads.exchange(request, expect, bound, self.connect_timeout).await {
-            Ok(mut replies) => match (replies.pop(), replies.len()) {
-                (Some(Reply::Error(message)), 0) => Err(Trouble { unavailable: false, timed_out: false, message }),
-                (Some(reply), 0) => Ok(reply),
-                (_, more) => Err(Trouble {
-                    unavailable: false,
-                    timed_out: false,
-                    message: format!("{} replies to one command", more + 1),
-                }),
+        let result = match pipelined.exchange(request, expect, bound, self.connect_timeout).await {
+            Ok(replies) => match replies.iter().find_map(|r| if let Reply::Error(e) = r { Some(e) } else { None }) {
+                Some(message) => Err(Trouble { unavailable: false, timed_out: false, message: message.clone() }),
+                None => Ok(replies),
             },
             Err(failure) => {
                 Err(Trouble { unavailable: true, timed_out: failure.is_timeout(), message: explain(&failure.0, false) })
@@ -219,12 +229,16 @@ impl Inner {
     /// A reply of the wrong shape for its command: the connection is in step (one reply was read), so it is the
     /// caller's error, counted, not a failure of the server.
     fn unexpected(&self, command: &str, reply: &Reply) -> StoreError {
+        self.refused(format!("{command} answered {reply:?}"))
+    }
+
+    fn unexpected_count(&self, replies: usize) -> StoreError {
+        self.refused(format!("{replies} replies to one command"))
+    }
+
+    fn refused(&self, message: String) -> StoreError {
         self.health.count_error();
-        StoreError::Server {
-            backend: self.backend,
-            server: self.server.clone(),
-            message: format!("{command} answered {reply:?}"),
-        }
+        StoreError::Server { backend: self.backend, server: self.server.clone(), message }
     }
 
     fn timed_out(&self) -> StoreError {
@@ -246,7 +260,7 @@ impl Inner {
     /// Writes entries (and indexes their tags) in one pipeline; `mode_nx` makes it an add (one item).
     async fn write(&self, items: &[(&str, &[u8])], ttl: Option<Duration>, nx: bool) -> Result<bool, StoreError> {
         let now = larder_format::now_ms();
-        let mut commands: Vec<redis::Cmd> = Vec::with_capacity(items.len());
+        let mut writes: Vec<Write> = Vec::with_capacity(items.len());
         let mut tagged: Vec<(String, u64, Vec<String>)> = Vec::new();
         for (key, value) in items {
             let stored = self.key(key)?;
@@ -263,27 +277,25 @@ impl Inner {
                 if nx {
                     return Ok(false);
                 }
-                commands.push(redis::Cmd::del(&stored));
+                writes.push(Write { stored, value: None, expiry: None });
                 continue;
             }
-            let mut set = redis::cmd("SET");
-            set.arg(&stored).arg(*value);
-            if let Some(at) = expiry {
-                set.arg("PXAT").arg(at);
-            }
-            if nx {
-                set.arg("NX");
-            }
-            commands.push(set);
             if let Ok((header, _)) = larder_format::Header::parse(value) {
                 if !header.tags.is_empty() {
                     let tags = header.tags.iter().map(|t| internal_key(&self.prefix, "tag", t)).collect();
-                    tagged.push((stored, expiry.unwrap_or(0), tags));
+                    tagged.push((stored.clone(), expiry.unwrap_or(0), tags));
                 }
             }
+            writes.push(Write { stored, value: Some(value), expiry });
         }
-        let replies = self.run_all(commands).await?;
-        let stored = !nx || replies.first().is_some_and(|r| !matches!(r, redis::Value::Nil));
+        let stored = match &self.pipelined {
+            Some(pipelined) => self.write_pipelined(pipelined, &writes, nx).await?,
+            None => {
+                let commands = writes.iter().map(|w| w.command(nx)).collect();
+                let replies = self.run_all(commands).await?;
+                !nx || replies.first().is_some_and(|r| !matches!(r, redis::Value::Nil))
+            }
+        };
         if stored {
             for (member, at, tags) in tagged {
                 for tag in tags {
@@ -293,6 +305,34 @@ impl Inner {
                     })
                     .await?;
                 }
+            }
+        }
+        Ok(stored)
+    }
+
+    /// The SETs and DELs of a write as one request on a standalone server's pipelined connections (a large value
+    /// is copied once, into the request, where redis-rs copied it into a command and again into its pipeline);
+    /// whether an add stored its entry.
+    async fn write_pipelined(
+        &self,
+        pipelined: &Connections<Resp>,
+        writes: &[Write<'_>],
+        nx: bool,
+    ) -> Result<bool, StoreError> {
+        let bytes = writes.iter().map(|w| w.stored.len() + w.value.map_or(0, <[u8]>::len) + 48).sum();
+        let mut request = resp::Request::new(bytes);
+        for write in writes {
+            write.render(&mut request, nx);
+        }
+        let replies = self.pipelined(pipelined, request.finish(), Expect::Replies(writes.len())).await?;
+        let mut stored = true;
+        for (write, reply) in writes.iter().zip(&replies) {
+            match (write.value, reply) {
+                (Some(_), Reply::Status(ok)) if ok == "OK" => {}
+                (Some(_), Reply::Bulk(None)) if nx => stored = false,
+                (None, Reply::Integer(_)) => {}
+                (Some(_), other) => return Err(self.unexpected("SET", other)),
+                (None, other) => return Err(self.unexpected("DEL", other)),
             }
         }
         Ok(stored)
@@ -395,6 +435,46 @@ impl Inner {
 /// What went wrong, in the words an operator needs: a refused connection and a database that does not exist are
 /// said as such (redis-rs reports both in its own terms).
 /// AUTH and SELECT for a new connection of the read path, as redis-rs sends them on its own.
+/// One key of a write: a SET of `value` (until `expiry`, in Unix ms), or a DEL when the entry has already expired.
+struct Write<'a> {
+    stored: String,
+    value: Option<&'a [u8]>,
+    expiry: Option<u64>,
+}
+
+impl Write<'_> {
+    /// As redis-rs's command (a cluster's writes).
+    fn command(&self, nx: bool) -> redis::Cmd {
+        let Some(value) = self.value else { return redis::Cmd::del(&self.stored) };
+        let mut set = redis::cmd("SET");
+        set.arg(&self.stored).arg(value);
+        if let Some(at) = self.expiry {
+            set.arg("PXAT").arg(at);
+        }
+        if nx {
+            set.arg("NX");
+        }
+        set
+    }
+
+    /// As RESP, into a request of the pipelined connections.
+    fn render(&self, request: &mut resp::Request, nx: bool) {
+        let Some(value) = self.value else {
+            request.command(2).arg(b"DEL").arg(self.stored.as_bytes());
+            return;
+        };
+        let at = self.expiry.map(|at| at.to_string());
+        let args = 3 + if at.is_some() { 2 } else { 0 } + usize::from(nx);
+        request.command(args).arg(b"SET").arg(self.stored.as_bytes()).arg(value);
+        if let Some(at) = &at {
+            request.arg(b"PXAT").arg(at.as_bytes());
+        }
+        if nx {
+            request.arg(b"NX");
+        }
+    }
+}
+
 fn greeting(info: &RedisConnectionInfo) -> Vec<Bytes> {
     let mut greeting = Vec::new();
     match (&info.username, &info.password) {
@@ -457,9 +537,9 @@ impl Store for RedisStore {
 
     async fn get(&self, key: &str) -> Result<Option<Value>, StoreError> {
         let stored = self.inner.key(key)?;
-        if let Some(reads) = &self.inner.reads {
+        if let Some(pipelined) = &self.inner.pipelined {
             let request = resp::command(&[b"GET", stored.as_bytes()]);
-            return match self.inner.read(reads, request, Expect::Replies(1)).await? {
+            return match self.inner.single(pipelined, request, Expect::Replies(1)).await? {
                 Reply::Bulk(value) => Ok(value.map(Value::from)),
                 other => Err(self.inner.unexpected("GET", &other)),
             };
@@ -472,14 +552,14 @@ impl Store for RedisStore {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        if let Some(reads) = &self.inner.reads {
+        if let Some(pipelined) = &self.inner.pipelined {
             // The stored keys go straight into the request (no String per key: a fifth of an MGET's instructions).
-            let mut request = resp::Command::new(keys.len() + 1, keys.iter().map(|k| k.len() + 8).sum());
-            request.arg(b"MGET");
+            let mut request = resp::Request::new(keys.iter().map(|k| k.len() + 24).sum());
+            request.command(keys.len() + 1).arg(b"MGET");
             for key in keys {
                 request.arg(stored_key(self.inner.backend, &self.inner.prefix, key)?.as_bytes());
             }
-            return match self.inner.read(reads, request.finish(), Expect::Values(keys.len())).await? {
+            return match self.inner.single(pipelined, request.finish(), Expect::Values(keys.len())).await? {
                 Reply::Values(values) => Ok(values.into_iter().map(|v| v.map(Value::from)).collect()),
                 other => Err(self.inner.unexpected("MGET", &other)),
             };
