@@ -26,8 +26,9 @@ import {
   type StoreStats,
 } from "./base.js";
 import { NotACounter, ServerError, type StoreError, StoreTimeout, TooLarge, Unsupported } from "./errors.js";
+import { MORE, type ReplyReader, view } from "./received.js";
 import type { StoreUrl } from "./url.js";
-import { Connection, ConnectionPool, copyOut, type ReplyParser, WireFailure } from "./wire.js";
+import { Connection, ConnectionPool, WireFailure } from "./wire.js";
 
 const BACKEND = "memcached";
 /** memcached's per-item overhead (48-byte header + CAS) that counts against its item size. */
@@ -54,15 +55,26 @@ function flag(reply: Reply, letter: string): string | undefined {
   return reply.flags.find((f) => f.startsWith(letter))?.slice(1);
 }
 
-/** The meta reply parser for a server whose values are at most `maxValue` bytes. */
-export function replyParser(maxValue: number): ReplyParser<Reply, undefined> {
-  return (buf, pos) => {
+/** Reads the meta replies of one connection to a server whose values are at most `maxValue` bytes; a value is a view
+ * of the socket read it came in (received.ts). */
+export class MetaReader implements ReplyReader<Reply, undefined> {
+  end = 0;
+  need = 1;
+  constructor(private readonly maxValue: number) {}
+
+  private more(pos: number, need: number): typeof MORE {
+    this.end = pos;
+    this.need = need;
+    return MORE;
+  }
+
+  read(buf: Buffer, pos: number): Reply | typeof MORE {
     let end = buf.indexOf(13, pos); // memchr for CR; a CR without LF inside a line falls back to the full search
     if (end !== -1 && end + 1 < buf.length && buf[end + 1] !== 10) end = buf.indexOf("\r\n", end + 1, "latin1");
     else if (end !== -1 && end + 1 >= buf.length) end = -1;
     if (end === -1) {
       if (buf.length - pos > MAX_LINE) throw new WireFailure(`malformed reply: a line longer than ${MAX_LINE} bytes`);
-      return buf.length - pos + 1;
+      return this.more(pos, buf.length - pos + 1);
     }
     if (end - pos > MAX_LINE) throw new WireFailure(`malformed reply: a line longer than ${MAX_LINE} bytes`);
     if (buf[pos] === 0x56 && buf[pos + 1] === 0x41 && buf[pos + 2] === 0x20) {
@@ -77,13 +89,15 @@ export function replyParser(maxValue: number): ReplyParser<Reply, undefined> {
       }
       const digits = i - pos - 3;
       if (digits >= 1 && digits <= 12 && (i === end || buf[i] === 0x20)) {
-        if (n > maxValue) throw new WireFailure(`malformed reply: a value of ${n} bytes (max_item is ${maxValue})`);
+        if (n > this.maxValue)
+          throw new WireFailure(`malformed reply: a value of ${n} bytes (max_item is ${this.maxValue})`);
         const start = end + 2;
-        if (buf.length < start + n + 2) return start + n + 2 - pos;
+        if (buf.length < start + n + 2) return this.more(pos, start + n + 2 - pos);
         if (buf[start + n] !== 13 || buf[start + n + 1] !== 10)
           throw new WireFailure("malformed reply: a value without CRLF");
         const flags = i === end ? [] : buf.toString("latin1", i + 1, end).split(" ");
-        return [{ code: "VA", data: copyOut(buf, start, start + n), flags }, start + n + 2];
+        this.end = start + n + 2;
+        return { code: "VA", data: view(buf, start, start + n), flags };
       }
     }
     const line = buf.toString("latin1", pos, end);
@@ -94,17 +108,20 @@ export function replyParser(maxValue: number): ReplyParser<Reply, undefined> {
       if (!/^[0-9]{1,12}$/.test(length))
         throw new WireFailure(`malformed reply: ${JSON.stringify(line.slice(0, 100))}`);
       const n = Number(length);
-      if (n > maxValue) throw new WireFailure(`malformed reply: a value of ${n} bytes (max_item is ${maxValue})`);
+      if (n > this.maxValue)
+        throw new WireFailure(`malformed reply: a value of ${n} bytes (max_item is ${this.maxValue})`);
       const start = end + 2;
-      if (buf.length < start + n + 2) return start + n + 2 - pos;
+      if (buf.length < start + n + 2) return this.more(pos, start + n + 2 - pos);
       if (buf[start + n] !== 13 || buf[start + n + 1] !== 10)
         throw new WireFailure("malformed reply: a value without CRLF");
-      return [{ code, data: copyOut(buf, start, start + n), flags: tokens.slice(2) }, start + n + 2];
+      this.end = start + n + 2;
+      return { code, data: view(buf, start, start + n), flags: tokens.slice(2) };
     }
-    if (STATUS.has(code) || code === "STAT") return [{ code, flags: tokens.slice(1) }, end + 2];
-    if (ERRORS.has(code)) return [{ code: "ERROR", flags: [], message: line }, end + 2];
+    this.end = end + 2;
+    if (STATUS.has(code) || code === "STAT") return { code, flags: tokens.slice(1) };
+    if (ERRORS.has(code)) return { code: "ERROR", flags: [], message: line };
     throw new WireFailure(`malformed reply: ${JSON.stringify(line.slice(0, 100))}`);
-  };
+  }
 }
 
 class Server {
@@ -119,10 +136,13 @@ class Server {
     connectTimeoutMs: number,
     onFailure: (server: Server) => void,
   ) {
-    const parse = replyParser(maxValue);
     this.pool = new ConnectionPool(
       poolSize,
-      () => new Connection<Reply>({ host, port, connectTimeoutMs, onFailure: () => onFailure(this) }, parse),
+      () =>
+        new Connection<Reply>(
+          { host, port, connectTimeoutMs, onFailure: () => onFailure(this) },
+          new MetaReader(maxValue),
+        ),
     );
   }
 

@@ -4,7 +4,7 @@
 
 import { type FailurePolicy, Health } from "./base.js";
 import { ServerError, type StoreError, StoreTimeout } from "./errors.js";
-import { ErrorReply, type Limits, pack, parseResp, type RespValue } from "./resp.js";
+import { ErrorReply, type Limits, pack, RespReader, type RespValue } from "./resp.js";
 import { Connection, ConnectionPool, WireFailure } from "./wire.js";
 
 export type Request = [Buffer, Limits];
@@ -43,7 +43,7 @@ export class RedisNode {
     this.pool = new ConnectionPool(o.pool, () => {
       const conn = new Connection<RespValue, Limits>(
         { host, port, connectTimeoutMs: o.connectTimeoutMs, onFailure: () => {} },
-        parseResp,
+        new RespReader(),
       );
       for (const command of handshake) {
         conn

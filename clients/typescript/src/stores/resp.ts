@@ -1,9 +1,12 @@
-// RESP (Redis's protocol) for larder's Redis store: commands packed as arrays of bulk strings, and an incremental
-// reply parser that bounds everything a hostile server could send (spec/STORES.md §2): lines of 8 KiB, bulk strings
-// of `maxBulk` (refused when announced), `maxBytes` of bulk data and `maxElements` array elements per reply, and
-// nesting at most 8 deep. Anything else is a WireFailure: the connection is out of step and is closed.
+// RESP (Redis's protocol) for larder's Redis store: commands packed as arrays of bulk strings, and a resumable
+// reply reader that bounds everything a hostile server could send (spec/STORES.md §2): lines of 8 KiB, lengths of
+// 18 digits, bulk strings of `maxBulk` (refused when announced), `maxBytes` of bulk data and `maxElements` array
+// elements per reply, and nesting at most 8 deep. Anything else is a WireFailure: the connection is out of step and
+// is closed. Bulk strings are views of the socket's reads (received.ts); an array reply that spans reads keeps the
+// values read so far and goes on where the read stopped, so no byte of a reply is scanned or copied twice.
 
-import { copyOut, WireFailure } from "./wire.js";
+import { MORE, type ReplyReader, view } from "./received.js";
+import { WireFailure } from "./wire.js";
 
 const MAX_LINE = 8192;
 const MAX_DEPTH = 8;
@@ -54,136 +57,126 @@ function decimalLength(n: number): number {
   return n < 10 ? 1 : n < 100 ? 2 : n < 1000 ? 3 : String(n).length;
 }
 
-class NeedMore {
-  constructor(readonly need: number) {}
+/** An array reply being read: its values so far and how many are still to come. */
+interface Frame {
+  items: RespValue[];
+  left: number;
 }
 
-/** One reply at `pos`: [value, next] or the bytes needed (from pos) before trying again. */
-export function parseResp(buf: Buffer, pos: number, limits: Limits): [RespValue, number] | number {
-  try {
-    // An array (MGET's reply) often spans socket reads: its shape is checked first without copying any value, so
-    // the attempts made before its last bytes arrive copy nothing.
-    if (buf[pos] === 0x2a)
-      parseAt(buf, pos, pos, limits, { bytes: limits.maxBytes, elements: limits.maxElements }, 0, false);
-    return parseAt(buf, pos, pos, limits, { bytes: limits.maxBytes, elements: limits.maxElements }, 0, true);
-  } catch (e) {
-    if (e instanceof NeedMore) return e.need;
-    throw e;
-  }
-}
+const malformed = (what: string): WireFailure => new WireFailure(`malformed reply: ${what}`);
 
-function line(buf: Buffer, at: number, start: number): [string, number] {
-  const end = buf.indexOf("\r\n", at, "latin1");
-  if (end === -1) {
-    if (buf.length - at > MAX_LINE) throw new WireFailure(`malformed reply: a line longer than ${MAX_LINE} bytes`);
-    throw new NeedMore(buf.length - start + 1);
-  }
-  if (end - at > MAX_LINE) throw new WireFailure(`malformed reply: a line longer than ${MAX_LINE} bytes`);
-  return [buf.toString("latin1", at, end), end + 2];
-}
+/** Reads one connection's replies; an array that spans socket reads is resumed where the last read ended. */
+export class RespReader implements ReplyReader<RespValue, Limits> {
+  end = 0;
+  need = 1;
+  /** The arrays of the reply in progress, outermost first (empty between replies). */
+  private readonly frames: Frame[] = [];
+  /** What is left of the reply's budgets (set when a reply starts). */
+  private bytes = 0;
+  private elements = 0;
 
-function parseAt(
-  buf: Buffer,
-  at: number,
-  start: number,
-  limits: Limits,
-  budget: { bytes: number; elements: number },
-  depth: number,
-  build: boolean,
-): [RespValue, number] {
-  if (at >= buf.length) throw new NeedMore(at - start + 1);
-  const type = buf[at] as number;
-  if (type === 0x24 || type === 0x2a) return parseAggregate(buf, at, start, limits, budget, depth, type, build);
-  const [text, next] = line(buf, at + 1, start);
-  switch (type) {
-    case 0x2b: // +
-      return [text, next];
-    case 0x2d: // -
-      return [new ErrorReply(text), next];
-    case 0x3a: {
-      // :
-      if (!/^-?[0-9]{1,19}$/.test(text))
-        throw new WireFailure(`malformed reply: integer ${JSON.stringify(text.slice(0, 40))}`);
-      const n = BigInt(text);
-      return [n >= -9007199254740991n && n <= 9007199254740991n ? Number(n) : n, next];
+  read(buf: Buffer, pos: number, limits: Limits): RespValue | typeof MORE {
+    const frames = this.frames;
+    if (frames.length === 0) {
+      this.bytes = limits.maxBytes;
+      this.elements = limits.maxElements;
     }
-    default:
-      throw new WireFailure(`malformed reply: type byte 0x${type.toString(16)}`);
-  }
-}
-
-/** The length line of a bulk string ($) or array (*) read from the bytes (no string made: the common replies). */
-function lengthLine(buf: Buffer, at: number, start: number): [number, number] {
-  let i = at;
-  const end = Math.min(buf.length, at + MAX_LINE);
-  let negative = false;
-  if (i < end && buf[i] === 0x2d) {
-    negative = true;
-    i++;
-  }
-  let n = 0;
-  let digits = 0;
-  while (i < end) {
-    const c = buf[i] as number;
-    if (c < 0x30 || c > 0x39) break;
-    n = n * 10 + (c - 0x30);
-    digits++;
-    i++;
-  }
-  if (i >= buf.length - 1) {
-    // the line (or its LF) is not all here: wait, unless it is already longer than a line may be
-    if (buf.length - at > MAX_LINE) throw new WireFailure(`malformed reply: a line longer than ${MAX_LINE} bytes`);
-    throw new NeedMore(buf.length - start + 1);
-  }
-  if (digits === 0 || digits > 18 || buf[i] !== 13 || buf[i + 1] !== 10) {
-    const [text] = line(buf, at, start);
-    throw new WireFailure(`malformed reply: ${JSON.stringify(text.slice(0, 40))} is not a length`);
-  }
-  return [negative ? -n : n, i + 2];
-}
-
-function parseAggregate(
-  buf: Buffer,
-  at: number,
-  start: number,
-  limits: Limits,
-  budget: { bytes: number; elements: number },
-  depth: number,
-  type: number,
-  build: boolean,
-): [RespValue, number] {
-  const [n, next] = lengthLine(buf, at + 1, start);
-  switch (type) {
-    case 0x24: {
-      // $
-      if (n === -1) return [null, next];
-      if (n < 0) throw new WireFailure("malformed reply: a negative bulk length");
-      if (n > limits.maxBulk)
-        throw new WireFailure(`malformed reply: a value of ${n} bytes (max_value is ${limits.maxBulk})`);
-      budget.bytes -= n;
-      if (budget.bytes < 0) throw new WireFailure("malformed reply: more bulk data than the command can get");
-      if (buf.length < next + n + 2) throw new NeedMore(next + n + 2 - start);
-      if (buf[next + n] !== 13 || buf[next + n + 1] !== 10)
-        throw new WireFailure("malformed reply: a bulk string without CRLF");
-      return [build ? copyOut(buf, next, next + n) : null, next + n + 2];
-    }
-    case 0x2a: {
-      // *
-      if (n === -1) return [null, next];
-      if (n < 0) throw new WireFailure("malformed reply: a negative array length");
-      if (depth + 1 > MAX_DEPTH) throw new WireFailure(`malformed reply: arrays nested more than ${MAX_DEPTH} deep`);
-      budget.elements -= n;
-      if (budget.elements < 0) throw new WireFailure(`malformed reply: more than ${limits.maxElements} elements`);
-      const items: RespValue[] = [];
-      let pos = next;
-      for (let i = 0; i < n; i++) {
-        const [item, after] = parseAt(buf, pos, start, limits, budget, depth + 1, build);
-        if (build) items.push(item);
-        pos = after;
+    const length = buf.length;
+    let at = pos;
+    for (;;) {
+      // One value at `at`: a bulk string or null, an array header (then its elements), or a one-line reply.
+      if (at >= length) return this.more(at, 1);
+      const type = buf[at] as number;
+      let value: RespValue;
+      if (type === 0x24 || type === 0x2a) {
+        // `$<n>\r\n` or `*<n>\r\n`: the length read from the bytes, at most 18 digits (or -1)
+        let i = at + 1;
+        const negative = i < length && buf[i] === 0x2d;
+        if (negative) i++;
+        const digitsFrom = i;
+        const stop = Math.min(length, i + 19);
+        let n = 0;
+        while (i < stop) {
+          const c = buf[i] as number;
+          if (c < 0x30 || c > 0x39) break;
+          n = n * 10 + (c - 0x30);
+          i++;
+        }
+        const digits = i - digitsFrom;
+        if (digits > 18 || (i < length && buf[i] !== 13)) throw this.notALength(buf, at);
+        if (i + 1 >= length) return this.more(at, length - at + 1); // the line's end is not here yet
+        if (digits === 0 || buf[i + 1] !== 10) throw this.notALength(buf, at);
+        const after = i + 2;
+        if (negative) {
+          if (n !== 1) throw malformed(`a negative ${type === 0x24 ? "bulk" : "array"} length`);
+          value = null;
+          at = after;
+        } else if (type === 0x24) {
+          if (n > limits.maxBulk) throw malformed(`a value of ${n} bytes (max_value is ${limits.maxBulk})`);
+          if (n > this.bytes) throw malformed("more bulk data than the command can get");
+          const dataEnd = after + n;
+          if (dataEnd + 2 > length) return this.more(at, dataEnd + 2 - at);
+          if (buf[dataEnd] !== 13 || buf[dataEnd + 1] !== 10) throw malformed("a bulk string without CRLF");
+          this.bytes -= n;
+          value = view(buf, after, dataEnd);
+          at = dataEnd + 2;
+        } else {
+          if (frames.length + 1 > MAX_DEPTH) throw malformed(`arrays nested more than ${MAX_DEPTH} deep`);
+          if (n > this.elements) throw malformed(`more than ${limits.maxElements} elements`);
+          this.elements -= n;
+          at = after;
+          if (n > 0) {
+            frames.push({ items: [], left: n });
+            continue;
+          }
+          value = [];
+        }
+      } else if (type === 0x2b && buf[at + 1] === 0x4f && buf[at + 2] === 0x4b && buf[at + 3] === 13) {
+        // +OK, the answer to every SET
+        if (at + 4 >= length) return this.more(at, length - at + 1);
+        if (buf[at + 4] !== 10) throw malformed("a line without LF");
+        value = "OK";
+        at += 5;
+      } else if (type === 0x2b || type === 0x2d || type === 0x3a) {
+        const eol = buf.indexOf("\r\n", at + 1, "latin1");
+        if (eol === -1) {
+          if (length - at > MAX_LINE) throw malformed(`a line longer than ${MAX_LINE} bytes`);
+          return this.more(at, length - at + 1);
+        }
+        if (eol - at > MAX_LINE) throw malformed(`a line longer than ${MAX_LINE} bytes`);
+        const text = buf.toString("latin1", at + 1, eol);
+        at = eol + 2;
+        if (type === 0x2b) value = text;
+        else if (type === 0x2d) value = new ErrorReply(text);
+        else {
+          if (!/^-?[0-9]{1,19}$/.test(text)) throw malformed(`integer ${JSON.stringify(text.slice(0, 40))}`);
+          const big = BigInt(text);
+          value = big >= -9007199254740991n && big <= 9007199254740991n ? Number(big) : big;
+        }
+      } else throw malformed(`type byte 0x${type.toString(16)}`);
+      // The value completes the reply, or takes its place in the array being read (which may complete it in turn).
+      for (;;) {
+        const top = frames[frames.length - 1];
+        if (top === undefined) {
+          this.end = at;
+          return value;
+        }
+        top.items.push(value);
+        if (--top.left > 0) break;
+        frames.pop();
+        value = top.items;
       }
-      return [build ? items : null, pos];
     }
-    default:
-      throw new WireFailure(`malformed reply: type byte 0x${type.toString(16)}`);
+  }
+
+  private more(at: number, need: number): typeof MORE {
+    this.end = at;
+    this.need = need;
+    return MORE;
+  }
+
+  private notALength(buf: Buffer, at: number): WireFailure {
+    const text = buf.toString("latin1", at + 1, Math.min(buf.length, at + 41)).split("\r")[0] as string;
+    return malformed(`${JSON.stringify(text)} is not a length`);
   }
 }

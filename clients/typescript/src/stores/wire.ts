@@ -1,24 +1,14 @@
 // One pipelined TCP connection to a server that answers in order (memcached, Redis): the requests of one tick are
 // written together (the socket is corked until the tick ends: one write call, not one per request) and their
-// replies parsed from one buffer, each request taking the replies it asked for. Every byte is hostile: a parser
+// replies read in order out of the socket's reads (received.ts: values are views of the reads, bytes are copied only
+// where a reply straddles two reads), each request taking the replies it asked for. Every byte is hostile: a reader
 // bounds lines and values, a request has a total deadline (connecting included) after which the connection is
 // destroyed, and anything malformed closes the connection (it is out of step) and fails what was pending on it,
 // with one failure counted against the server. Deadlines share one timer per connection, armed for the earliest
 // (a timer per request cost more than the request's own parsing).
 
 import net from "node:net";
-
-/** `buf[start, end)` for a caller to keep, without keeping much more of the read buffer alive: a value that fills at
- * least half of the memory under `buf` (a large value; `buf` is a socket read or the concatenation of a few, never
- * written again) is handed out as a view (at most 2x its size kept alive, no copy of 64 KiB); a smaller one is copied
- * through Buffer.from (small values share Node's 8 KiB pool, no zeroing: `new Uint8Array(view)` gave each value its
- * own backing store at ~1 µs for 1 KiB). */
-export function copyOut(buf: Buffer, start: number, end: number): Uint8Array {
-  if ((end - start) * 2 >= buf.buffer.byteLength)
-    return new Uint8Array(buf.buffer, buf.byteOffset + start, end - start);
-  const copy = Buffer.from(buf.subarray(start, end));
-  return new Uint8Array(copy.buffer, copy.byteOffset, copy.length);
-}
+import { Received, type ReplyReader, type ReplySink } from "./received.js";
 
 /** A connection-level failure: the server could not be reached, timed out, closed, or sent something malformed. */
 export class WireFailure extends Error {
@@ -30,11 +20,6 @@ export class WireFailure extends Error {
     super(message);
   }
 }
-
-/** Parses one reply at `pos` for a request whose bounds are `limits`: [reply, next position], or the number of
- * bytes (from `pos`) needed before it is worth trying again; throws WireFailure for a reply that breaks a bound or
- * does not parse. */
-export type ReplyParser<R, L> = (buf: Buffer, pos: number, limits: L) => [R, number] | number;
 
 interface Pending<R, L> {
   /** The bounds of every reply, or of each reply in turn. */
@@ -62,10 +47,25 @@ export interface ConnectionOptions {
 
 export class Connection<R, L = undefined> {
   private socket: net.Socket | undefined;
-  /** Bytes received and not yet parsed, kept as chunks until a parse attempt can succeed. */
-  private chunks: Buffer[] = [];
-  private buffered = 0;
-  private need = 1;
+  /** Bytes received and not yet read into replies. */
+  private received: Received<R, L> | undefined;
+  /** Where `received` puts the replies it reads: the request at the head of the queue. */
+  private readonly sink: ReplySink<R, L> = {
+    nextLimits: () => {
+      const head = this.queue[0];
+      if (head === undefined) throw new WireFailure("malformed reply: bytes nobody asked for");
+      return head.perReply === undefined ? head.limits : (head.perReply[head.replies.length] as L);
+    },
+    take: (reply) => {
+      const head = this.queue[0] as Pending<R, L>;
+      const replies = head.replies;
+      replies.push(reply);
+      if (head.take === undefined ? replies.length === head.want : head.take(reply, replies)) {
+        this.queue.shift();
+        head.resolve(replies);
+      }
+    },
+  };
   private readonly queue: Array<Pending<R, L>> = [];
   private failed: WireFailure | undefined;
   private corked = false;
@@ -79,8 +79,9 @@ export class Connection<R, L = undefined> {
 
   constructor(
     private readonly options: ConnectionOptions,
-    private readonly parse: ReplyParser<R, L>,
+    reader: ReplyReader<R, L>,
   ) {
+    this.received = new Received(reader);
     const socket = net.connect({ host: options.host, port: options.port, noDelay: true });
     this.socket = socket;
     const timer = setTimeout(() => {
@@ -171,40 +172,11 @@ export class Connection<R, L = undefined> {
   }
 
   private onData(chunk: Buffer): void {
-    this.chunks.push(chunk);
-    this.buffered += chunk.length;
-    if (this.buffered < this.need) return;
-    const buf = this.chunks.length === 1 ? (this.chunks[0] as Buffer) : Buffer.concat(this.chunks, this.buffered);
-    let pos = 0;
-    this.need = 1;
     try {
-      while (pos < buf.length) {
-        const head = this.queue[0];
-        if (head === undefined) throw new WireFailure("malformed reply: bytes nobody asked for");
-        const replies = head.replies;
-        const parsed = this.parse(
-          buf,
-          pos,
-          head.perReply === undefined ? head.limits : (head.perReply[replies.length] as L),
-        );
-        if (typeof parsed === "number") {
-          this.need = Math.max(parsed, buf.length - pos + 1);
-          break;
-        }
-        pos = parsed[1];
-        replies.push(parsed[0]);
-        if (head.take === undefined ? replies.length === head.want : head.take(parsed[0], replies)) {
-          this.queue.shift();
-          head.resolve(replies);
-        }
-      }
+      this.received?.push(chunk, this.sink);
     } catch (e) {
       this.fail(e instanceof WireFailure ? e : new WireFailure(`malformed reply: ${(e as Error).message}`));
-      return;
     }
-    const rest = pos === buf.length ? undefined : buf.subarray(pos);
-    this.chunks = rest === undefined ? [] : [rest];
-    this.buffered = rest?.length ?? 0;
   }
 
   /** Fails every pending request (the one that timed out with the timeout), destroys the socket, once. */
@@ -213,8 +185,7 @@ export class Connection<R, L = undefined> {
     this.failed = failure;
     this.socket?.destroy();
     this.stopDeadlines();
-    this.chunks = [];
-    this.buffered = 0;
+    this.received = undefined;
     const pending = this.queue.splice(0);
     for (const p of pending) {
       p.reject(
