@@ -32,6 +32,7 @@ function contract(name: string, open: () => Store, exactPurges: boolean): void {
       await store.setMany([[b, bytes("2")]]);
       assert.deepEqual(await store.get(a), bytes("1"));
       assert.deepEqual(await store.getMany([a, fresh("missing"), b]), [bytes("1"), undefined, bytes("2")]);
+      assert.deepEqual(await store.getMany([b, a, b]), [bytes("2"), bytes("1"), bytes("2")], "a key asked twice");
       assert.equal(await store.delete(a), true);
       assert.equal(await store.delete(a), false);
       assert.equal(await store.get(a), undefined);

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { MetaReader, type Reply } from "../src/stores/memcached.js";
 import { Received, type ReplyReader } from "../src/stores/received.js";
-import { type Limits, RespReader, type RespValue } from "../src/stores/resp.js";
+import { type Limits, pack, RespReader, type RespValue } from "../src/stores/resp.js";
 import { WireFailure } from "../src/stores/wire.js";
 
 const WIDE: Limits = { maxBulk: 1 << 20, maxBytes: 1 << 22, maxElements: 1000 };
@@ -158,4 +158,15 @@ test("a memcached value split at every byte, among pipelined replies, reads the 
     () => readAll<Reply, undefined>(new MetaReader(1000), [Buffer.from("VA 1001\r\n")], undefined),
     /1001 bytes/,
   );
+});
+
+test("a packed command reads back as its parts (lengths across every digit count)", () => {
+  const parts: Array<string | Uint8Array> = ["SET", "kéy", ""];
+  for (const n of [0, 9, 10, 99, 100, 999, 1000, 9999, 10_000, 123_456]) parts.push(filled(n, n));
+  const [got] = resp([read(pack(...parts, 1732500000000n))]) as [Uint8Array[]];
+  assert.equal(got.length, parts.length + 1);
+  parts.forEach((p, i) => {
+    assert.deepEqual(Buffer.from(got[i] as Uint8Array), Buffer.from(p));
+  });
+  assert.equal(Buffer.from(got[parts.length] as Uint8Array).toString(), "1732500000000");
 });

@@ -287,24 +287,40 @@ export class RedisStore implements Store {
   async getMany(keys: readonly string[]): Promise<Array<Uint8Array | undefined>> {
     if (keys.length === 0) return [];
     const stored = keys.map((k) => this.key(k));
+    const unique = new Set(stored);
+    const groups = this.groups(unique.size === stored.length ? stored : [...unique]);
+    const only = groups.length === 1 ? (groups[0] as string[]) : undefined;
+    if (only !== undefined && only.length === stored.length && only.every((k, i) => k === stored[i])) {
+      // every key once, in one MGET: its reply is in the keys' order (no map from keys to values)
+      const reply = await this.mget(only);
+      const values: Array<Uint8Array | undefined> = new Array(reply.length);
+      for (let i = 0; i < reply.length; i++) values[i] = reply[i] ?? undefined;
+      return values;
+    }
     const found = new Map<string, Uint8Array>();
     await Promise.all(
-      this.groups([...new Set(stored)]).map(async (group) => {
-        const limits = { maxBulk: this.maxValue, maxBytes: this.maxValue * group.length, maxElements: group.length };
-        const reply = this.answer((await this.run([[pack("MGET", ...group), limits]], group[0]))[0] as RespValue);
-        if (
-          !Array.isArray(reply) ||
-          reply.length !== group.length ||
-          !reply.every((r) => r === null || r instanceof Uint8Array)
-        )
-          throw this.malformed("MGET", reply);
+      groups.map(async (group) => {
+        const reply = await this.mget(group);
         group.forEach((key, i) => {
           const value = reply[i];
-          if (value instanceof Uint8Array) found.set(key, value);
+          if (value !== null && value !== undefined) found.set(key, value);
         });
       }),
     );
     return stored.map((key) => found.get(key));
+  }
+
+  /** The values of `group` (keys of one slot), by one MGET: a reply of exactly one value or nil per key. */
+  private async mget(group: string[]): Promise<Array<Uint8Array | null>> {
+    const limits = { maxBulk: this.maxValue, maxBytes: this.maxValue * group.length, maxElements: group.length };
+    const reply = this.answer((await this.run([[pack("MGET", ...group), limits]], group[0]))[0] as RespValue);
+    if (
+      !Array.isArray(reply) ||
+      reply.length !== group.length ||
+      !reply.every((r) => r === null || r instanceof Uint8Array)
+    )
+      throw this.malformed("MGET", reply);
+    return reply as Array<Uint8Array | null>;
   }
 
   async set(key: string, value: Uint8Array, ttlMs?: number): Promise<void> {

@@ -38,10 +38,10 @@ export function pack(...parts: Array<string | number | bigint | Uint8Array>): Bu
     size += 1 + decimalLength(n) + 2 + n + 2;
   }
   const out = Buffer.allocUnsafe(size);
-  let at = out.write(`*${parts.length}\r\n`, 0, "latin1");
+  let at = writeLength(out, 0, 0x2a, parts.length);
   for (let i = 0; i < texts.length; i++) {
     const item = texts[i] as string | Uint8Array;
-    at += out.write(`$${lengths[i]}\r\n`, at, "latin1");
+    at = writeLength(out, at, 0x24, lengths[i] as number);
     if (typeof item === "string") at += out.write(item, at, "utf8");
     else {
       out.set(item, at);
@@ -53,8 +53,25 @@ export function pack(...parts: Array<string | number | bigint | Uint8Array>): Bu
   return out;
 }
 
+/** `<marker><n>\r\n` written at `at` (the digits from the number, no string made); the position after it. */
+function writeLength(out: Buffer, at: number, marker: number, n: number): number {
+  out[at] = marker;
+  const digits = decimalLength(n);
+  let rest = n;
+  for (let i = at + digits; i > at; i--) {
+    out[i] = 0x30 + (rest % 10);
+    rest = Math.floor(rest / 10);
+  }
+  const end = at + digits + 1;
+  out[end] = 13;
+  out[end + 1] = 10;
+  return end + 2;
+}
+
 function decimalLength(n: number): number {
-  return n < 10 ? 1 : n < 100 ? 2 : n < 1000 ? 3 : String(n).length;
+  let digits = 1;
+  for (let x = n; x >= 10; x = Math.floor(x / 10)) digits++;
+  return digits;
 }
 
 /** An array reply being read: its values so far and how many are still to come. */
