@@ -7,6 +7,10 @@
 //! flight (memaslap, redis-benchmark). What differs between the two servers is only how a reply is read: a
 //! [`Protocol`] says that, and a greeting (Redis's AUTH and SELECT) each new connection sends first.
 
+mod buffer;
+
+pub use buffer::{malformed, ReadBuffer};
+
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

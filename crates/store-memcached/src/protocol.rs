@@ -2,8 +2,9 @@
 //! replies read back from a connection. Every length a server sends is checked against a bound before anything is
 //! allocated for it, so a confused or hostile server yields an error, never a panic or an unbounded buffer.
 
-use bytes::{Buf, Bytes, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt};
+use bytes::Bytes;
+use larder_pipeline::{malformed, Failure, ReadBuffer};
+use tokio::io::AsyncRead;
 
 /// The longest reply line accepted (a `VA` line with flags, or an error message).
 const MAX_LINE: usize = 8 * 1024;
@@ -31,54 +32,21 @@ pub enum Reply {
     Error(String),
 }
 
-/// Why a reply could not be read.
-#[derive(Debug)]
-pub enum ReadError {
-    Io(std::io::Error),
-    Closed,
-    Malformed(String),
-}
-
-impl std::fmt::Display for ReadError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ReadError::Io(e) => write!(f, "{e}"),
-            ReadError::Closed => f.write_str("connection closed"),
-            ReadError::Malformed(m) => write!(f, "malformed reply: {m}"),
-        }
-    }
-}
-
 /// Reads replies from a connection, keeping what arrives beyond the current one.
 pub struct ReplyReader {
-    buffer: BytesMut,
-    /// How far the buffer is known to hold no line end (so a line arriving in pieces is scanned once).
-    scanned: usize,
+    buffer: ReadBuffer,
     max_value: usize,
 }
 
 impl ReplyReader {
     pub fn new(max_value: usize) -> ReplyReader {
-        ReplyReader { buffer: BytesMut::with_capacity(16 * 1024), scanned: 0, max_value }
+        ReplyReader { buffer: ReadBuffer::new(), max_value }
     }
 
-    /// The next reply.
-    pub async fn read<R: AsyncRead + Unpin>(&mut self, io: &mut R) -> Result<Reply, ReadError> {
-        let newline = loop {
-            if let Some(at) = memchr::memchr(b'\n', &self.buffer[self.scanned..]) {
-                break self.scanned + at;
-            }
-            self.scanned = self.buffer.len();
-            if self.buffer.len() > MAX_LINE {
-                return Err(ReadError::Malformed(format!("a reply line longer than {MAX_LINE} bytes")));
-            }
-            self.fill(io).await?;
-        };
-        self.scanned = 0;
-        if newline == 0 || self.buffer[newline - 1] != b'\r' {
-            return Err(ReadError::Malformed("a reply line not ended by CRLF".into()));
-        }
-        let line = &self.buffer[..newline - 1];
+    /// The next reply. An error leaves the connection out of step: its caller closes it.
+    pub async fn read<R: AsyncRead + Unpin>(&mut self, io: &mut R) -> Result<Reply, Failure> {
+        let length = self.buffer.line(io, MAX_LINE).await?;
+        let line = &self.buffer.bytes()[..length];
         let mut tokens = line.split(|&b| b == b' ');
         let reply = match tokens.next().unwrap_or_default() {
             b"VA" => {
@@ -86,12 +54,9 @@ impl ReplyReader {
                     .next()
                     .and_then(|s| std::str::from_utf8(s).ok())
                     .and_then(|s| s.parse().ok())
-                    .ok_or_else(|| ReadError::Malformed(format!("{:?}", cut(&String::from_utf8_lossy(line)))))?;
+                    .ok_or_else(|| malformed(&format!("{:?}", cut(&String::from_utf8_lossy(line)))))?;
                 if size > self.max_value {
-                    return Err(ReadError::Malformed(format!(
-                        "a {size}-byte value, over the {}-byte bound",
-                        self.max_value
-                    )));
+                    return Err(malformed(&format!("a {size}-byte value, over the {}-byte bound", self.max_value)));
                 }
                 let (mut key, mut cas) = (None, None);
                 for flag in tokens {
@@ -101,13 +66,10 @@ impl ReplyReader {
                         _ => {}
                     }
                 }
-                self.buffer.advance(newline + 1);
-                while self.buffer.len() < size + 2 {
-                    self.buffer.reserve(size + 2 - self.buffer.len());
-                    self.fill(io).await?;
-                }
-                if &self.buffer[size..size + 2] != b"\r\n" {
-                    return Err(ReadError::Malformed("a value not followed by CRLF".into()));
+                self.buffer.advance(length + 2);
+                self.buffer.at_least(io, size + 2).await?;
+                if &self.buffer.bytes()[size..size + 2] != b"\r\n" {
+                    return Err(malformed("a value not followed by CRLF"));
                 }
                 let data = self.buffer.split_to(size).freeze();
                 self.buffer.advance(2);
@@ -124,21 +86,10 @@ impl ReplyReader {
             b"EN" => Reply::Miss,
             b"MN" | b"END" => Reply::End,
             b"ERROR" | b"CLIENT_ERROR" | b"SERVER_ERROR" => Reply::Error(String::from_utf8_lossy(line).into_owned()),
-            _ => return Err(ReadError::Malformed(format!("{:?}", cut(&String::from_utf8_lossy(line))))),
+            _ => return Err(malformed(&format!("{:?}", cut(&String::from_utf8_lossy(line))))),
         };
-        self.buffer.advance(newline + 1);
+        self.buffer.advance(length + 2);
         Ok(reply)
-    }
-
-    async fn fill<R: AsyncRead + Unpin>(&mut self, io: &mut R) -> Result<(), ReadError> {
-        if self.buffer.capacity() - self.buffer.len() < 4096 {
-            self.buffer.reserve(16 * 1024);
-        }
-        match io.read_buf(&mut self.buffer).await {
-            Ok(0) => Err(ReadError::Closed),
-            Ok(_) => Ok(()),
-            Err(e) => Err(ReadError::Io(e)),
-        }
     }
 }
 
@@ -196,9 +147,9 @@ mod tests {
         loop {
             match reader.read(&mut io).await {
                 Ok(reply) => out.push(Ok(reply)),
-                Err(ReadError::Closed) => return out,
-                Err(e) => {
-                    out.push(Err(e.to_string()));
+                Err(Failure(e)) if e.contains("closed") => return out,
+                Err(Failure(e)) => {
+                    out.push(Err(e));
                     return out;
                 }
             }
@@ -221,7 +172,7 @@ mod tests {
         let huge = replies(b"VA 99999999999 \r\n", 1 << 20).await;
         assert!(huge[0].as_ref().is_err_and(|e| e.contains("bound")), "{huge:?}");
         let nonsense = replies(b"HTTP/1.1 200 OK\r\n", 100).await;
-        assert!(nonsense[0].as_ref().is_err_and(|e| e.contains("malformed")), "{nonsense:?}");
+        assert!(nonsense[0].as_ref().is_err_and(|e| e.contains("refused")), "{nonsense:?}");
         let endless = replies(&[b'x'; 20_000], 100).await;
         assert!(endless[0].as_ref().is_err_and(|e| e.contains("longer")), "{endless:?}");
         let bad_end = replies(b"VA 2\r\nabcd\r\n", 100).await;
@@ -241,7 +192,7 @@ mod tests {
         let mut reader = ReplyReader::new(100);
         let mut got = Vec::new();
         for _ in 0..4 {
-            got.push(reader.read(&mut client).await.map_err(|e| e.to_string()));
+            got.push(reader.read(&mut client).await.map_err(|e| e.0));
         }
         writer.await.expect("writer");
         assert_eq!(

@@ -10,7 +10,7 @@ pub use larder_pipeline::Failure;
 use larder_store::Health;
 use tokio::net::tcp::OwnedReadHalf;
 
-use crate::protocol::{ReadError, Reply, ReplyReader};
+use crate::protocol::{Reply, ReplyReader};
 
 /// How many replies a batch reads.
 #[derive(Debug, Clone, Copy)]
@@ -38,10 +38,7 @@ impl larder_pipeline::Protocol for Meta {
     async fn read(reader: &mut ReplyReader, io: &mut OwnedReadHalf, expect: Expect) -> Result<Vec<Reply>, Failure> {
         let mut replies = Vec::new();
         loop {
-            let reply = reader.read(io).await.map_err(|e| match e {
-                ReadError::Closed => Failure("the server closed the connection".into()),
-                other => Failure(other.to_string()),
-            })?;
+            let reply = reader.read(io).await?;
             let end = matches!(reply, Reply::End);
             replies.push(reply);
             match expect {

@@ -7,9 +7,9 @@
 //! bulk strings as keys asked for, so a server cannot make it hold more than `keys × max_value`. Every length is
 //! checked before anything is allocated for it, as `bounded.rs` does for the connections redis-rs reads.
 
-use bytes::{Buf, Bytes, BytesMut};
-use larder_pipeline::Failure;
-use tokio::io::{AsyncRead, AsyncReadExt};
+use bytes::{Bytes, BytesMut};
+use larder_pipeline::{malformed, Failure, ReadBuffer};
+use tokio::io::AsyncRead;
 use tokio::net::tcp::OwnedReadHalf;
 
 /// The longest line that is not a value (status, error, number, length).
@@ -115,9 +115,7 @@ type Found = (Option<(usize, usize)>, usize);
 
 /// Reads replies from a connection, keeping what arrives beyond the current one.
 pub struct ReplyReader {
-    buffer: BytesMut,
-    /// How far the buffer is known to hold no line end (so a line arriving in pieces is scanned once).
-    scanned: usize,
+    buffer: ReadBuffer,
     max_value: usize,
     /// The text of the last status or error line.
     last_text: String,
@@ -125,7 +123,7 @@ pub struct ReplyReader {
 
 impl ReplyReader {
     pub fn new(max_value: usize) -> ReplyReader {
-        ReplyReader { buffer: BytesMut::with_capacity(16 * 1024), scanned: 0, max_value, last_text: String::new() }
+        ReplyReader { buffer: ReadBuffer::new(), max_value, last_text: String::new() }
     }
 
     /// The replies to one request.
@@ -139,9 +137,9 @@ impl ReplyReader {
                 let mut replies = Vec::with_capacity(n);
                 for _ in 0..n {
                     let kind = loop {
-                        match self.buffer.first() {
+                        match self.buffer.bytes().first() {
                             Some(&kind) => break kind,
-                            None => self.fill(io).await?,
+                            None => self.buffer.fill(io).await?,
                         }
                     };
                     replies.push(match kind {
@@ -177,7 +175,7 @@ impl ReplyReader {
                             spans.push(span);
                             at = next;
                         }
-                        None => self.fill(io).await?,
+                        None => self.buffer.fill(io).await?,
                     }
                 }
                 let reply = self.buffer.split_to(at).freeze();
@@ -204,21 +202,12 @@ impl ReplyReader {
 
     /// Reads one header line: its type byte and, for `$`, `*` and `:`, its number.
     async fn header<R: AsyncRead + Unpin>(&mut self, io: &mut R) -> Result<(u8, Option<i64>), Failure> {
-        let newline = loop {
-            if let Some(at) = memchr::memchr(b'\n', &self.buffer[self.scanned..]) {
-                break self.scanned + at;
-            }
-            self.scanned = self.buffer.len();
-            if self.buffer.len() > MAX_LINE {
-                return Err(malformed(&format!("a reply line longer than {MAX_LINE} bytes")));
-            }
-            self.fill(io).await?;
+        let length = self.buffer.line(io, MAX_LINE).await?;
+        let line = &self.buffer.bytes()[..length];
+        let (kind, rest) = match line.split_first() {
+            Some((&kind, rest)) => (kind, rest),
+            None => return Err(malformed("an empty reply line")),
         };
-        self.scanned = 0;
-        if newline < 2 || self.buffer[newline - 1] != b'\r' {
-            return Err(malformed("an empty reply line, or one not ended by CRLF"));
-        }
-        let (kind, rest) = (self.buffer[0], &self.buffer[1..newline - 1]);
         let number = match kind {
             b'$' | b'*' | b':' => Some(parse_number(rest)?),
             b'+' | b'-' => {
@@ -227,7 +216,7 @@ impl ReplyReader {
             }
             other => return Err(malformed(&format!("a reply that starts with byte {other:#04x}"))),
         };
-        self.buffer.advance(newline + 1);
+        self.buffer.advance(length + 2);
         Ok((kind, number))
     }
 
@@ -238,7 +227,7 @@ impl ReplyReader {
                 let reply = self.buffer.split_to(next).freeze();
                 return Ok(span.map(|(start, end)| reply.slice(start..end)));
             }
-            self.fill(io).await?;
+            self.buffer.fill(io).await?;
         }
     }
 
@@ -247,7 +236,7 @@ impl ReplyReader {
     /// async header-then-payload path cost about 450 instructions a value), and a length past `max_value` is
     /// refused as soon as its line is seen, before the payload arrives.
     fn find_bulk(&mut self, at: usize) -> Result<Option<Found>, Failure> {
-        let buffer = &self.buffer[at..];
+        let buffer = &self.buffer.bytes()[at..];
         let Some(&kind) = buffer.first() else { return Ok(None) };
         if kind != b'$' {
             return Err(malformed(&format!("a value of type {:?} where a bulk string was expected", char::from(kind))));
@@ -281,17 +270,6 @@ impl ReplyReader {
         let start = at + newline + 1;
         Ok(Some((Some((start, start + size)), at + end)))
     }
-
-    async fn fill<R: AsyncRead + Unpin>(&mut self, io: &mut R) -> Result<(), Failure> {
-        if self.buffer.capacity() - self.buffer.len() < 4096 {
-            self.buffer.reserve(16 * 1024);
-        }
-        match io.read_buf(&mut self.buffer).await {
-            Ok(0) => Err(Failure("the server closed the connection".into())),
-            Ok(_) => Ok(()),
-            Err(e) => Err(Failure(e.to_string())),
-        }
-    }
 }
 
 /// A RESP number: an optional `-` and at most 18 digits (no overflow, no `+`, no spaces).
@@ -317,10 +295,6 @@ fn parse_number(text: &[u8]) -> Result<i64, Failure> {
 #[cold]
 fn bad_number(text: &[u8]) -> Failure {
     malformed(&format!("a number {:?}", String::from_utf8_lossy(&text[..text.len().min(32)])))
-}
-
-fn malformed(what: &str) -> Failure {
-    Failure(format!("refused the server's reply: {what}"))
 }
 
 /// RESP replies for the pipeline ([`larder_pipeline::Connections`]), with AUTH and SELECT as each connection's
