@@ -4,8 +4,10 @@
 //! native expiry from the entry header (`PXAT`), tag sets, prefix purges by `SCAN` on every master, counters and
 //! locks as small scripts, a bound on every request, errors that name the server, and sockets of its own that
 //! refuse replies past the spec's bounds before redis-rs buffers them (`bounded.rs`), with a failed connection
-//! replaced on the next request (`connect.rs`). A standalone server's reads (GET, MGET) skip redis-rs: larder's
-//! own RESP reader on pipelined connections (`resp.rs`, larder_pipeline), measured faster on multi-gets.
+//! replaced on the next request (`connect.rs`). A standalone server's GET, MGET and plain SET/DEL writes skip
+//! redis-rs: larder's own RESP reader on pipelined connections (`resp.rs`, larder_pipeline), measured faster on
+//! multi-gets and large writes. Those connections are a second set beside redis-rs's, each of `pool` connections,
+//! so a standalone server sees up to twice the URL's `pool`.
 
 mod bounded;
 mod connect;
