@@ -229,11 +229,11 @@ func (m *Memcached) getGroups(ctx context.Context, stored []string, idx []int, o
 	}
 	dl := deadline(ctx, m.opts.timeout)
 	run := func(s *mcServer, idx []int) error {
-		return s.do(ctx, dl, func(w *mcWriter) {
+		return s.do(ctx, dl, func(w *wireWriter) {
 			for _, i := range idx {
 				writeMg(w, stored[i])
 			}
-		}, func(c *mcConn) error {
+		}, func(c *wireConn) error {
 			for _, i := range idx {
 				v, _, err := c.value(s.maxItem, false)
 				if err != nil {
@@ -277,7 +277,7 @@ func (m *Memcached) getGroups(ctx context.Context, stored []string, idx []int, o
 }
 
 // writeMg asks for one stored key's value.
-func writeMg(w *mcWriter, stored string) {
+func writeMg(w *wireWriter, stored string) {
 	w.WriteString("mg ")
 	w.WriteString(stored)
 	w.WriteString(" v\r\n")
@@ -299,7 +299,7 @@ func (m *Memcached) Get(ctx context.Context, key string) ([]byte, error) {
 	}
 	var v []byte
 	err = m.onServer(ctx, stored, func(s *mcServer, dl time.Time) error {
-		return s.do(ctx, dl, func(w *mcWriter) { writeMg(w, stored) }, func(c *mcConn) error {
+		return s.do(ctx, dl, func(w *wireWriter) { writeMg(w, stored) }, func(c *wireConn) error {
 			var err error
 			v, _, err = c.value(s.maxItem, false)
 			return err
@@ -450,10 +450,10 @@ func (m *Memcached) store(ctx context.Context, key string, value []byte, ttl tim
 			if add {
 				return nil
 			}
-			return s.do(ctx, dl, func(w *mcWriter) { fmt.Fprintf(w, "md %s\r\n", stored) },
-				func(c *mcConn) error { _, err := c.status("md", "HD", "NF"); return err })
+			return s.do(ctx, dl, func(w *wireWriter) { fmt.Fprintf(w, "md %s\r\n", stored) },
+				func(c *wireConn) error { _, err := c.status("md", "HD", "NF"); return err })
 		}
-		return s.do(ctx, dl, func(w *mcWriter) {
+		return s.do(ctx, dl, func(w *wireWriter) {
 			w.WriteString("ms ")
 			w.WriteString(stored)
 			w.WriteString(" ")
@@ -466,7 +466,7 @@ func (m *Memcached) store(ctx context.Context, key string, value []byte, ttl tim
 			}
 			w.WriteString("\r\n")
 			w.ValueLine(value)
-		}, func(c *mcConn) error {
+		}, func(c *wireConn) error {
 			st, err := c.status("ms", "HD", "NS")
 			ok = st == "HD"
 			return err
@@ -505,7 +505,7 @@ func (m *Memcached) Incr(ctx context.Context, key string, delta int64, ttl time.
 	var result int64
 	found := false
 	err = m.onServer(ctx, stored, func(s *mcServer, dl time.Time) error {
-		return s.do(ctx, dl, func(w *mcWriter) {
+		return s.do(ctx, dl, func(w *wireWriter) {
 			fmt.Fprintf(w, "ma %s D%d M%s v", stored, abs, mode)
 			if create {
 				initial := max(delta, 0)
@@ -513,7 +513,7 @@ func (m *Memcached) Incr(ctx context.Context, key string, delta int64, ttl time.
 				fmt.Fprintf(w, " N%d J%d", exptime, initial)
 			}
 			w.WriteString("\r\n")
-		}, func(c *mcConn) error {
+		}, func(c *wireConn) error {
 			l, err := c.line()
 			if err != nil {
 				return err
@@ -559,7 +559,7 @@ func (m *Memcached) DeleteIf(ctx context.Context, key string, expected []byte) (
 	err = m.onServer(ctx, stored, func(s *mcServer, dl time.Time) error {
 		var cas uint64
 		var v []byte
-		err := s.do(ctx, dl, func(w *mcWriter) { fmt.Fprintf(w, "mg %s v c\r\n", stored) }, func(c *mcConn) error {
+		err := s.do(ctx, dl, func(w *wireWriter) { fmt.Fprintf(w, "mg %s v c\r\n", stored) }, func(c *wireConn) error {
 			var err error
 			v, cas, err = c.value(s.maxItem, true)
 			return err
@@ -567,7 +567,7 @@ func (m *Memcached) DeleteIf(ctx context.Context, key string, expected []byte) (
 		if err != nil || v == nil || !bytes.Equal(v, expected) {
 			return err
 		}
-		return s.do(ctx, dl, func(w *mcWriter) { fmt.Fprintf(w, "md %s C%d\r\n", stored, cas) }, func(c *mcConn) error {
+		return s.do(ctx, dl, func(w *wireWriter) { fmt.Fprintf(w, "md %s C%d\r\n", stored, cas) }, func(c *wireConn) error {
 			st, err := c.status("md", "HD", "NF", "EX")
 			deleted = st == "HD"
 			return err
@@ -583,7 +583,7 @@ func (m *Memcached) Delete(ctx context.Context, key string) (bool, error) {
 	}
 	deleted := false
 	err = m.onServer(ctx, stored, func(s *mcServer, dl time.Time) error {
-		return s.do(ctx, dl, func(w *mcWriter) { fmt.Fprintf(w, "md %s\r\n", stored) }, func(c *mcConn) error {
+		return s.do(ctx, dl, func(w *wireWriter) { fmt.Fprintf(w, "md %s\r\n", stored) }, func(c *wireConn) error {
 			st, err := c.status("md", "HD", "NF")
 			deleted = st == "HD"
 			return err
@@ -611,9 +611,9 @@ func (m *Memcached) PurgeTag(ctx context.Context, tag string) (Purged, error) {
 	rec := InternalKey(m.opts.prefix, "tag", tag)
 	now := []byte(strconv.FormatInt(nowMs(), 10))
 	err := m.onServer(ctx, rec, func(s *mcServer, dl time.Time) error {
-		return s.do(ctx, dl, func(w *mcWriter) {
+		return s.do(ctx, dl, func(w *wireWriter) {
 			fmt.Fprintf(w, "ms %s %d T0 F0\r\n%s\r\n", rec, len(now), now)
-		}, func(c *mcConn) error { _, err := c.status("ms", "HD"); return err })
+		}, func(c *wireConn) error { _, err := c.status("ms", "HD"); return err })
 	})
 	return Purged{Recorded: err == nil}, err
 }
@@ -631,7 +631,7 @@ func (m *Memcached) PurgePrefix(ctx context.Context, prefix string) (Purged, err
 		var cur []byte
 		var cas uint64
 		err := m.onServer(ctx, list, func(s *mcServer, dl time.Time) error {
-			return s.do(ctx, dl, func(w *mcWriter) { fmt.Fprintf(w, "mg %s v c\r\n", list) }, func(c *mcConn) error {
+			return s.do(ctx, dl, func(w *wireWriter) { fmt.Fprintf(w, "mg %s v c\r\n", list) }, func(c *wireConn) error {
 				var err error
 				cur, cas, err = c.value(s.maxItem, true)
 				return err
@@ -658,7 +658,7 @@ func (m *Memcached) PurgePrefix(ctx context.Context, prefix string) (Purged, err
 		}
 		ok := false
 		err = m.onServer(ctx, list, func(s *mcServer, dl time.Time) error {
-			return s.do(ctx, dl, func(w *mcWriter) {
+			return s.do(ctx, dl, func(w *wireWriter) {
 				if cur == nil {
 					fmt.Fprintf(w, "ms %s %d T0 F0 ME\r\n", list, b.Len())
 				} else {
@@ -666,7 +666,7 @@ func (m *Memcached) PurgePrefix(ctx context.Context, prefix string) (Purged, err
 				}
 				w.Write(b.Bytes())
 				w.WriteString("\r\n")
-			}, func(c *mcConn) error {
+			}, func(c *wireConn) error {
 				st, err := c.status("ms", "HD", "NS", "EX", "NF")
 				ok = st == "HD"
 				return err
@@ -688,8 +688,8 @@ func (m *Memcached) Clear(ctx context.Context) error {
 		return err
 	}
 	for _, s := range m.servers {
-		err := s.do(ctx, deadline(ctx, m.opts.timeout), func(w *mcWriter) { w.WriteString("flush_all\r\n") },
-			func(c *mcConn) error { _, err := c.status("flush_all", "OK"); return err })
+		err := s.do(ctx, deadline(ctx, m.opts.timeout), func(w *wireWriter) { w.WriteString("flush_all\r\n") },
+			func(c *wireConn) error { _, err := c.status("flush_all", "OK"); return err })
 		if err != nil {
 			return err
 		}
@@ -701,7 +701,7 @@ func (m *Memcached) Stats(ctx context.Context) (Stats, error) {
 	st := Stats{ServerErrors: map[string]int64{}}
 	for _, s := range m.servers {
 		st.ServerErrors[s.addr] = s.health.errorCount()
-		err := s.do(ctx, deadline(ctx, m.opts.timeout), func(w *mcWriter) { w.WriteString("stats\r\n") }, func(c *mcConn) error {
+		err := s.do(ctx, deadline(ctx, m.opts.timeout), func(w *wireWriter) { w.WriteString("stats\r\n") }, func(c *wireConn) error {
 			for i := 0; i < 1000; i++ {
 				l, err := c.line()
 				if err != nil {
@@ -730,7 +730,7 @@ func (m *Memcached) Stats(ctx context.Context) (Stats, error) {
 	return st, nil
 }
 
-func readFull(c *mcConn, b []byte) (int, error) {
+func readFull(c *wireConn, b []byte) (int, error) {
 	n := 0
 	for n < len(b) {
 		k, err := c.r.Read(b[n:])

@@ -33,6 +33,7 @@ type Redis struct {
 	maxValue int64
 	server   string
 	health   health
+	wire     *redisWire // a standalone server's GET, MGET and SET; nil on a Cluster
 }
 
 func openRedis(ctx context.Context, u *URL, cluster bool) (Store, error) {
@@ -95,30 +96,56 @@ func openRedis(ctx context.Context, u *URL, cluster bool) (Store, error) {
 			Dialer: dialer, DialTimeout: o.connectTimeout, ReadTimeout: o.timeout, WriteTimeout: o.timeout,
 			ContextTimeoutEnabled: true, PoolSize: o.pool, MaxRetries: -1, Protocol: 2, DisableIdentity: true,
 			PoolTimeout: o.timeout, DialerRetries: 1})
+		r.wire = newRedisWire(r.server, o, user, pass, db, maxValue)
 	}
 	return r, nil
 }
 
 func (r *Redis) Backend() string { return "redis" }
 func (r *Redis) MaxValue() int   { return int(min(r.maxValue, 512<<20)) }
-func (r *Redis) Close() error    { return r.client.Close() }
+func (r *Redis) Close() error {
+	if r.wire != nil {
+		r.wire.conns.close()
+	}
+	return r.client.Close()
+}
 
 // run bounds one operation by `timeout` and turns errors into the store's, recording the server's health.
 func (r *Redis) run(ctx context.Context, fn func(ctx context.Context) error) error {
+	if err := r.admit(); err != nil {
+		return err
+	}
+	if r.cluster == nil {
+		return r.outcome(fn(&opContext{Context: ctx, deadline: deadline(ctx, r.opts.timeout)}))
+	}
+	dctx, cancel := context.WithDeadline(ctx, deadline(ctx, r.opts.timeout))
+	defer cancel()
+	return r.outcome(fn(dctx))
+}
+
+// runWire is run for an operation on larder's own connections (standalone only), given its total deadline.
+func (r *Redis) runWire(ctx context.Context, fn func(dl time.Time) error) error {
+	if err := r.admit(); err != nil {
+		return err
+	}
+	return r.outcome(fn(deadline(ctx, r.opts.timeout)))
+}
+
+// admit refuses an operation while a standalone server is ejected.
+func (r *Redis) admit() error {
 	if r.cluster == nil && !r.health.admits() {
 		r.health.countError()
 		return &Error{Kind: Unavailable, Backend: "redis", Server: r.server, Msg: "ejected after failures; retrying later"}
 	}
-	var err error
-	if r.cluster == nil {
-		err = fn(&opContext{Context: ctx, deadline: deadline(ctx, r.opts.timeout)})
-	} else {
-		dctx, cancel := context.WithDeadline(ctx, deadline(ctx, r.opts.timeout))
-		err = fn(dctx)
-		cancel()
-	}
+	return nil
+}
+
+// outcome records an operation's result in the server's health and turns its error into the store's: an answer
+// (an error reply, or a miss) is not a failure of the server.
+func (r *Redis) outcome(err error) error {
 	var answer redis.Error
-	if err == nil || errors.Is(err, redis.Nil) || errors.As(err, &answer) {
+	var own *answerError
+	if err == nil || errors.Is(err, redis.Nil) || errors.As(err, &answer) || errors.As(err, &own) {
 		if r.cluster == nil {
 			r.health.record(true, r.opts.failures, r.opts.retryAfter)
 		}
@@ -128,6 +155,9 @@ func (r *Redis) run(ctx context.Context, fn func(ctx context.Context) error) err
 			}
 			return &Error{Kind: Other, Backend: "redis", Server: r.server, Err: err}
 		}
+		return err
+	}
+	if errors.Is(err, context.Canceled) {
 		return err
 	}
 	if r.cluster == nil {
@@ -167,13 +197,21 @@ func (r *Redis) stored(key string) (string, error) {
 	return StoredKey(r.opts.prefix, key), nil
 }
 
-// Get is one GET (MGET of one key would build a slice of interfaces for its single reply).
+// Get is one GET (MGET of one key would build a slice of interfaces for its single reply), on larder's own
+// connections to a standalone server.
 func (r *Redis) Get(ctx context.Context, key string) ([]byte, error) {
 	stored, err := r.stored(key)
 	if err != nil {
 		return nil, err
 	}
 	var out []byte
+	if r.wire != nil {
+		err = r.runWire(ctx, func(dl time.Time) error {
+			out, err = r.wire.get(ctx, dl, stored)
+			return err
+		})
+		return out, err
+	}
 	err = r.run(ctx, func(ctx context.Context) error {
 		s, err := r.client.Get(ctx, stored).Result()
 		if err == nil {
@@ -196,26 +234,17 @@ func (r *Redis) GetMulti(ctx context.Context, keys []string) ([][]byte, error) {
 		}
 		stored[i] = s
 	}
+	if r.wire != nil {
+		var out [][]byte
+		err := r.runWire(ctx, func(dl time.Time) error {
+			var err error
+			out, err = r.wire.mget(ctx, dl, stored)
+			return err
+		})
+		return out, err
+	}
 	out := make([][]byte, len(keys))
 	err := r.run(ctx, func(ctx context.Context) error {
-		if r.cluster == nil {
-			for start := 0; start < len(stored); start += 10000 {
-				batch := stored[start:min(len(stored), start+10000)]
-				vals, err := r.client.MGet(ctx, batch...).Result()
-				if err != nil {
-					return err
-				}
-				if len(vals) != len(batch) {
-					return &protocolError{"redis: MGET answered a different number of values"}
-				}
-				for i, v := range vals {
-					if s, ok := v.(string); ok {
-						out[start+i] = stringBytes(s)
-					}
-				}
-			}
-			return nil
-		}
 		cmds := make([]*redis.StringCmd, len(stored))
 		_, err := r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, k := range stored {
@@ -248,6 +277,13 @@ func (r *Redis) write(ctx context.Context, key string, value []byte, ttl time.Du
 	exp := expiresAt(value, ttl, now)
 	tags := entryTags(value)
 	ok := false
+	if r.wire != nil && len(tags) == 0 && (exp == 0 || exp > now) {
+		err = r.runWire(ctx, func(dl time.Time) error {
+			ok, err = r.wire.set(ctx, dl, stored, value, exp, nx)
+			return err
+		})
+		return ok, err
+	}
 	err = r.run(ctx, func(ctx context.Context) error {
 		if exp != 0 && exp <= now {
 			if nx {
@@ -262,14 +298,21 @@ func (r *Redis) write(ctx context.Context, key string, value []byte, ttl time.Du
 		if nx {
 			args.Mode = "NX"
 		}
-		res, err := r.client.SetArgs(ctx, stored, value, args).Result()
-		if errors.Is(err, redis.Nil) {
-			return nil
+		if r.wire != nil {
+			dl, _ := ctx.Deadline()
+			if ok, err = r.wire.set(ctx, dl, stored, value, exp, nx); err != nil || !ok {
+				return err
+			}
+		} else {
+			res, err := r.client.SetArgs(ctx, stored, value, args).Result()
+			if errors.Is(err, redis.Nil) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			ok = res == "OK"
 		}
-		if err != nil {
-			return err
-		}
-		ok = res == "OK"
 		for _, t := range tags {
 			if err := scriptTag.Run(ctx, r.client, []string{InternalKey(r.opts.prefix, "tag", t)}, stored, exp).Err(); err != nil {
 				return err

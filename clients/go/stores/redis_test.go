@@ -54,17 +54,27 @@ func TestRedisHostileReplies(t *testing.T) {
 			addr, stop := testservers.Hostile(t, "redis", behaviour)
 			defer stop()
 			s := openURL(t, "redis://"+addr+"/0?timeout=300ms&failures=100")
-			start := time.Now()
-			v, err := s.Get(context.Background(), "k")
-			took := time.Since(start)
-			if err == nil || v != nil {
-				t.Fatalf("read %d bytes without error", len(v))
+			ops := map[string]func() (int, error){
+				"get": func() (int, error) { v, err := s.Get(context.Background(), "k"); return len(v), err },
+				"multi-get": func() (int, error) {
+					vs, err := s.GetMulti(context.Background(), []string{"k", "l"})
+					return len(vs), err
+				},
+				"set": func() (int, error) { return 0, s.Set(context.Background(), "k", []byte("v"), 0) },
 			}
-			if took > 900*time.Millisecond {
-				t.Fatalf("took %v (timeout 300ms)", took)
-			}
-			if k := stores.KindOf(err); k != stores.Timeout && k != stores.Protocol && k != stores.Unavailable {
-				t.Fatalf("kind %q: %v", k, err)
+			for name, op := range ops {
+				start := time.Now()
+				n, err := op()
+				took := time.Since(start)
+				if err == nil {
+					t.Fatalf("%s: read %d without error", name, n)
+				}
+				if took > 900*time.Millisecond {
+					t.Fatalf("%s: took %v (timeout 300ms)", name, took)
+				}
+				if k := stores.KindOf(err); k != stores.Timeout && k != stores.Protocol && k != stores.Unavailable {
+					t.Fatalf("%s: kind %q: %v", name, k, err)
+				}
 			}
 		})
 	}

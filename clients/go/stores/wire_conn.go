@@ -1,0 +1,220 @@
+// Connections of larder's own, shared by the memcached store and the Redis store's standalone GET/MGET/SET: a
+// bounded pool per server, one total deadline per exchange (the wait for a connection, the dial and greeting,
+// the write and every byte of the reply), a cancelled context cutting an exchange short, and the bounded reply
+// line both protocols read. A connection that saw a timeout, an I/O error or a malformed reply is out of step
+// and is closed, never reused; an error *answer* leaves it in step.
+package stores
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"time"
+)
+
+// maxLine bounds a status line or any line that is not a value.
+const maxLine = 8 << 10
+
+type wireConn struct {
+	c net.Conn
+	r *bufio.Reader
+	w wireWriter
+}
+
+// connPool holds at most `size` open connections to one server.
+type connPool struct {
+	addr           string
+	connectTimeout time.Duration
+	idle           chan *wireConn
+	slots          chan struct{}
+	// greet, when set, runs on each new connection before its first use (Redis's AUTH and SELECT).
+	greet func(c *wireConn) error
+}
+
+func newConnPool(addr string, size int, connectTimeout time.Duration) *connPool {
+	return &connPool{addr: addr, connectTimeout: connectTimeout, idle: make(chan *wireConn, size),
+		slots: make(chan struct{}, size)}
+}
+
+// deadline is the earlier of the context's deadline and now + timeout.
+func deadline(ctx context.Context, timeout time.Duration) time.Time {
+	d := time.Now().Add(timeout)
+	if cd, ok := ctx.Deadline(); ok && cd.Before(d) {
+		return cd
+	}
+	return d
+}
+
+func (p *connPool) acquire(ctx context.Context, dl time.Time) (*wireConn, error) {
+	select {
+	case c := <-p.idle:
+		return c, nil
+	default:
+	}
+	wait := time.Until(dl)
+	if wait <= 0 {
+		return nil, os.ErrDeadlineExceeded
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case c := <-p.idle:
+		return c, nil
+	case p.slots <- struct{}{}:
+	case <-t.C:
+		return nil, os.ErrDeadlineExceeded
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	dialDl := time.Now().Add(p.connectTimeout)
+	if dl.Before(dialDl) {
+		dialDl = dl
+	}
+	d := net.Dialer{Deadline: dialDl}
+	nc, err := d.DialContext(ctx, "tcp", p.addr)
+	if err != nil {
+		<-p.slots
+		return nil, err
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	c := &wireConn{c: nc, r: bufio.NewReaderSize(nc, 16<<10)}
+	if p.greet != nil {
+		_ = nc.SetDeadline(dl)
+		if err := p.greet(c); err != nil {
+			p.release(c, false)
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (p *connPool) release(c *wireConn, good bool) {
+	if good {
+		select {
+		case p.idle <- c:
+			return
+		default:
+		}
+	}
+	c.c.Close()
+	<-p.slots
+}
+
+func (p *connPool) close() {
+	for {
+		select {
+		case c := <-p.idle:
+			c.c.Close()
+			<-p.slots
+		default:
+			return
+		}
+	}
+}
+
+// exchange runs one exchange on one connection under the deadline dl: write, then read with fn. cancelled
+// reports that ctx was cancelled during it (the caller's error is then ctx.Err()).
+func (p *connPool) exchange(ctx context.Context, dl time.Time, write func(w *wireWriter), read func(c *wireConn) error) (err error, cancelled bool) {
+	c, err := p.acquire(ctx, dl)
+	if err != nil {
+		return err, false
+	}
+	_ = c.c.SetDeadline(dl)
+	// A cancelled context cuts the exchange short too: the connection's deadline moves to now. A context that
+	// can never be cancelled needs no watcher.
+	stop := func() bool { return true }
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, func() { _ = c.c.SetDeadline(time.Now()) })
+	}
+	write(&c.w)
+	err = c.w.send(c.c)
+	if err == nil {
+		err = read(c)
+	}
+	cancelled = !stop() && errors.Is(ctx.Err(), context.Canceled)
+	var ans *answerError
+	p.release(c, (err == nil || errors.As(err, &ans)) && !cancelled)
+	return err, cancelled
+}
+
+// protocolError marks a reply that breaks a bound or does not parse.
+type protocolError struct{ msg string }
+
+func (e *protocolError) Error() string { return e.msg }
+
+// answerError is an error *answer* from the server (memcached's CLIENT_ERROR, SERVER_ERROR; a Redis -ERR): the
+// connection stays good and it is not a failure of the server.
+type answerError struct{ line string }
+
+func (e *answerError) Error() string { return e.line }
+
+// line reads one reply line (without CR LF), refusing one longer than maxLine. The slice is valid until the
+// next read on the connection.
+func (c *wireConn) line() ([]byte, error) {
+	frag, err := c.r.ReadSlice('\n')
+	if err == nil {
+		if len(frag) > maxLine+2 {
+			return nil, protoErr("a reply line longer than %d bytes", maxLine)
+		}
+		if len(frag) < 2 || frag[len(frag)-2] != '\r' {
+			return nil, protoErr("a reply line not ended by CR LF")
+		}
+		return frag[:len(frag)-2], nil
+	}
+	buf := append([]byte(nil), frag...)
+	for {
+		if errors.Is(err, bufio.ErrBufferFull) {
+			if len(buf) > maxLine {
+				return nil, protoErr("a reply line longer than %d bytes", maxLine)
+			}
+		} else if errors.Is(err, io.EOF) {
+			return nil, io.ErrUnexpectedEOF
+		} else if err != nil {
+			return nil, err
+		}
+		frag, err = c.r.ReadSlice('\n')
+		buf = append(buf, frag...)
+		if err == nil {
+			break
+		}
+	}
+	if len(buf) > maxLine+2 {
+		return nil, protoErr("a reply line longer than %d bytes", maxLine)
+	}
+	if len(buf) < 2 || buf[len(buf)-2] != '\r' {
+		return nil, protoErr("a reply line not ended by CR LF")
+	}
+	return buf[:len(buf)-2], nil
+}
+
+// data reads a data block of n bytes (already checked against the bound) and the CR LF after it into dst
+// (grown to hold it), reading straight past bufio's buffer when it is large.
+func (c *wireConn) data(dst []byte, n int) ([]byte, error) {
+	if dst == nil {
+		dst = make([]byte, 0, n) // exactly n bytes (a 64 KiB value is 8 pages, not 9), never nil
+	}
+	start := len(dst)
+	dst = append(dst, make([]byte, n)...)
+	if _, err := io.ReadFull(c.r, dst[start:]); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	end, err := c.r.Peek(2)
+	if errors.Is(err, io.EOF) {
+		return nil, io.ErrUnexpectedEOF
+	} else if err != nil {
+		return nil, err
+	}
+	if end[0] != '\r' || end[1] != '\n' {
+		return nil, protoErr("a value not followed by CR LF")
+	}
+	_, _ = c.r.Discard(2)
+	return dst, nil
+}
