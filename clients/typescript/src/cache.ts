@@ -80,6 +80,8 @@ interface Decoded {
 }
 const decodedMemo = new WeakMap<Uint8Array, Decoded>();
 const MISS: Lookup = ["miss"];
+/** The options of a call that gave none (one object, not one per call). */
+const NO_OPTIONS: WriteOptions = Object.freeze({});
 
 interface Shared {
   store: Store;
@@ -387,19 +389,39 @@ export class Cache {
   /** The value for `key`; on a miss `loader()` computes it (once per process, however many callers ask) and it
    * is stored. Within the stale window one caller recomputes while the others get the stale value. The loader's
    * rejection reaches every waiting caller and nothing is cached; store failures are absorbed. */
-  fetch<T extends Value>(key: string, loader: () => T | Promise<T>, o: WriteOptions = {}): Promise<T> {
-    if (this.memory === undefined) return this.fetchFromStore(key, loader, o);
+  fetch<T extends Value>(key: string, loader: () => T | Promise<T>, o?: WriteOptions): Promise<T> {
+    if (this.memory === undefined) return this.fetchFromStore(key, loader, o ?? NO_OPTIONS);
     // The memory store answers at once: a hit is one resolved Promise, not a chain of awaits.
     let storeKey: string;
-    let found: Lookup;
+    let raw: Uint8Array | undefined;
     try {
       storeKey = this.storeKey(key);
-      found = this.counted(this.memory.getNow(storeKey), o.version);
+      raw = this.memory.getNow(storeKey);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    const version = o?.version;
+    if (raw !== undefined) {
+      // The common hit, judged as judge() does on the memo of an immutable value decoded before: no tuple, no
+      // options object, nothing allocated but the Promise.
+      const memo = decodedMemo.get(raw);
+      if (
+        memo?.immutable === true &&
+        (version === undefined || memo.version === version) &&
+        (memo.expiresAt === 0 || Date.now() < memo.expiresAt)
+      ) {
+        this.shared.stats.hits++;
+        return Promise.resolve(memo.value as T);
+      }
+    }
+    let found: Lookup;
+    try {
+      found = this.counted(raw, version);
     } catch (e) {
       return Promise.reject(e);
     }
     if (found[0] === "fresh") return Promise.resolve(found[1] as T);
-    return this.afterLookup(storeKey, found, loader, o);
+    return this.afterLookup(storeKey, found, loader, o ?? NO_OPTIONS);
   }
 
   private async fetchFromStore<T extends Value>(
