@@ -192,19 +192,35 @@ func (c *wireConn) line() ([]byte, error) {
 	return buf[:len(buf)-2], nil
 }
 
-// data reads a data block of n bytes (already checked against the bound) and the CR LF after it into dst
-// (grown to hold it), reading straight past bufio's buffer when it is large.
+func unexpectedEOF(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// data reads a data block of n bytes (already checked against the bound) and the CR LF after it, appended to
+// dst. A large value read alone (dst nil) is read with its CR LF in one piece, straight past bufio's buffer
+// into a slice of its own (reading the CR LF apart cost one more read per get; the slice is 2 bytes longer
+// than the value, as go-redis's are).
 func (c *wireConn) data(dst []byte, n int) ([]byte, error) {
+	if dst == nil && n >= largeValue {
+		b := make([]byte, n+2)
+		if _, err := io.ReadFull(c.r, b); err != nil {
+			return nil, unexpectedEOF(err)
+		}
+		if b[n] != '\r' || b[n+1] != '\n' {
+			return nil, protoErr("a value not followed by CR LF")
+		}
+		return b[:n:n], nil
+	}
 	if dst == nil {
-		dst = make([]byte, 0, n) // exactly n bytes (a 64 KiB value is 8 pages, not 9), never nil
+		dst = make([]byte, 0, n) // never nil: an empty value is not a miss
 	}
 	start := len(dst)
 	dst = append(dst, make([]byte, n)...)
 	if _, err := io.ReadFull(c.r, dst[start:]); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, err
+		return nil, unexpectedEOF(err)
 	}
 	end, err := c.r.Peek(2)
 	if errors.Is(err, io.EOF) {
