@@ -44,8 +44,8 @@ func (s *mcServer) do(ctx context.Context, dl time.Time, write func(w *wireWrite
 		return &Error{Kind: Unavailable, Backend: "memcached", Server: s.addr, Msg: "ejected after failures; retrying later"}
 	}
 	err, cancelled := s.conns.exchange(ctx, dl, write, read)
-	var ans *answerError
-	good := (err == nil || errors.As(err, &ans)) && !cancelled
+	ans := answerOf(err)
+	good := (err == nil || ans != nil) && !cancelled
 	if cancelled {
 		return ctx.Err()
 	}

@@ -144,8 +144,7 @@ func (r *Redis) admit() error {
 // (an error reply, or a miss) is not a failure of the server.
 func (r *Redis) outcome(err error) error {
 	var answer redis.Error
-	var own *answerError
-	if err == nil || errors.Is(err, redis.Nil) || errors.As(err, &answer) || errors.As(err, &own) {
+	if err == nil || errors.Is(err, redis.Nil) || answerOf(err) != nil || errors.As(err, &answer) {
 		if r.cluster == nil {
 			r.health.record(true, r.opts.failures, r.opts.retryAfter)
 		}

@@ -137,8 +137,7 @@ func (p *connPool) exchange(ctx context.Context, dl time.Time, write func(w *wir
 		err = read(c)
 	}
 	cancelled = !stop() && errors.Is(ctx.Err(), context.Canceled)
-	var ans *answerError
-	p.release(c, (err == nil || errors.As(err, &ans)) && !cancelled)
+	p.release(c, (err == nil || answerOf(err) != nil) && !cancelled)
 	return err, cancelled
 }
 
@@ -152,6 +151,17 @@ func (e *protocolError) Error() string { return e.msg }
 type answerError struct{ line string }
 
 func (e *answerError) Error() string { return e.line }
+
+// answerOf finds the answer error in err's chain, or nil (errors.As would put a variable on the heap for every
+// call, answer or not).
+func answerOf(err error) *answerError {
+	for ; err != nil; err = errors.Unwrap(err) {
+		if a, ok := err.(*answerError); ok {
+			return a
+		}
+	}
+	return nil
+}
 
 // line reads one reply line (without CR LF), refusing one longer than maxLine. The slice is valid until the
 // next read on the connection.
@@ -214,11 +224,12 @@ func (c *wireConn) data(dst []byte, n int) ([]byte, error) {
 		}
 		return b[:n:n], nil
 	}
-	if dst == nil {
-		dst = make([]byte, 0, n) // never nil: an empty value is not a miss
-	}
 	start := len(dst)
-	dst = append(dst, make([]byte, n)...)
+	if dst == nil {
+		dst = make([]byte, n) // never nil: an empty value is not a miss
+	} else {
+		dst = append(dst, make([]byte, n)...)
+	}
 	if _, err := io.ReadFull(c.r, dst[start:]); err != nil {
 		return nil, unexpectedEOF(err)
 	}
