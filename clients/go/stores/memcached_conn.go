@@ -1,7 +1,7 @@
-// One memcached server for the memcached store: a pool of connections of larder's own (wire_conn.go) speaking the meta protocol,
-// each operation under one total deadline (connect, write, every byte of the answer), every reply bounded
-// (lines to 8 KiB, values to max_item) and checked against the replies its command can get. A connection that
-// saw a timeout, an I/O error or a malformed reply is out of step and is closed, never reused.
+// One memcached server for the memcached store: a pool of larder's own connections (wire_conn.go) speaking the
+// meta protocol, each operation under one total deadline (connect, write, every byte of the answer), every reply
+// bounded (lines to 8 KiB, values to max_item) and checked against the replies its command can get. A connection
+// that saw a timeout, an I/O error or a malformed reply is out of step and is closed, never reused.
 package stores
 
 import (

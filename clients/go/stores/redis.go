@@ -1,7 +1,8 @@
 // The Redis store (STORES.md §5), standalone or Cluster, on go-redis v9: SET with PXAT, NX for add, the Lua
 // scripts of spec/redis loaded byte for byte (EVALSHA, EVAL when the server lacks them), a set per tag, SCAN
-// purges on every master. Every reply passes through respGuard (bounded sizes and nesting); every operation runs
-// under one deadline (`timeout`); a standalone server is ejected after `failures` failures.
+// purges on every master. A standalone server's GET, MGET and SET go over larder's own connections
+// (redis_wire.go); every reply go-redis reads passes through respGuard (bounded sizes and nesting); every
+// operation runs under one deadline (`timeout`); a standalone server is ejected after `failures` failures.
 package stores
 
 import (
