@@ -140,6 +140,9 @@ const smallValuesBuffer = 1 << 20
 
 func (w *redisWire) mget(ctx context.Context, dl time.Time, stored []string) ([][]byte, error) {
 	out := make([][]byte, len(stored))
+	if len(stored) == 0 {
+		return out, nil
+	}
 	spans := make([][2]int, len(stored)) // where each small value lies in `small`; -1 for a miss or a large one
 	var small []byte
 	err, cancelled := w.conns.exchange(ctx, dl, func(wr *wireWriter) {
