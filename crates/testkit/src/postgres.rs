@@ -43,7 +43,30 @@ impl Postgres {
         command.args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off"]);
         command.args(["-c", "full_page_writes=off", "-c", "max_connections=200"]);
         self.server = Some(Server::spawn("postgres", command, self.port)?);
-        Ok(())
+        self.wait_for_sessions()
+    }
+
+    /// PostgreSQL listens before it accepts sessions (a client then reads "the database system is starting up"):
+    /// waits until `pg_isready` says it accepts them.
+    fn wait_for_sessions(&self) -> Result<(), TestkitError> {
+        let ready = find_binary("pg_isready", "postgresql", BIN_DIRS)?;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let status = Command::new(&ready)
+                .args(["-q", "-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", "larder", "-d", "postgres"])
+                .status()
+                .map_err(|e| TestkitError(format!("pg_isready: {e}")))?;
+            if status.success() {
+                return Ok(());
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(TestkitError(format!(
+                    "postgres on port {} did not accept sessions within 20 s",
+                    self.port
+                )));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
     }
 
     pub fn port(&self) -> u16 {

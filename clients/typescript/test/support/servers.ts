@@ -243,5 +243,20 @@ export async function startPostgres(): Promise<ServerProcess & { url: string }> 
     "full_page_writes=off",
   );
   const server = await new ServerProcess("postgres", command, port).start();
+  // PostgreSQL listens before it accepts sessions ("the database system is starting up"): wait for pg_isready too.
+  const isReady = findBinary("pg_isready", PG_BIN_DIRS);
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    try {
+      execFileSync(isReady, ["-q", "-h", "127.0.0.1", "-p", String(port), "-U", "larder", "-d", "postgres"]);
+      break;
+    } catch (error) {
+      if (Date.now() > deadline) {
+        await server.stop();
+        throw new Error(`postgres on port ${port} did not accept sessions within 20 s: ${String(error)}`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
   return Object.assign(server, { url: `postgres://larder@127.0.0.1:${port}/postgres` });
 }
