@@ -61,7 +61,7 @@ impl Request {
     pub fn arg(&mut self, arg: &[u8]) -> &mut Request {
         let mut head = [0u8; 24];
         head[0] = b'$';
-        let mut at = 1 + write_decimal(&mut head[1..], arg.len());
+        let mut at = 1 + write_decimal(&mut head[1..], arg.len() as u64);
         head[at..at + 2].copy_from_slice(b"\r\n");
         at += 2;
         self.0.reserve(at + arg.len() + 2);
@@ -69,6 +69,13 @@ impl Request {
         self.0.extend_from_slice(arg);
         self.0.extend_from_slice(b"\r\n");
         self
+    }
+
+    /// An argument that is a number, in decimal (an expiry, say), written without a `String` in between.
+    pub fn arg_decimal(&mut self, n: u64) -> &mut Request {
+        let mut digits = [0u8; 20];
+        let length = write_decimal(&mut digits, n);
+        self.arg(&digits[..length])
     }
 
     pub fn finish(self) -> Bytes {
@@ -89,12 +96,12 @@ pub fn command(args: &[&[u8]]) -> Bytes {
 /// `n` in decimal (what `format!` did here cost a fifth of an MGET's instructions).
 fn push_decimal(out: &mut BytesMut, n: usize) {
     let mut digits = [0u8; 20];
-    let length = write_decimal(&mut digits, n);
+    let length = write_decimal(&mut digits, n as u64);
     out.extend_from_slice(&digits[..length]);
 }
 
-/// Writes `n` in decimal at the start of `out` (20 bytes hold any `usize`); how many bytes it took.
-fn write_decimal(out: &mut [u8], mut n: usize) -> usize {
+/// Writes `n` in decimal at the start of `out` (20 bytes hold any `u64`); how many bytes it took.
+fn write_decimal(out: &mut [u8], mut n: u64) -> usize {
     let mut digits = [0u8; 20];
     let mut at = digits.len();
     loop {
@@ -439,5 +446,17 @@ mod tests {
         assert_eq!(&command(&[b"MGET", b"a", b""])[..], b"*3\r\n$4\r\nMGET\r\n$1\r\na\r\n$0\r\n\r\n");
         let long = vec![b'x'; 1234567];
         assert!(command(&[&long]).starts_with(b"*1\r\n$1234567\r\nxxx"));
+    }
+
+    #[test]
+    fn numbers_are_decimal_bulk_strings() {
+        for (n, text) in
+            [(0u64, "0"), (7, "7"), (1_764_000_000_000, "1764000000000"), (u64::MAX, "18446744073709551615")]
+        {
+            let mut request = Request::new(0);
+            request.command(1).arg_decimal(n);
+            let expected = format!("*1\r\n${}\r\n{text}\r\n", text.len());
+            assert_eq!(&request.finish()[..], expected.as_bytes());
+        }
     }
 }

@@ -165,11 +165,9 @@ impl Inner {
     /// RESP reader (resp.rs); a cluster's go through redis-rs (`call`). An error reply is the caller's error, not
     /// the server's failure.
     async fn single(&self, pipelined: &Connections<Resp>, request: Bytes, expect: Expect) -> Result<Reply, StoreError> {
-        let mut replies = self.pipelined(pipelined, request, expect).await?;
-        match (replies.pop(), replies.len()) {
-            (Some(reply), 0) => Ok(reply),
-            (_, more) => Err(self.unexpected_count(more + 1)),
-        }
+        // The reader returns exactly the replies `expect` names: one here.
+        let replies = self.pipelined(pipelined, request, expect).await?;
+        replies.into_iter().next().ok_or_else(|| self.refused("no reply to a command".into()))
     }
 
     /// Sends commands in one request on the pipelined connections; their replies, in order. An error reply to any
@@ -230,10 +228,6 @@ impl Inner {
     /// caller's error, counted, not a failure of the server.
     fn unexpected(&self, command: &str, reply: &Reply) -> StoreError {
         self.refused(format!("{command} answered {reply:?}"))
-    }
-
-    fn unexpected_count(&self, replies: usize) -> StoreError {
-        self.refused(format!("{replies} replies to one command"))
     }
 
     fn refused(&self, message: String) -> StoreError {
@@ -432,9 +426,6 @@ impl Inner {
     }
 }
 
-/// What went wrong, in the words an operator needs: a refused connection and a database that does not exist are
-/// said as such (redis-rs reports both in its own terms).
-/// AUTH and SELECT for a new connection of the read path, as redis-rs sends them on its own.
 /// One key of a write: a SET of `value` (until `expiry`, in Unix ms), or a DEL when the entry has already expired.
 struct Write<'a> {
     stored: String,
@@ -463,11 +454,10 @@ impl Write<'_> {
             request.command(2).arg(b"DEL").arg(self.stored.as_bytes());
             return;
         };
-        let at = self.expiry.map(|at| at.to_string());
-        let args = 3 + if at.is_some() { 2 } else { 0 } + usize::from(nx);
+        let args = 3 + if self.expiry.is_some() { 2 } else { 0 } + usize::from(nx);
         request.command(args).arg(b"SET").arg(self.stored.as_bytes()).arg(value);
-        if let Some(at) = &at {
-            request.arg(b"PXAT").arg(at.as_bytes());
+        if let Some(at) = self.expiry {
+            request.arg(b"PXAT").arg_decimal(at);
         }
         if nx {
             request.arg(b"NX");
@@ -475,6 +465,7 @@ impl Write<'_> {
     }
 }
 
+/// AUTH and SELECT for a new pipelined connection, as redis-rs sends them on its own.
 fn greeting(info: &RedisConnectionInfo) -> Vec<Bytes> {
     let mut greeting = Vec::new();
     match (&info.username, &info.password) {
@@ -488,6 +479,8 @@ fn greeting(info: &RedisConnectionInfo) -> Vec<Bytes> {
     greeting
 }
 
+/// What went wrong, in the words an operator needs: a refused connection and a database that does not exist are
+/// said as such (redis-rs reports both in its own terms).
 fn describe(error: &redis::RedisError) -> String {
     explain(&error.to_string(), error.is_connection_refusal())
 }

@@ -120,3 +120,43 @@ async fn reads_use_the_urls_password_and_database() {
         other => panic!("a wrong password is the server's error, got {other:?}"),
     }
 }
+
+/// A server that answers every command it reads with `reply`, well formed but of the wrong shape for a write (the
+/// commands are counted by their array headers: the tests' keys and values hold no `*`).
+async fn answering_with(reply: &'static [u8]) -> std::net::SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(async move {
+        while let Ok((mut connection, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = vec![0u8; 64 << 10];
+                while let Ok(read @ 1..) = connection.read(&mut request).await {
+                    let commands = request[..read].iter().filter(|&&b| b == b'*').count();
+                    if connection.write_all(&reply.repeat(commands)).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    address
+}
+
+#[tokio::test]
+async fn a_write_answered_with_the_wrong_shape_is_refused_naming_the_server() {
+    // A SET must be answered +OK (or nil for an add that found the key): a value, a count, an array or another
+    // status is a server out of step or lying, and the write must not be taken as done.
+    for reply in [&b"$5\r\nhello\r\n"[..], b":1\r\n", b"+QUEUED\r\n", b"*1\r\n$1\r\na\r\n", b"$-1\r\n", b"*-1\r\n"] {
+        let address = answering_with(reply).await;
+        let store = open(&format!("redis://{address}/0?timeout=300ms&failures=100")).await;
+        let shown = String::from_utf8_lossy(reply).into_owned();
+        let error = store.set("k", b"v", Some(Duration::from_secs(60))).await.expect_err(&shown);
+        assert!(error.to_string().contains(&address.to_string()), "{shown}: {error}");
+        let error = store.set_many(&[("a", b"1"), ("b", b"2")], None).await.expect_err(&shown);
+        assert!(error.to_string().contains(&address.to_string()), "{shown}: {error}");
+        if reply != b"$-1\r\n" {
+            assert!(store.add("k", b"v", None).await.is_err(), "{shown}: an add took it as an answer");
+        }
+    }
+}
