@@ -165,6 +165,17 @@ module Servers
       end
     end
 
+    # PostgreSQL listens before it accepts sessions (a client then reads "the database system is starting up"):
+    # waits until pg_isready says it accepts them, as larder-testkit does.
+    def wait_for_sessions(pg_isready, port, seconds: 20)
+      deadline = Time.now + seconds
+      until system(pg_isready, "-q", "-h", "127.0.0.1", "-p", port.to_s, "-U", "larder", "-d", "postgres")
+        raise "postgres on port #{port} did not accept sessions within #{seconds}s" if Time.now > deadline
+
+        sleep 0.05
+      end
+    end
+
     def start_postgres
       dir = Dir.mktmpdir("larder-rb-pg-")
       @dirs << dir
@@ -187,6 +198,7 @@ module Servers
             "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off", "-c",
             "full_page_writes=off",
             port: port)
+      wait_for_sessions(File.join(bin, "pg_isready"), port)
       @postgres_stop = lambda do
         pid = File.read(File.join(data, "postmaster.pid")).lines.first.to_i
         Process.kill("INT", pid)
