@@ -526,15 +526,16 @@ func (m *Memcached) Incr(ctx context.Context, key string, delta int64, ttl time.
 			case !bytes.HasPrefix(l, []byte("VA ")):
 				return errorLine(l, "ma")
 			}
-			n, err := strconv.Atoi(string(bytes.Fields(l[3:])[0]))
-			if err != nil || n > 24 {
+			lenText, _, _ := bytes.Cut(l[3:], []byte(" "))
+			n, ok := parseDigits(lenText)
+			if !ok || n > 24 {
 				return protoErr("ma: a counter of %q bytes", truncateBytes(l))
 			}
-			data := make([]byte, n+2)
-			if _, err := readFull(c, data); err != nil {
+			data, err := c.data(nil, int(n))
+			if err != nil {
 				return err
 			}
-			u, err := strconv.ParseUint(string(bytes.TrimRight(data[:n], " ")), 10, 64)
+			u, err := strconv.ParseUint(string(bytes.TrimRight(data, " ")), 10, 64)
 			if err != nil {
 				return protoErr("ma: not a number")
 			}
@@ -728,16 +729,4 @@ func (m *Memcached) Stats(ctx context.Context) (Stats, error) {
 		}
 	}
 	return st, nil
-}
-
-func readFull(c *wireConn, b []byte) (int, error) {
-	n := 0
-	for n < len(b) {
-		k, err := c.r.Read(b[n:])
-		n += k
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }

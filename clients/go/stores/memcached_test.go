@@ -150,3 +150,17 @@ func TestMemcachedHonoursCancellation(t *testing.T) {
 		t.Fatalf("ejected after a cancellation: %v", err)
 	}
 }
+
+// A counter's reply that lies about its length (negative, missing, past 24 digits, cut off) is a protocol error
+// or a cut-off, never a panic (a negative length once reached make).
+func TestMemcachedIncrRefusesLies(t *testing.T) {
+	for _, reply := range []string{"VA -5\r\n12\r\n", "VA \r\n", "VA\r\n", "VA 99\r\n1\r\n", "VA 2\r\n1", "VA 2 t1\r\n1234\r\n"} {
+		t.Run(strconv.Quote(reply), func(t *testing.T) {
+			s := openURL(t, "memcached://"+lyingRedis(t, reply, true)+"?timeout=300ms&failures=100")
+			_, _, err := s.Incr(context.Background(), "n", 1, 0, true)
+			if k := stores.KindOf(err); k != stores.Protocol && k != stores.Unavailable {
+				t.Fatalf("kind %s: %v", k, err)
+			}
+		})
+	}
+}

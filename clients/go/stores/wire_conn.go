@@ -6,10 +6,8 @@
 package stores
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"io"
 	"net"
 	"os"
 	"time"
@@ -20,7 +18,7 @@ const maxLine = 8 << 10
 
 type wireConn struct {
 	c net.Conn
-	r *bufio.Reader
+	r *wireReader
 	w wireWriter
 }
 
@@ -82,7 +80,7 @@ func (p *connPool) acquire(ctx context.Context, dl time.Time) (*wireConn, error)
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
-	c := &wireConn{c: nc, r: bufio.NewReaderSize(nc, 16<<10)}
+	c := &wireConn{c: nc, r: newWireReader(nc)}
 	if p.greet != nil {
 		_ = nc.SetDeadline(dl)
 		if err := p.greet(c); err != nil {
@@ -165,83 +163,22 @@ func answerOf(err error) *answerError {
 
 // line reads one reply line (without CR LF), refusing one longer than maxLine. The slice is valid until the
 // next read on the connection.
-func (c *wireConn) line() ([]byte, error) {
-	frag, err := c.r.ReadSlice('\n')
-	if err == nil {
-		if len(frag) > maxLine+2 {
-			return nil, protoErr("a reply line longer than %d bytes", maxLine)
-		}
-		if len(frag) < 2 || frag[len(frag)-2] != '\r' {
-			return nil, protoErr("a reply line not ended by CR LF")
-		}
-		return frag[:len(frag)-2], nil
-	}
-	buf := append([]byte(nil), frag...)
-	for {
-		if errors.Is(err, bufio.ErrBufferFull) {
-			if len(buf) > maxLine {
-				return nil, protoErr("a reply line longer than %d bytes", maxLine)
-			}
-		} else if errors.Is(err, io.EOF) {
-			return nil, io.ErrUnexpectedEOF
-		} else if err != nil {
-			return nil, err
-		}
-		frag, err = c.r.ReadSlice('\n')
-		buf = append(buf, frag...)
-		if err == nil {
-			break
-		}
-	}
-	if len(buf) > maxLine+2 {
-		return nil, protoErr("a reply line longer than %d bytes", maxLine)
-	}
-	if len(buf) < 2 || buf[len(buf)-2] != '\r' {
-		return nil, protoErr("a reply line not ended by CR LF")
-	}
-	return buf[:len(buf)-2], nil
-}
-
-func unexpectedEOF(err error) error {
-	if errors.Is(err, io.EOF) {
-		return io.ErrUnexpectedEOF
-	}
-	return err
-}
+func (c *wireConn) line() ([]byte, error) { return c.r.line() }
 
 // data reads a data block of n bytes (already checked against the bound) and the CR LF after it, appended to
-// dst. A large value read alone (dst nil) is read with its CR LF in one piece, straight past bufio's buffer
-// into a slice of its own (reading the CR LF apart cost one more read per get; the slice is 2 bytes longer
-// than the value, as go-redis's are).
+// dst. A large value read alone (dst nil) gets a slice of exactly its size, read straight into (wire_reader.go).
 func (c *wireConn) data(dst []byte, n int) ([]byte, error) {
-	if dst == nil && n >= largeValue {
-		b := make([]byte, n+2)
-		if _, err := io.ReadFull(c.r, b); err != nil {
-			return nil, unexpectedEOF(err)
-		}
-		if b[n] != '\r' || b[n+1] != '\n' {
-			return nil, protoErr("a value not followed by CR LF")
-		}
-		return b[:n:n], nil
-	}
 	start := len(dst)
 	if dst == nil {
 		dst = make([]byte, n) // never nil: an empty value is not a miss
 	} else {
 		dst = append(dst, make([]byte, n)...)
 	}
-	if _, err := io.ReadFull(c.r, dst[start:]); err != nil {
-		return nil, unexpectedEOF(err)
-	}
-	end, err := c.r.Peek(2)
-	if errors.Is(err, io.EOF) {
-		return nil, io.ErrUnexpectedEOF
-	} else if err != nil {
+	if err := c.r.readFull(dst[start:]); err != nil {
 		return nil, err
 	}
-	if end[0] != '\r' || end[1] != '\n' {
-		return nil, protoErr("a value not followed by CR LF")
+	if err := c.r.crlf(); err != nil {
+		return nil, err
 	}
-	_, _ = c.r.Discard(2)
 	return dst, nil
 }
