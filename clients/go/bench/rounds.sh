@@ -2,7 +2,9 @@
 # Interleaved rounds of the network benchmarks, for a shared, noisy machine: the test binary is built once, then
 # run ROUNDS times over the whole set (each round: every cell's larder and incumbent runs side by side); each
 # round's ratio incumbent-time / larder-time is taken per cell, and the table prints the median of those ratios
-# (above 1: larder is faster) with the median ns/op and allocs/op of each side.
+# (above 1: larder is faster) with the median ns/op and allocs/op of each side. Every other round runs each cell's
+# incumbent first (LARDER_BENCH_INCUMBENT_FIRST=1), so neither side always has the first, slower place; use an
+# even ROUNDS for an equal share.
 #
 #   ROUNDS=5 BENCHTIME=0.5s BENCH='Memcached|Redis' bash bench/rounds.sh      (from clients/go)
 #
@@ -17,7 +19,7 @@ trap 'rm -rf "$out"' EXIT
 go test -c -o "$out/bench.test" ./bench/
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); load average: $(cut -d' ' -f1-3 /proc/loadavg); rounds: $ROUNDS x $BENCHTIME"
 for r in $(seq 1 "$ROUNDS"); do
-    (cd bench && "$out/bench.test" -test.run XXX -test.bench "$BENCH" -test.benchtime "$BENCHTIME" \
+    (cd bench && LARDER_BENCH_INCUMBENT_FIRST=$((1 - r % 2)) "$out/bench.test" -test.run XXX -test.bench "$BENCH" -test.benchtime "$BENCHTIME" \
         -test.benchmem -test.count 1) >"$out/round$r.txt"
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
