@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,26 +25,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-type run struct {
-	status int
-	stdout []byte
-	stderr string
-}
-
 func larderCmd(t *testing.T, stdin []byte, args ...string) run {
 	t.Helper()
-	cmd := exec.Command(testenv.LarderBin(t), args...)
-	cmd.Stdin = bytes.NewReader(stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	status := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		status = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return run{status, out.Bytes(), errb.String()}
+	return command(t, stdin, testenv.LarderBin(t), args...)
 }
 
 func sharedStores(t *testing.T) map[string]string {
@@ -67,25 +49,20 @@ func TestGoAndRustThroughEveryStore(t *testing.T) {
 	for name, url := range sharedStores(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			c, err := larder.Open(ctx, url+map[bool]string{true: "&", false: "?"}[strings.Contains(url, "?")]+"timeout=2s")
-			if strings.HasPrefix(url, "sqlite") || strings.HasPrefix(url, "file") {
-				c, err = larder.Open(ctx, url)
+			opened := url
+			if !strings.HasPrefix(url, "sqlite") && !strings.HasPrefix(url, "file") {
+				opened += map[bool]string{true: "&", false: "?"}[strings.Contains(url, "?")] + "timeout=2s"
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			id := rand.Int63()
+			c, id := openCache(t, opened)
 			goKey, rustKey := fmt.Sprintf("go-wrote-%d", id), fmt.Sprintf("rust-wrote-%d", id)
 			goTag, rustTag := fmt.Sprintf("go-tag-%d", id), fmt.Sprintf("rust-tag-%d", id)
 
 			// Go writes, Rust reads the same value.
-			value := format.NewMap("id", int64(7), "name", "Ada", "scores", []any{1.5, int64(-3)}, "日本", true)
-			if err := c.Set(ctx, goKey, value, larder.TTL(time.Minute), larder.Tags(goTag)); err != nil {
+			if err := c.Set(ctx, goKey, goValue(), larder.TTL(time.Minute), larder.Tags(goTag)); err != nil {
 				t.Fatal(err)
 			}
 			got := larderCmd(t, nil, "store", "get", "--store", url, "--inspect", goKey)
-			if got.status != 0 || !bytes.Contains(got.stdout, []byte(`value:       {"id":7,"name":"Ada","scores":[1.5,-3],"日本":true}`)) {
+			if got.status != 0 || !bytes.Contains(got.stdout, []byte("value:       "+goValueJSON)) {
 				t.Fatalf("Rust reads Go's entry: %d %s %s", got.status, got.stdout, got.stderr)
 			}
 			if !bytes.Contains(got.stdout, []byte("tags:        "+goTag)) {
@@ -164,12 +141,7 @@ func TestGoAndPythonThroughSharedStores(t *testing.T) {
 		url := urls[name]
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			c, err := larder.Open(ctx, url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			id := rand.Int63()
+			c, id := openCache(t, url)
 			goKey, pyKey := fmt.Sprintf("go-%d", id), fmt.Sprintf("py-%d", id)
 			type Page struct {
 				Title string   `msgpack:"title"`
@@ -179,13 +151,12 @@ func TestGoAndPythonThroughSharedStores(t *testing.T) {
 			if err := (larder.Typed[Page]{C: c}).Set(ctx, goKey, Page{"Grüße", 12, []string{"a"}}, larder.TTL(time.Minute)); err != nil {
 				t.Fatal(err)
 			}
-			cmd := exec.Command(py, "-c", pythonReader, url, goKey, pyKey)
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("python: %v: %s", err, out)
+			out := command(t, nil, py, "-c", pythonReader, url, goKey, pyKey)
+			if out.status != 0 {
+				t.Fatalf("python: exit %d: %s", out.status, out.stderr)
 			}
-			if strings.TrimSpace(string(out)) != `{"tags": ["a"], "title": "Grüße", "views": 12}` {
-				t.Fatalf("Python reads Go's value as %s", out)
+			if strings.TrimSpace(string(out.stdout)) != `{"tags": ["a"], "title": "Grüße", "views": 12}` {
+				t.Fatalf("Python reads Go's value as %s", out.stdout)
 			}
 			v, ok := c.Get(ctx, pyKey)
 			if !ok {
@@ -218,22 +189,17 @@ func TestGoAndRubyThroughSharedStores(t *testing.T) {
 		url := urls[name]
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			c, err := larder.Open(ctx, url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			id := rand.Int63()
+			c, id := openCache(t, url)
 			goKey, rbKey := fmt.Sprintf("go-rb-%d", id), fmt.Sprintf("rb-%d", id)
 			if err := c.Set(ctx, goKey, format.NewMap("title", "Grüße", "views", int64(12)), larder.TTL(time.Minute)); err != nil {
 				t.Fatal(err)
 			}
-			out, err := exec.Command(ruby, "-I", lib, "-e", rubyReader, url, goKey, rbKey).CombinedOutput()
-			if err != nil {
-				t.Fatalf("ruby: %v: %s", err, out)
+			out := command(t, nil, ruby, "-I", lib, "-e", rubyReader, url, goKey, rbKey)
+			if out.status != 0 {
+				t.Fatalf("ruby: exit %d: %s", out.status, out.stderr)
 			}
-			if strings.TrimSpace(string(out)) != `{"title":"Grüße","views":12}` {
-				t.Fatalf("Ruby reads Go's value as %s", out)
+			if strings.TrimSpace(string(out.stdout)) != `{"title":"Grüße","views":12}` {
+				t.Fatalf("Ruby reads Go's value as %s", out.stdout)
 			}
 			v, ok := c.Get(ctx, rbKey)
 			if !ok {

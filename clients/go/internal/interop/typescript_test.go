@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math/rand"
 	"net/url"
 	"os"
 	"os/exec"
@@ -65,15 +64,11 @@ try {
 
 func runTS(t *testing.T, node, lib, storeURL string, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, append([]string{"--input-type=module", "-e", tsScript, lib, storeURL}, args...)...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("TypeScript %v: %v: %s", args, err, errb.String())
+	r := command(t, nil, node, append([]string{"--input-type=module", "-e", tsScript, lib, storeURL}, args...)...)
+	if r.status != 0 {
+		t.Fatalf("TypeScript %v: exit %d: %s", args, r.status, r.stderr)
 	}
-	return strings.TrimSpace(out.String())
+	return strings.TrimSpace(string(r.stdout))
 }
 
 func TestGoAndTypeScriptThroughSharedStores(t *testing.T) {
@@ -85,26 +80,20 @@ func TestGoAndTypeScriptThroughSharedStores(t *testing.T) {
 	for name, storeURL := range urls {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			c, err := larder.Open(ctx, storeURL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			c, id := openCache(t, storeURL)
 			store, err := stores.Open(ctx, storeURL)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer store.Close()
-			id := rand.Int63()
 			goKey, tsKey := fmt.Sprintf("go-ts-%d", id), fmt.Sprintf("ts-%d", id)
 			goTag, tsTag := fmt.Sprintf("go-ts-tag-%d", id), fmt.Sprintf("ts-tag-%d", id)
 
 			// Go writes, TypeScript reads the same value.
-			value := format.NewMap("id", int64(7), "name", "Grüße", "scores", []any{1.5, int64(-3)}, "日本", true)
-			if err := c.Set(ctx, goKey, value, larder.TTL(time.Minute), larder.Tags(goTag)); err != nil {
+			if err := c.Set(ctx, goKey, goValue(), larder.TTL(time.Minute), larder.Tags(goTag)); err != nil {
 				t.Fatal(err)
 			}
-			if got := runTS(t, node, lib, storeURL, "read", goKey); got != `{"id":7,"name":"Grüße","scores":[1.5,-3],"日本":true}` {
+			if got := runTS(t, node, lib, storeURL, "read", goKey); got != goValueJSON {
 				t.Fatalf("TypeScript reads Go's value as %s", got)
 			}
 
@@ -113,12 +102,10 @@ func TestGoAndTypeScriptThroughSharedStores(t *testing.T) {
 			if err != nil || raw == nil {
 				t.Fatalf("raw get: %v", err)
 			}
-			insp := exec.Command(node, larderTS, "inspect")
-			insp.Stdin = bytes.NewReader(raw)
-			out, err := insp.CombinedOutput()
-			if err != nil || !bytes.Contains(out, []byte(`value:       {"id":7,"name":"Grüße","scores":[1.5,-3],"日本":true}`)) ||
-				!bytes.Contains(out, []byte("tags:        "+goTag)) {
-				t.Fatalf("larder-ts inspect of Go's entry: %v: %s", err, out)
+			insp := command(t, raw, node, larderTS, "inspect")
+			if insp.status != 0 || !bytes.Contains(insp.stdout, []byte("value:       "+goValueJSON)) ||
+				!bytes.Contains(insp.stdout, []byte("tags:        "+goTag)) {
+				t.Fatalf("larder-ts inspect of Go's entry: exit %d: %s %s", insp.status, insp.stdout, insp.stderr)
 			}
 
 			// A value large enough to be compressed crosses too.
