@@ -45,6 +45,7 @@ func value(n int) []byte {
 // parallel runs op with 1 or 50 goroutines.
 func parallel(b *testing.B, goroutines int, op func(i int) error) {
 	b.ReportAllocs()
+	defer reportCPU(b, processCPU(), serverCPU())
 	if goroutines == 1 {
 		for i := 0; b.Loop(); i++ {
 			if err := op(i); err != nil {
@@ -64,6 +65,14 @@ func parallel(b *testing.B, goroutines int, op func(i int) error) {
 			i++
 		}
 	})
+}
+
+// reportCPU reports the CPU time per op of this process and of the servers since the given readings.
+func reportCPU(b *testing.B, process, server time.Duration) {
+	if b.N > 0 {
+		b.ReportMetric(float64(processCPU()-process)/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64(serverCPU()-server)/float64(b.N), "server-cpu-ns/op")
+	}
 }
 
 // incumbentFirst, set by bench/rounds.sh on every other round, runs each cell's incumbent before larder: the first

@@ -2,9 +2,10 @@
 # Interleaved rounds of the network benchmarks, for a shared, noisy machine: the test binary is built once, then
 # run ROUNDS times over the whole set (each round: every cell's larder and incumbent runs side by side); each
 # round's ratio incumbent-time / larder-time is taken per cell, and the table prints the median of those ratios
-# (above 1: larder is faster) with the median ns/op and allocs/op of each side. Every other round runs each cell's
-# incumbent first (LARDER_BENCH_INCUMBENT_FIRST=1), so neither side always has the first, slower place; use an
-# even ROUNDS for an equal share.
+# (above 1: larder is faster), the medians of the same ratios of CPU time per op (cpu: the benchmark process's,
+# server: the servers', bench/cpu_linux.go; above 1: larder causes less) and the median ns/op and allocs/op of
+# each side. Every other round runs each cell's incumbent first (LARDER_BENCH_INCUMBENT_FIRST=1), so neither
+# side always has the first, slower place; use an even ROUNDS for an equal share.
 #
 #   ROUNDS=5 BENCHTIME=0.5s BENCH='Memcached|Redis' bash bench/rounds.sh      (from clients/go)
 #
@@ -26,6 +27,9 @@ echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - "$out"/round*.txt <<'EOF'
 import re, sys, statistics
 line = re.compile(r'^Benchmark(\w+)/(\w[\w-]*)/([\w-]+)/(\w+)/(g\d+)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op.*?(\d+) allocs/op')
+def metric(name, l):
+    m = re.search(r'([\d.]+) ' + name + r'\s', l)
+    return float(m.group(1)) if m else 0.0
 rounds = []
 for path in sys.argv[1:]:
     cells = {}
@@ -33,20 +37,22 @@ for path in sys.argv[1:]:
         m = line.match(l)
         if m:
             store, op, who, size, g, ns, allocs = m.groups()
-            cells[(store, op, size, g, who)] = (float(ns), int(allocs))
+            cells[(store, op, size, g, who)] = (float(ns), int(allocs), metric('cpu-ns/op', l), metric('server-cpu-ns/op', l))
     rounds.append(cells)
 keys = sorted({k[:4] for c in rounds for k in c})
-print(f"{'store':10} {'op':12} {'size':6} {'g':4} {'ratio':>6} {'larder ns':>10} {'incumb ns':>10} {'l allocs':>8} {'i allocs':>8}")
+def ratio(k, i):
+    rs = [c[k + (w,)][i] / c[k + ('larder',)][i] for c in rounds for w in ('gomemcache', 'go-redis')
+          if k + (w,) in c and k + ('larder',) in c and c[k + ('larder',)][i] > 0]
+    return statistics.median(rs) if rs else float('nan')
+print(f"{'store':10} {'op':12} {'size':6} {'g':4} {'ratio':>6} {'cpu':>5} {'server':>6} {'larder ns':>10} {'incumb ns':>10} {'l allocs':>8} {'i allocs':>8}")
 for k in keys:
     lard = [c[k + ('larder',)] for c in rounds if k + ('larder',) in c]
     inc = [(who, c[k + (who,)]) for c in rounds for who in ('gomemcache', 'go-redis') if k + (who,) in c]
     if not inc:
         ln = statistics.median(x[0] for x in lard)
-        print(f"{k[0]:10} {k[1]:12} {k[2]:6} {k[3]:4} {'':>6} {ln:10.0f}")
+        print(f"{k[0]:10} {k[1]:12} {k[2]:6} {k[3]:4} {'':>6} {'':>5} {'':>6} {ln:10.0f}")
         continue
-    ratios = [c[k + (w,)][0] / c[k + ('larder',)][0] for c in rounds for w in ('gomemcache', 'go-redis')
-              if k + (w,) in c and k + ('larder',) in c]
-    print(f"{k[0]:10} {k[1]:12} {k[2]:6} {k[3]:4} {statistics.median(ratios):6.2f} "
+    print(f"{k[0]:10} {k[1]:12} {k[2]:6} {k[3]:4} {ratio(k, 0):6.2f} {ratio(k, 2):5.2f} {ratio(k, 3):6.2f} "
           f"{statistics.median(x[0] for x in lard):10.0f} {statistics.median(x[1][0] for x in inc):10.0f} "
           f"{statistics.median(x[1] for x in lard):8.0f} {statistics.median(x[1][1] for x in inc):8.0f}")
 EOF
