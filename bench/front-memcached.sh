@@ -21,6 +21,10 @@
 #   memcached's get_hits/get_misses are read around each measurement: nginx must make one hit and no miss per
 #   request, larder-l2 at least one hit per request (its reads also fetch the purge-record prefix list, §4.4,
 #   which is a miss while no prefix was ever purged), larder-l1 and larder-mem nearly none.
+#   Beside req/s and p99, each measurement reports the CPU spent per request by the server (with nginx's workers),
+#   by memcached, and by the rest of the machine (wrk and the kernel's interrupt work), from /proc: with both cores
+#   busy, req/s is bounded by cores / (their sum), so the columns say what bounded a figure and how far the
+#   server's own share can move it.
 #
 # Why ratios
 #   2 shared cores (wrk, memcached and the servers on the same machine): absolute req/s move between runs; ratios
@@ -362,7 +366,8 @@ for server in "${SERVERS[@]}"; do
     done
 done
 
-# One line per measurement: SERVER PAGE ROUND RPS P99 REQUESTS ERRORS NON2XX ORIGIN MC_HITS MC_MISSES
+# One line per measurement: SERVER PAGE ROUND RPS P99 REQUESTS ERRORS NON2XX ORIGIN MC_HITS MC_MISSES SERVER_US
+# MEMCACHED_US OTHER_US
 : >"$TMP/results"
 total=$((ROUNDS * ${#PAGES[@]} * ${#SERVERS[@]}))
 n=0
@@ -373,18 +378,30 @@ for ((round = 1; round <= ROUNDS; round++)); do
             n=$((n + 1))
             origin_before=$(origin_requests)
             read -r hits_before misses_before < <(memcached_stats)
+            server_before=$(process_ticks "${SERVER_PID[$server]}")
+            memcached_before=$(process_ticks "${SERVER_PID[memcached]}")
+            busy_before=$(machine_busy_ticks)
             parsed=$(run_wrk "$TMP/wrk.$server.$page.$round" "$DURATION" "http://127.0.0.1:${PORT[$server]}/$page")
+            busy=$(($(machine_busy_ticks) - busy_before))
+            server_ticks=$(($(process_ticks "${SERVER_PID[$server]}") - server_before))
+            memcached_ticks=$(($(process_ticks "${SERVER_PID[memcached]}") - memcached_before))
             read -r hits_after misses_after < <(memcached_stats)
             reached=$(($(origin_requests) - origin_before))
             read -r rps p99 req c r w t n2 _ <<<"$parsed"
             mc_hits=$((hits_after - hits_before))
             mc_misses=$((misses_after - misses_before))
+            # CPU per request: the server, memcached, and the rest of the machine (wrk, the kernel's interrupt
+            # work for loopback traffic, and anything else running).
+            server_us=$(ticks_per_request_us "$server_ticks" "$req")
+            memcached_us=$(ticks_per_request_us "$memcached_ticks" "$req")
+            other_us=$(ticks_per_request_us $((busy - server_ticks - memcached_ticks)) "$req")
             log "[$n/$total] round $round $server /$page: $rps req/s, p99 $p99 ms; memcached $mc_hits hits," \
-                "$mc_misses misses for $req requests"
+                "$mc_misses misses for $req requests; CPU per request: server $server_us µs, memcached" \
+                "$memcached_us µs, wrk and the rest $other_us µs"
             ((reached == 0)) || log "WARNING: $server /$page reached the origin $reached times: not all hits"
             ((n2 == 0)) || log "WARNING: $server /$page: $n2 responses were not 2xx (a memcached miss is a 404)"
             echo "$server $page $round $rps $p99 $req $((c + r + w + t)) $n2 $reached $mc_hits $mc_misses" \
-                >>"$TMP/results"
+                "$server_us $memcached_us $other_us" >>"$TMP/results"
         done
     done
 done
@@ -425,19 +442,27 @@ print(json.dumps({
              f"{cores} cores shared by wrk, memcached and the servers; nginx upstream keepalive {keepalive}; "
              f"larder-l2: --store memcached://, no L1; larder-l1: the same with --l1 {l1}; larder-mem: memory only",
     "metrics": [{"name": "rps", "label": "req/s", "better": "higher"},
-                {"name": "p99_ms", "label": "p99 ms", "better": "lower"}],
+                {"name": "p99_ms", "label": "p99 ms", "better": "lower"},
+                {"name": "server_cpu_us", "label": "server CPU µs/req", "better": "lower"},
+                {"name": "memcached_cpu_us", "label": "memcached CPU µs/req", "better": "lower"},
+                {"name": "other_cpu_us", "label": "wrk+rest CPU µs/req", "better": "lower"}],
     "pairs": [{"subject": "larder-l2", "vs": "nginx"}, {"subject": "larder-l1", "vs": "larder-mem"}],
     "targets": [{"subject": "larder-l2", "vs": "nginx", "metric": "rps", "ratio": 2},
                 {"subject": "larder-l1", "vs": "larder-mem", "metric": "rps", "ratio": 0.9}],
     "notes": ["mc_hits and mc_misses in the raw rows are memcached's get_hits and get_misses during the "
-              "measurement (larder's reads also fetch the prefix-purge list, a miss while nothing was purged)."],
+              "measurement (larder's reads also fetch the prefix-purge list, a miss while nothing was purged).",
+              "CPU per request (/proc's utime + stime over the measurement, divided by its requests): the server "
+              "(with nginx's workers), memcached, and the rest of the machine's busy time (wrk, the kernel's "
+              "interrupt work for loopback traffic, anything else running). With every core busy, req/s is at most "
+              "cores / (their sum): a server can only gain by its own share."],
 }))
 PY
-    while read -r server page round rps p99 req err n2 origin mc_hits mc_misses; do
+    while read -r server page round rps p99 req err n2 origin mc_hits mc_misses server_us memcached_us other_us; do
         all_hits "$server" "$req" "$err" "$n2" "$origin" "$mc_hits" "$mc_misses" ||
             not_all_hits+=("$server /$page round $round (origin $origin, non-2xx $n2, errors $err, memcached hits $mc_hits, misses $mc_misses for $req requests)")
         printf '{"bench":"front-memcached","case":"%s","subject":"%s","round":%d,"rps":%s,"p99_ms":%s,' \
             "$page" "$server" "$round" "$rps" "$p99"
+        printf '"server_cpu_us":%s,"memcached_cpu_us":%s,"other_cpu_us":%s,' "$server_us" "$memcached_us" "$other_us"
         printf '"requests":%d,"errors":%d,"non2xx":%d,"origin_requests":%d,"mc_hits":%d,"mc_misses":%d}\n' \
             "$req" "$err" "$n2" "$origin" "$mc_hits" "$mc_misses"
     done <"$TMP/results"

@@ -148,6 +148,32 @@ cleanup() {
     exit "$status"
 }
 
+# CPU accounting: where a measurement's CPU time went, so a req/s figure says what bounded it. Ticks are
+# /proc's (CLK_TCK, 100 a second here): utime + stime of a process and its children (nginx's workers), and the
+# whole machine's busy time (everything but idle and iowait, interrupts included).
+process_ticks() { # PID...: user + system ticks of each PID and of its child processes, summed
+    local pid child total=0 fields
+    local -a stat
+    for pid in "$@"; do
+        for child in "$pid" $(ps -o pid= --ppid "$pid" 2>/dev/null); do
+            [[ -r /proc/$child/stat ]] || continue
+            # Fields after the command's closing parenthesis: utime and stime are the 12th and 13th of them.
+            fields=$(sed 's/^.*) //' "/proc/$child/stat" 2>/dev/null) || continue
+            read -r -a stat <<<"$fields"
+            total=$((total + stat[11] + stat[12]))
+        done
+    done
+    echo "$total"
+}
+
+machine_busy_ticks() { # busy ticks of every core since boot
+    awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat
+}
+
+ticks_per_request_us() { # TICKS REQUESTS: microseconds of CPU per request
+    awk -v t="$1" -v n="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.1f", (n > 0 ? t * 1e6 / hz / n : 0) }'
+}
+
 start() { # NAME LOG COMMAND...: runs COMMAND in the background; LAST_PID and SERVER_PID[NAME] are its pid
     local name=$1 logfile=$2
     shift 2
