@@ -149,19 +149,19 @@ cleanup() {
 }
 
 # CPU accounting: where a measurement's CPU time went, so a req/s figure says what bounded it. Ticks are
-# /proc's (CLK_TCK, 100 a second here): utime + stime of a process and its children (nginx's workers), and the
+# /proc's (CLK_TCK, 100 a second here): utime + stime of a process and its descendants (nginx's workers), and the
 # whole machine's busy time (everything but idle and iowait, interrupts included).
-process_ticks() { # PID...: user + system ticks of each PID and of its child processes, summed
-    local pid child total=0 fields
+process_ticks() { # PID...: user + system ticks of each PID and of all its descendants (nginx's workers), summed
+    local pid total=0 fields
     local -a stat
     for pid in "$@"; do
-        for child in "$pid" $(ps -o pid= --ppid "$pid" 2>/dev/null); do
-            [[ -r /proc/$child/stat ]] || continue
+        if [[ -r /proc/$pid/stat ]] && fields=$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null); then
             # Fields after the command's closing parenthesis: utime and stime are the 12th and 13th of them.
-            fields=$(sed 's/^.*) //' "/proc/$child/stat" 2>/dev/null) || continue
             read -r -a stat <<<"$fields"
             total=$((total + stat[11] + stat[12]))
-        done
+        fi
+        # shellcheck disable=SC2046 # one pid per word
+        total=$((total + $(process_ticks $(ps -o pid= --ppid "$pid" 2>/dev/null))))
     done
     echo "$total"
 }

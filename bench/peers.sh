@@ -324,7 +324,9 @@ for server in "${SERVERS[@]}"; do
     done
 done
 
-# Results: one line per measurement in $TMP/results: SERVER PAGE ROUND RPS P99 REQUESTS C R W T N2 ORIGIN
+# Results: one line per measurement in $TMP/results: SERVER PAGE ROUND RPS P99 REQUESTS C R W T N2 ORIGIN SERVER_US
+# OTHER_US (CPU per request of the server, with its worker processes, and of the rest of the machine: wrk and the
+# kernel's interrupt work for loopback traffic; bench/lib.sh)
 : >"$TMP/results"
 total=$((ROUNDS * ${#PAGES[@]} * ${#SERVERS[@]}))
 n=0
@@ -336,15 +338,22 @@ for ((round = 1; round <= ROUNDS; round++)); do
             server=${SERVERS[$(((k + round - 1) % ${#SERVERS[@]}))]}
             n=$((n + 1))
             before=$(origin_requests)
+            server_before=$(process_ticks "${SERVER_PID[$server]}")
+            busy_before=$(machine_busy_ticks)
             parsed=$(run_wrk "$TMP/wrk.$server.$page.$round" "$CONNECTIONS" "$DURATION" \
                 "http://127.0.0.1:${PORT[$server]}/$page")
+            busy=$(($(machine_busy_ticks) - busy_before))
+            server_ticks=$(($(process_ticks "${SERVER_PID[$server]}") - server_before))
             reached=$(($(origin_requests) - before))
             read -r rps p99 req c r w t n2 _ <<<"$parsed"
-            log "[$n/$total] round $round $server /$page: $rps req/s, p99 $p99 ms"
+            server_us=$(ticks_per_request_us "$server_ticks" "$req")
+            other_us=$(ticks_per_request_us $((busy - server_ticks)) "$req")
+            log "[$n/$total] round $round $server /$page: $rps req/s, p99 $p99 ms; CPU per request: server" \
+                "$server_us µs, wrk and the rest $other_us µs"
             if ((reached > 0)); then
                 log "WARNING: $server /$page reached the origin $reached times during measurement: not all hits"
             fi
-            echo "$server $page $round $rps $p99 $req $c $r $w $t $n2 $reached" >>"$TMP/results"
+            echo "$server $page $round $rps $p99 $req $c $r $w $t $n2 $reached $server_us $other_us" >>"$TMP/results"
         done
     done
 done
@@ -399,12 +408,15 @@ print(json.dumps({"meta": True, "bench": "peers", "title": "Cached hits: larder,
                   "command": "bench/peers.sh", "subject": "larder", "date": datetime.date.today().isoformat(),
                   "setup": f"wrk -t{threads} -c{connections} --latency, {duration} s per measurement, {rounds} interleaved rounds; {cores} cores, {pin}",
                   "metrics": [{"name": "rps", "label": "req/s", "better": "higher"},
-                              {"name": "p99_ms", "label": "p99 ms", "better": "lower"}],
+                              {"name": "p99_ms", "label": "p99 ms", "better": "lower"},
+                              {"name": "server_cpu_us", "label": "server CPU µs/req", "better": "lower"},
+                              {"name": "other_cpu_us", "label": "wrk+rest CPU µs/req", "better": "lower"}],
                   "targets": targets}))
 PY
-    while read -r server page round rps p99 req c r w t n2 reached; do
+    while read -r server page round rps p99 req c r w t n2 reached server_us other_us; do
         printf '{"bench":"peers","case":"%s","subject":"%s","round":%d,"rps":%s,"p99_ms":%s,"requests":%d,' \
             "$page" "$server" "$round" "$rps" "$p99" "$req"
+        printf '"server_cpu_us":%s,"other_cpu_us":%s,' "$server_us" "$other_us"
         printf '"errors":%d,"origin_requests":%d}\n' "$((c + r + w + t + n2))" "$reached"
     done <"$TMP/results"
 } >"$RAW"
