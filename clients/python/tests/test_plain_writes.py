@@ -1,7 +1,8 @@
 """The common write's short path (`Cache.set` of a plain value without stale window, version or tags): the entry it
 builds is byte for byte the one the general encoder builds, a memory store is told the same expiry its `set` would
 read, what the short path cannot write goes the general way (and fails or pickles as before), and `memory://` is not
-compressed unless a compressor is asked for (spec/STORES.md §8)."""
+compressed unless a compressor is asked for (spec/STORES.md §8). An ASCII str or bytes is held there in parts, and
+every way out of the store still gives the exact entry bytes."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ import pytest
 import larder
 from larder import Cache
 from larder.entry import build_plain, build_plain_msgpack
-from larder.header import parse_header
+from larder.header import FIXED_HEADER_LEN, parse_header
 from larder.serializers import pack_msgpack
+from larder.stores import TooLarge
+from larder.stores.base import NotACounter
+from larder.stores.memory import ENTRY_OVERHEAD, PARTS_OVERHEAD, MemoryStore, joined
 from servers import Memcached
 
 #: Values around every MessagePack head size (fixstr, str8, str16, str32; bin8, bin16, bin32), multi-byte UTF-8,
@@ -148,3 +152,110 @@ def test_shared_stores_are_compressed_by_default(memcached_server: Memcached) ->
         assert cache.get("k") == text
     finally:
         cache.close()
+
+
+# -- the memory store's parts (stores/memory.py `Parts`): an ASCII str or bytes written without a copy --
+
+#: Values `Cache.set` hands the memory store in parts (an ASCII str, bytes) and one it joins (other characters).
+PARTS_VALUES: list[Any] = ["", "a" * 31, "x" * 256, "y" * 65536, b"", b"z" * 255, b"q" * 65536, "é" * 200]
+
+
+def _entry_of(value: Any, stored: bytes) -> bytes:
+    """The entry the general encoder makes of `value` with the times `stored` carries."""
+    created_at = int.from_bytes(stored[7:15], "little")
+    expires_at = int.from_bytes(stored[15:23], "little")
+    expected = build_plain_msgpack(value, created_at, expires_at)
+    assert expected is not None
+    return expected
+
+
+@pytest.mark.parametrize("value", PARTS_VALUES, ids=lambda v: f"{type(v).__name__}-{len(v)}")
+def test_every_way_out_of_the_memory_store_gives_the_exact_entry(value: Any) -> None:
+    cache = Cache("memory://")
+    memory = cache.store
+    assert isinstance(memory, MemoryStore)
+    for key in ("get", "many", "decr", "del", "other"):
+        cache.set(key, value, ttl=60)
+    held = memory.read("get")
+    assert held is not None
+    in_parts = type(value) is bytes or value.isascii()
+    assert (type(held[0]) is tuple) is in_parts  # held as written: in parts, or joined
+    assert (held[2] is not None) is in_parts  # parts come with the write's note: the first read decodes nothing
+    assert joined(held[0]) == _entry_of(value, joined(held[0]))
+    stored = memory.get("get")
+    assert stored is not None
+    assert stored == _entry_of(value, stored)
+    assert memory.get("get") is stored  # joined once, then held joined
+    assert cache.get("get") == value  # and read again through the cache
+    (many,) = memory.get_many(["many"])
+    assert many is not None
+    assert many == _entry_of(value, many)
+    with pytest.raises(NotACounter):
+        memory.incr("decr", 1)
+    assert cache.get("decr") == value
+    entry = joined(memory.read("del")[0])  # type: ignore[index]
+    assert not memory.delete_if("del", entry + b"x")
+    assert memory.delete_if("del", entry)
+    assert cache.get("del") is None
+    # other readers of the same store: the payload (MessagePack head and value) is more than the value
+    assert Cache(memory, max_value_size=len(value)).get("other", "miss") == "miss"
+    assert Cache(memory, max_value_size=2 * len(value) + 5).get("other") == value
+    assert cache.get("other") == value
+
+
+def test_parts_are_counted_as_held_and_joined() -> None:
+    memory = MemoryStore(capacity=1 << 20)
+    cache = Cache(memory)
+    value = "t" * 1000
+    cache.set("k", value)
+    entry_len = len(joined(memory.read("k")[0]))  # type: ignore[index]
+    assert entry_len == FIXED_HEADER_LEN + 3 + 1000
+    assert memory.stats().bytes == len("k") + entry_len + ENTRY_OVERHEAD + PARTS_OVERHEAD
+    cache.set("k", value + "u")  # parts over parts
+    assert memory.stats().bytes == len("k") + entry_len + 1 + ENTRY_OVERHEAD + PARTS_OVERHEAD
+    memory.get("k")  # joined: the parts' overhead and their note go
+    assert memory.stats().bytes == len("k") + entry_len + 1 + ENTRY_OVERHEAD
+    assert cache.get("k") == value + "u"  # decoded and noted anew
+    assert memory.read("k")[2] is not None  # type: ignore[index]
+    cache.set("k", b"b" * 10)  # parts over noted bytes
+    assert memory.stats().bytes == len("k") + FIXED_HEADER_LEN + 2 + 10 + ENTRY_OVERHEAD + PARTS_OVERHEAD
+    cache.delete("k")
+    assert memory.stats().bytes == 0
+
+
+def test_parts_are_evicted_within_the_capacity() -> None:
+    memory = MemoryStore(capacity=64 << 10)
+    cache = Cache(memory)
+    for i in range(200):
+        cache.set(f"k{i}", "v" * 1000)
+        assert memory.stats().bytes <= 64 << 10
+    assert cache.get("k0") is None  # the oldest went
+    assert cache.get("k199") == "v" * 1000
+    assert sum(cache.get(f"k{i}") is not None for i in range(200)) == len(memory)
+
+
+def test_a_value_near_the_largest_is_written_joined_and_a_larger_one_refused() -> None:
+    memory = MemoryStore(capacity=1 << 20)
+    cache = Cache(memory)
+    # an entry 100 bytes short of the largest weight under the key "k" (the str head is 3 bytes)
+    largest = memory.max_value_bytes() + 250 - len("k") - FIXED_HEADER_LEN - 3 - 100
+    cache.set("k", "n" * largest)
+    assert type(memory.read("k")[0]) is bytes  # type: ignore[index]  # parts would weigh more than an entry may
+    assert cache.get("k") == "n" * largest
+    with pytest.raises(TooLarge):
+        cache.set("k", "n" * (largest + 300))
+
+
+def test_purges_and_expiry_reach_parts() -> None:
+    cache = Cache("memory://")
+    cache.set("plain", "p" * 100, ttl=60)
+    cache.set("tagged", "t", ttl=60, tags=["t"])
+    cache.set("page:1", b"b" * 100, ttl=60)
+    assert cache.purge(tag="t") == 1
+    assert cache.get("plain") == "p" * 100
+    assert cache.purge(prefix="page:") == 1
+    assert cache.get("page:1") is None
+    cache.set("short", "s" * 100, ttl=0.05)
+    time.sleep(0.1)
+    assert cache.get("short") is None
+    assert cache.store.get("short") is None

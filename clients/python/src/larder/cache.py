@@ -40,7 +40,16 @@ from msgpack import ExtType as _ExtType
 from msgpack import unpackb
 
 from .compressors import DEFAULT_MAX_SIZE
-from .entry import DEFAULT_THRESHOLD, _as_bytes, _build, _check_max_size, build_plain, build_plain_msgpack, payload_of
+from .entry import (
+    DEFAULT_THRESHOLD,
+    _as_bytes,
+    _build,
+    _check_max_size,
+    build_plain,
+    build_plain_msgpack,
+    payload_of,
+    plain_head,
+)
 from .errors import InvalidEntry
 from .header import COMPRESSORS, FIXED_HEADER_LEN, FORMAT_VERSION, MAGIC, SERIALIZERS, U64_MAX, parse_header
 from .keys import namespaced_key, safe_key
@@ -48,7 +57,7 @@ from .serializers import deserialize, msgpack_value, pack_msgpack, serialize
 from .signing import Refused, Secret, Signer, log_refusal
 from .stores import Store, StoreError, open_store
 from .stores.base import lock_key, parse_counter
-from .stores.memory import MemoryStore
+from .stores.memory import MemoryStore, Parts, joined
 
 T = TypeVar("T")
 
@@ -323,35 +332,39 @@ class Cache:
         )
         return data, None if ttl is None else ttl + stale_s
 
-    def _plain_entry(self, value: Any, ttl: float | None) -> tuple[bytes, int, float | None] | None:
-        """What `_encode(value, ttl, None, None, ())` returns, with the header's expires_at (0 = never) beside it,
-        for the common write: MessagePack of a value it holds as it is (`_plain`) and no stale window. None where
-        that would fail, which `_encode` then says."""
+    def _plain_entry(self, value: Any, now: int, expires_at: int) -> bytes | None:
+        """What `_encode(value, ttl, None, None, ())` returns as its entry, created `now` and expiring at `expires_at`
+        (0 = never; `Cache.set` computes both), for the common write: MessagePack of a value it holds as it is
+        (`_plain`) and no stale window. None where that would fail, which `_encode` then says."""
         kind = type(value)
         if self.serializer != "msgpack" or (
             kind is not str and kind is not bytes and kind not in _NUMBERS and not _plain(value, 0)
         ):
             return None
-        if ttl is None:
-            ttl = self.default_ttl
-        if ttl is not None and ttl <= 0:
-            ttl = None
-        now = time_ns() // 1_000_000
-        ttl_ms = 0 if ttl is None else round(ttl * 1000) or 1
-        expires_at = now + ttl_ms if ttl_ms else 0
-        if expires_at > U64_MAX:
-            expires_at = U64_MAX
         if self.compressor == "none":
-            data = build_plain_msgpack(value, now, expires_at)
-            if data is None:
-                return None
-        else:
-            try:
-                payload = pack_msgpack(value)
-            except (OverflowError, ValueError, TypeError):
-                return None
-            data = build_plain("msgpack", payload, self.compressor, self.compress_threshold, now, ttl_ms)
-        return data, expires_at, ttl
+            return build_plain_msgpack(value, now, expires_at)
+        try:
+            payload = pack_msgpack(value)
+        except (OverflowError, ValueError, TypeError):
+            return None
+        return build_plain(
+            "msgpack", payload, self.compressor, self.compress_threshold, now, expires_at - now if expires_at else 0
+        )
+
+    def _put_parts(self, memory: MemoryStore, store_key: str, value: str | bytes, now: int, expires_at: int) -> bool:
+        """The common write of an ASCII str or of bytes to larder's memory store, uncompressed MessagePack: the
+        entry's head and the value itself go to the store unjoined (`MemoryStore.put_parts`; the bytes it gives out
+        are those `_plain_entry` builds), with the note a read would leave (`_note`), so the value is not copied at
+        all (an ASCII str is its own UTF-8) where joining copies it twice. (A str of other characters is encoded
+        and joined: its UTF-8 would be a copy to hold beside it, and what the str weighs costs more to learn
+        (`sys.getsizeof`, 0.3 µs) than a join of a small one.) False, and nothing written, for a value the store
+        would rather take joined (near its largest) or of 4 GiB or more: `_plain_entry`'s way writes it or says
+        why not."""
+        head = plain_head(type(value) is str, len(value), now, expires_at)
+        if head is None:
+            return False
+        note = (len(head) - FIXED_HEADER_LEN + len(value), value, expires_at, 0, None, None, None)
+        return memory.put_parts(store_key, head, value, expires_at or None, note)
 
     def _decode(self, data: bytes, version: str | None, noting: str | None = None) -> _Lookup:
         """What a read makes of the bytes a store returned: header, payload and value are decoded whatever the
@@ -455,7 +468,7 @@ class Cache:
         note = (payload_size, kept, expires_at, stale_ms, entry_version, payload, decoder)
         memory.note(key, data, note, weight)
 
-    def _from_note(self, data: bytes, note: Any, version: str | None) -> _Lookup:
+    def _from_note(self, data: bytes | Parts, note: Any, version: str | None) -> _Lookup:
         """`_decode(data, version)` for bytes the memory store holds with a note of an earlier decode (`_note`):
         (payload size, value, expires_at, stale_ms, version, payload, decoder). A value decoded anew on every read
         is kept as its small msgpack payload or as a decoder to call, instead of the value itself."""
@@ -464,7 +477,7 @@ class Cache:
             try:
                 value = unpackb(payload, raw=False, strict_map_key=False) if payload is not None else decoder()
             except Exception:  # msgpack refusing a map key a dict cannot hold: _decode's way reads it
-                return self._decode(data, version)
+                return self._decode(joined(data), version)
         return self._judge(value, expires_at, stale_ms, entry_version, version)
 
     def _unpickle(self, data: bytes) -> Any:
@@ -526,7 +539,7 @@ class Cache:
                         elif decoder is not None:
                             value = decoder()
                     except Exception:  # msgpack refusing a map key a dict cannot hold: _decode's way reads it
-                        found = self._decode(record[0], version)
+                        found = self._decode(joined(record[0]), version)
                     else:
                         if not stale_ms and version is None and type(value) is not _ExtType:
                             # No stale window: the entry's hard expiry is expires_at, and the store, which keeps no
@@ -534,8 +547,8 @@ class Cache:
                             found = ("fresh", value)
                         else:
                             found = self._judge(value, expires_at, stale_ms, entry_version, version)
-                else:
-                    found = self._decode(record[0], version, store_key)
+                else:  # (the bytes joined from `Parts` are not what the store holds: they get no note)
+                    found = self._decode(joined(record[0]), version, store_key)
         stats = shared.stats
         lock = stats._lock
         lock.acquire()  # (what it guards cannot raise: no `with` needed, and a hit is the cheaper without it)
@@ -570,11 +583,11 @@ class Cache:
             max_size = self.max_value_size
             for key, store_key, record in zip(keys, store_keys, records, strict=True):
                 if record is not None:
-                    data, _, note, _ = record
+                    held, _, note, _ = record
                     if note is not None and type(max_size) is int and note[0] <= max_size:
-                        state, value = self._from_note(data, note, version)
+                        state, value = self._from_note(held, note, version)
                     else:
-                        state, value = self._decode(data, version, store_key)
+                        state, value = self._decode(joined(held), version, store_key)
                     if state == "fresh":
                         found[key] = value
         else:
@@ -610,17 +623,36 @@ class Cache:
     ) -> None:
         """Stores `value`; raises `StoreError` (naming the server) if the store fails."""
         if stale is None and version is None and type(tags) in (tuple, list) and not tags and not self.default_stale:
-            plain = self._plain_entry(value, ttl)
-            if plain is not None:
-                data, expires_at, plain_ttl = plain
-                store_key = safe_key(f"{self.namespace}:{key}" if self.namespace else key)
-                memory = self._shared.memory
-                if memory is not None and store_key:
-                    # larder's memory store, told the entry's hard expiry: it need not read the header back
+            # the common write: the entry's times once, here (`_plain_entry`, `_put_parts`)
+            plain_ttl = self.default_ttl if ttl is None else ttl
+            if plain_ttl is not None and plain_ttl <= 0:
+                plain_ttl = None
+            now = time_ns() // 1_000_000
+            ttl_ms = 0 if plain_ttl is None else round(plain_ttl * 1000) or 1
+            expires_at = now + ttl_ms if ttl_ms else 0
+            if expires_at > U64_MAX:
+                expires_at = U64_MAX
+            store_key = safe_key(f"{self.namespace}:{key}" if self.namespace else key)
+            memory = self._shared.memory
+            if memory is not None and store_key:
+                # larder's memory store, told the entry's hard expiry: it need not read the header back
+                kind = type(value)
+                if (
+                    (kind is bytes or (kind is str and value.isascii()))
+                    and self.compressor == "none"
+                    and self.serializer == "msgpack"
+                    and self._put_parts(memory, store_key, value, now, expires_at)
+                ):
+                    return
+                data = self._plain_entry(value, now, expires_at)
+                if data is not None:
                     memory.put(store_key, data, expires_at or None)
-                else:
+                    return
+            else:
+                data = self._plain_entry(value, now, expires_at)
+                if data is not None:
                     self._shared.store.set(store_key, data, plain_ttl)
-                return
+                    return
         data, store_ttl = self._encode(value, ttl, stale, version, tags)
         self._shared.store.set(safe_key(f"{self.namespace}:{key}" if self.namespace else key), data, store_ttl)
 

@@ -280,7 +280,17 @@ def build_plain_msgpack(value: Any, created_at: int, expires_at: int) -> bytes |
             raw = value.encode()
         except UnicodeEncodeError:
             return None
-        n = len(raw)
+    else:
+        raw = value
+    head = plain_head(kind is str, len(raw), created_at, expires_at)
+    return None if head is None else b"".join((head, raw))
+
+
+def plain_head(text: bool, n: int, created_at: int, expires_at: int) -> bytes | None:
+    """The bytes of `build_plain_msgpack`'s entry before the value's own `n` bytes (UTF-8 when `text`, a str;
+    else bytes): the fixed header (expires_at 0 = never) and MessagePack's str or bin head. None for 4 GiB or more.
+    The memory store keeps a str or bytes behind this head as it is (stores/memory.py `Parts`)."""
+    if text:
         if n < 32:
             head = _FIXSTR[n]
         elif n < 0x100:
@@ -291,18 +301,15 @@ def build_plain_msgpack(value: Any, created_at: int, expires_at: int) -> bytes |
             head = _HEAD32.pack(0xDB, n)
         else:
             return None
+    elif n < 0x100:
+        head = _HEAD8.pack(0xC4, n)
+    elif n < 0x10000:
+        head = _HEAD16.pack(0xC5, n)
+    elif n <= 0xFFFFFFFF:
+        head = _HEAD32.pack(0xC6, n)
     else:
-        raw = value
-        n = len(raw)
-        if n < 0x100:
-            head = _HEAD8.pack(0xC4, n)
-        elif n < 0x10000:
-            head = _HEAD16.pack(0xC5, n)
-        elif n <= 0xFFFFFFFF:
-            head = _HEAD32.pack(0xC6, n)
-        else:
-            return None
-    return b"".join((_FIXED.pack(MAGIC, FORMAT_VERSION, 0, _MSGPACK_ID, 0, 0, created_at, expires_at), head, raw))
+        return None
+    return _FIXED.pack(MAGIC, FORMAT_VERSION, 0, _MSGPACK_ID, 0, 0, created_at, expires_at) + head
 
 
 def build_plain(

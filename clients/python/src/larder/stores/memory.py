@@ -10,6 +10,12 @@ bytes, so the next read of the same bytes skips decoding them (the cache keeps a
 container only what spares it the header). A note belongs to the bytes it was made from: a write, a delete or an
 eviction drops it with them. Notes weigh in the capacity: one is left only where it fits without evicting anything,
 and all go before any entry does when a write needs room, so they never cost an entry its place.
+
+Parts: the common write of an ASCII str or of bytes (`put_parts`, from `larder.Cache`) is held as its entry's head
+(header and MessagePack head) and the value itself, not joined: such a write does not copy the value, where a joined
+entry copies it twice (UTF-8, then the join). Every way out of the store as bytes (`get`, `get_many`, `incr`,
+`delete_if`) gives the entry's exact bytes, joined once and then held joined; a `larder.Cache` reads the value from
+the note the write left, which the store never drops (it is the value held, not a copy).
 """
 
 from __future__ import annotations
@@ -40,8 +46,34 @@ from .url import StoreUrl
 ENTRY_OVERHEAD: Final = 96
 DEFAULT_CAPACITY: Final = 256 << 20
 
-#: An entry as held: its bytes, its expiry (ms, or None), a reader's note on it (or None) and the note's weight.
-_Record = tuple[bytes, int | None, Any, int]
+#: Bytes counted for an entry held as `Parts` beyond its entry's length: the parts tuple, the head's bytes object
+#: and the note tuple, less the one bytes object a joined entry would be.
+PARTS_OVERHEAD: Final = 200
+
+#: An entry held in two parts (`put_parts`): its head (the header and MessagePack's str or bin head) and its body,
+#: the value's bytes or an ASCII str (one byte per character: its own UTF-8). A tuple: a write makes one, and a
+#: class costs more to make.
+Parts = tuple[bytes, str | bytes]
+
+
+def joined(value: bytes | Parts) -> bytes:
+    """The entry's bytes, exactly as if it had been written joined (`value` itself when it is bytes)."""
+    if isinstance(value, bytes):
+        return value
+    head, body = value
+    return head + (body.encode() if isinstance(body, str) else body)
+
+
+def _held(value: bytes | Parts) -> int:
+    """What an entry counts for in the store beyond its key and `ENTRY_OVERHEAD`."""
+    if isinstance(value, bytes):
+        return len(value)
+    return len(value[0]) + len(value[1]) + PARTS_OVERHEAD
+
+
+#: An entry as held: its bytes (or `Parts`), its expiry (ms, or None), a reader's note on it (or None) and the note's
+#: weight (0 for the note a `Parts` entry carries from its write, which is never dropped).
+_Record = tuple[bytes | Parts, int | None, Any, int]
 
 
 class MemoryStore(Store):
@@ -81,34 +113,59 @@ class MemoryStore(Store):
 
     # -- internals (called with the lock held) --
 
-    def _live(self, key: str, now: int) -> bytes | None:
+    def _live(self, key: str, now: int) -> _Record | None:
         found = self._items.get(key)
         if found is None:
             return None
-        value, expiry, _, _ = found
+        expiry = found[1]
         if expiry is not None and expiry <= now:
             self._remove(key)
             self._stats.expirations += 1
             return None
         self._items.move_to_end(key)
-        return value
+        return found
+
+    def _joined(self, key: str, found: _Record) -> bytes:
+        """The bytes of the entry `found` under `key`: a `Parts` entry is joined, and held joined from now on (its
+        note goes with the parts: the next reader notes the bytes anew)."""
+        value = found[0]
+        if type(value) is bytes:
+            return value
+        entry = joined(value)
+        self._items[key] = (entry, found[1], None, 0)  # (assigning an existing key keeps its place in the order)
+        self._bytes -= PARTS_OVERHEAD
+        return entry
 
     def _remove(self, key: str) -> bool:
         found = self._items.pop(key, None)
         if found is None:
             return False
-        self._bytes -= len(key) + len(found[0]) + ENTRY_OVERHEAD + found[3]
+        value = found[0]
+        self._bytes -= len(key) + _held(value) + ENTRY_OVERHEAD + found[3]
         if found[3]:
             self._noted.discard(key)
             self._note_bytes -= found[3]
         return True
 
     def _put(self, key: str, value: bytes, expiry: int | None) -> None:
-        self._remove(key)
-        self._items[key] = (value, expiry, None, 0)
-        self._bytes += len(key) + len(value) + ENTRY_OVERHEAD
+        self._insert(key, (value, expiry, None, 0), len(key) + len(value) + ENTRY_OVERHEAD)
+
+    def _insert(self, key: str, record: _Record, weight: int) -> None:
+        """Holds `record` under `key` in place of what was there, counting `weight` bytes (key, entry, overhead),
+        and makes room. (`_remove`'s work inline: this is every write's path.)"""
+        old = self._items.pop(key, None)
+        if old is not None:
+            value = old[0]
+            held = len(value) if isinstance(value, bytes) else len(value[0]) + len(value[1]) + PARTS_OVERHEAD  # _held
+            self._bytes -= len(key) + held + ENTRY_OVERHEAD + old[3]
+            if old[3]:
+                self._noted.discard(key)
+                self._note_bytes -= old[3]
+        self._items[key] = record
+        self._bytes += weight
         self._stats.inserts += 1
-        self._evict()
+        if self._bytes > self.capacity or (self.max_entries and len(self._items) > self.max_entries):
+            self._evict()
 
     def _evict(self) -> None:
         """Makes room: first the readers' notes go (they are only copies), then the least recently used entries
@@ -135,12 +192,19 @@ class MemoryStore(Store):
 
     def get(self, key: str) -> bytes | None:
         """`get_many([key])[0]`, the one lookup a hit makes."""
-        found = self.read(key)
-        return None if found is None else found[0]
+        check_key(self.backend, key)
+        now = time_ns() // 1_000_000
+        with self._lock:
+            found = self._live(key, now)
+            if found is None:
+                self._stats.misses += 1
+                return None
+            self._stats.hits += 1
+            return self._joined(key, found)
 
     def read(self, key: str) -> _Record | None:
-        """What `get` finds, as held: (value, expiry, the note a reader left on it (`note`) or None, its weight); or
-        None."""
+        """What `get` finds, as held: (value (bytes, or `Parts`: `joined(value)` is the entry), expiry, the note a
+        reader left on it (`note`) or None, its weight); or None."""
         check_key(self.backend, key)
         return self.read_checked(key)
 
@@ -165,9 +229,8 @@ class MemoryStore(Store):
         now = time_ns() // 1_000_000
         found: list[_Record | None] = []
         with self._lock:
-            items = self._items
             for key in keys:
-                found.append(None if self._live(key, now) is None else items[key])
+                found.append(self._live(key, now))
             hits = sum(v is not None for v in found)
             self._stats.hits += hits
             self._stats.misses += len(found) - hits
@@ -183,7 +246,7 @@ class MemoryStore(Store):
             if (
                 found is None
                 or found[0] is not value
-                or found[3]
+                or found[2] is not None
                 or weight <= 0
                 or self._bytes + weight > self.capacity
             ):
@@ -198,7 +261,10 @@ class MemoryStore(Store):
         check_keys(self.backend, keys)
         now = now_ms()
         with self._lock:
-            values = [self._live(key, now) for key in keys]
+            values = []
+            for key in keys:
+                found = self._live(key, now)
+                values.append(None if found is None else self._joined(key, found))
             hits = sum(v is not None for v in values)
             self._stats.hits += hits
             self._stats.misses += len(values) - hits
@@ -228,17 +294,20 @@ class MemoryStore(Store):
         if weight > self._max_weight:
             self._check(key, value)
         with self._lock:
-            old = self._items.pop(key, None)
-            if old is not None:
-                self._bytes -= len(key) + len(old[0]) + ENTRY_OVERHEAD + old[3]
-                if old[3]:
-                    self._noted.discard(key)
-                    self._note_bytes -= old[3]
-            self._items[key] = (value, expiry, None, 0)
-            self._bytes += weight
-            self._stats.inserts += 1
-            if self._bytes > self.capacity or (self.max_entries and len(self._items) > self.max_entries):
-                self._evict()
+            self._insert(key, (value, expiry, None, 0), weight)
+
+    def put_parts(self, key: str, head: bytes, body: str | bytes, expiry: int | None, note: object) -> bool:
+        """`put(key, head + body, expiry)` without joining them: `body` is bytes, or a str of ASCII characters only
+        (its own UTF-8); the entry is held as `Parts`. `note` is a reader's note on it (`note`), left with it at
+        once and kept as long as the parts are (a note of the value held, not a copy: counted in
+        `PARTS_OVERHEAD`). False, and nothing done, where the parts would weigh more than an entry may: the writer's
+        `put` of the joined bytes then takes or refuses them."""
+        weight = len(key) + len(head) + len(body) + PARTS_OVERHEAD + ENTRY_OVERHEAD
+        if weight > self._max_weight:
+            return False
+        with self._lock:
+            self._insert(key, ((head, body), expiry, note, 0), weight)
+        return True
 
     def set_many(self, items: Sequence[tuple[str, bytes]], ttl: float | None = None) -> None:
         now = now_ms()
@@ -268,14 +337,14 @@ class MemoryStore(Store):
         check_key(self.backend, key)
         now = now_ms()
         with self._lock:
-            current = self._live(key, now)
-            if current is None:
+            live = self._live(key, now)
+            if live is None:
                 if not create:
                     return None
                 number = saturate(delta)
                 self._put(key, str(number).encode(), None if ttl is None else now + max(1, round(ttl * 1000)))
                 return number
-            old = parse_counter(current)
+            old = parse_counter(self._joined(key, live))
             if old is None:
                 raise NotACounter(self.backend, key)
             number = saturate(old + delta)
@@ -286,7 +355,8 @@ class MemoryStore(Store):
     def delete_if(self, key: str, expected: bytes) -> bool:
         check_key(self.backend, key)
         with self._lock:
-            if self._live(key, now_ms()) == bytes(expected):
+            found = self._live(key, now_ms())
+            if found is not None and self._joined(key, found) == bytes(expected):
                 return self._remove(key)
             return False
 
@@ -313,7 +383,10 @@ class MemoryStore(Store):
 
     def purge_tag(self, tag: str) -> int:
         with self._lock:
-            doomed = [key for key, record in self._items.items() if tag in entry_tags(record[0])]
+            # (an entry held as Parts is the common write's: it has no tags)
+            doomed = [
+                key for key, record in self._items.items() if type(record[0]) is bytes and tag in entry_tags(record[0])
+            ]
             for key in doomed:
                 self._remove(key)
             return len(doomed)
