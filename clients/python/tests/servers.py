@@ -56,8 +56,20 @@ def free_bus_port() -> int:
     raise RuntimeError("no free port pair for a Redis Cluster node")
 
 
-def wait_for_port(port: int, process: subprocess.Popen[bytes], what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
+#: How long a server may take to start, every wait for it included.
+START_TIMEOUT = 20.0
+
+
+def wait_for_port(
+    port: int,
+    process: subprocess.Popen[bytes],
+    what: str,
+    timeout: float = START_TIMEOUT,
+    deadline: float | None = None,
+) -> None:
+    """Returns once `port` accepts a connection, by `deadline` (a `time.monotonic()`; else `timeout` from now)."""
+    if deadline is None:
+        deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"{what} exited with status {process.returncode}")
@@ -66,7 +78,7 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], what: str, timeou
                 return
         except OSError:
             time.sleep(0.02)
-    raise RuntimeError(f"{what} did not listen on port {port} within {timeout} s")
+    raise RuntimeError(f"{what} did not listen on port {port} in time")
 
 
 class Process:
@@ -81,10 +93,15 @@ class Process:
         self.start()
 
     def start(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
         self.process = subprocess.Popen(
             self.command, cwd=self.cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
         )
-        wait_for_port(self.port, self.process, self.what)
+        self.wait_ready(self.process, deadline)
+
+    def wait_ready(self, process: subprocess.Popen[bytes], deadline: float) -> None:
+        """Returns once the server takes requests, by `deadline`: when its port accepts connections."""
+        wait_for_port(self.port, process, self.what, deadline=deadline)
 
     def stop(self) -> None:
         process, self.process = self.process, None
@@ -163,6 +180,28 @@ class RedisCluster:
             node.stop()
 
 
+class PostgresProcess(Process):
+    """The postmaster. PostgreSQL listens before it accepts sessions (a client then reads "the database system is
+    starting up"): ready when `pg_isready` says it accepts them, within the same deadline (as crates/testkit's)."""
+
+    def wait_ready(self, process: subprocess.Popen[bytes], deadline: float) -> None:
+        wait_for_port(self.port, process, self.what, deadline=deadline)
+        ready = find_binary("pg_isready", PG_BIN_DIRS)
+        command = [ready, "-q", "-h", "127.0.0.1", "-p", str(self.port), "-U", "larder", "-d", "postgres", "-t", "1"]
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"{self.what} exited with status {process.returncode}")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RuntimeError(f"{self.what} on port {self.port} did not accept sessions in time")
+            try:
+                if subprocess.run(command, timeout=left, check=False).returncode == 0:
+                    return
+            except subprocess.TimeoutExpired:
+                continue  # (the deadline, checked above, says what then)
+            time.sleep(0.05)
+
+
 def _as_postgres(binary: str) -> list[str]:
     if os.geteuid() == 0:
         return [find_binary("runuser"), "-u", "postgres", "--", binary]
@@ -203,7 +242,7 @@ class Postgres:
         command = [*_as_postgres(postgres), "-D", str(data), "-p", str(self.port), "-k", str(data)]
         command += ["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off"]
         command += ["-c", "full_page_writes=off", "-c", "max_connections=200"]
-        self.process = Process("postgres", command, self.port)
+        self.process = PostgresProcess("postgres", command, self.port)
 
     @property
     def url(self) -> str:
