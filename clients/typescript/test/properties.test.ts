@@ -171,4 +171,24 @@ describe("round trips", () => {
       assert.deepEqual(decompress(codec, packed), data);
     }
   });
+  test("lz4 matches that overlap their own output (runs of a short pattern) come back exactly", () => {
+    // The decoder copies an overlapping match in doubling runs: every period, length and tail must still land.
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.record({
+            pattern: fc.uint8Array({ minLength: 1, maxLength: 40 }),
+            repeats: fc.integer({ min: 1, max: 400 }),
+          }),
+          { minLength: 1, maxLength: 6 },
+        ),
+        (pieces) => {
+          const parts = pieces.flatMap(({ pattern, repeats }) => Array.from({ length: repeats }, () => [...pattern]));
+          const data = Uint8Array.from(parts.flat());
+          assert.deepEqual(decompress("lz4", compress("lz4", data)), data);
+        },
+      ),
+      RUNS,
+    );
+  });
 });
