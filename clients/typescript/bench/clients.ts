@@ -7,11 +7,15 @@
 // (the clients of a figure take turns within each round, so a burst of load from elsewhere hits them alike), and
 // larder's ratio to the best other client.
 
+import KeyvMemcache from "@keyv/memcache";
+import KeyvRedis from "@keyv/redis";
 import { Redis as IORedis } from "ioredis";
+import Keyv from "keyv";
 import { LRUCache } from "lru-cache";
 import memjs from "memjs";
 import { createClient } from "redis";
 import { Cache } from "../src/cache.js";
+import { KeyvLarder } from "../src/keyv.js";
 import { MemcachedStore } from "../src/stores/memcached.js";
 import { MemoryStore } from "../src/stores/memory.js";
 import { RedisStore } from "../src/stores/redis.js";
@@ -160,6 +164,51 @@ async function main(): Promise<void> {
       larder: () => rate(() => redisCache.fetch("hit", () => "never"), 1),
       "ioredis get": () => rate(() => ior.getBuffer("v1KiB"), 1),
     });
+    // Keyv on larder's stores against Keyv on its own adapters for the same servers (issue 19 item 6). Keyv's
+    // default JSON serializer runs for both: what differs is the adapter under it.
+    const text1k = "x".repeat(1024);
+    const text64k = "y".repeat(65536);
+    const keyvMc = new Keyv({ store: new KeyvLarder(mcStore), namespace: "kb" });
+    const keyvMcTheirs = new Keyv({ store: new KeyvMemcache(memcached.address), namespace: "kb" });
+    const keyvRedis = new Keyv({ store: new KeyvLarder(rs), namespace: "kb" });
+    const keyvRedisTheirs = new Keyv({ store: new KeyvRedis(`redis://${redis.address}`), namespace: "kbt" });
+    for (const [size, text] of [
+      ["1KiB", text1k],
+      ["64KiB", text64k],
+    ] as const) {
+      for (const [server, ours, theirs, name] of [
+        ["memcached", keyvMc, keyvMcTheirs, "@keyv/memcache"],
+        ["redis", keyvRedis, keyvRedisTheirs, "@keyv/redis"],
+      ] as const) {
+        await ours.set(`k${size}`, text);
+        await theirs.set(`k${size}`, text);
+        for (const callers of [1, 50]) {
+          await line(`keyv ${server} get ${size} x${callers}`, {
+            larder: () => rate(() => ours.get(`k${size}`), callers),
+            [name]: () => rate(() => theirs.get(`k${size}`), callers),
+          });
+          await line(`keyv ${server} set ${size} x${callers}`, {
+            larder: () => rate(() => ours.set(`w${size}`, text), callers),
+            [name]: () => rate(() => theirs.set(`w${size}`, text), callers),
+          });
+        }
+      }
+    }
+    const keyvKeys = Array.from({ length: 100 }, (_, i) => `m${i}`);
+    for (const [server, ours, theirs, name] of [
+      ["memcached", keyvMc, keyvMcTheirs, "@keyv/memcache"],
+      ["redis", keyvRedis, keyvRedisTheirs, "@keyv/redis"],
+    ] as const) {
+      for (const k of keyvKeys) {
+        await ours.set(k, text1k);
+        await theirs.set(k, text1k);
+      }
+      await line(`keyv ${server} getMany 100 x 1 KiB`, {
+        larder: () => rate(() => ours.getMany(keyvKeys), 1),
+        [name]: () => rate(() => theirs.getMany(keyvKeys), 1),
+      });
+    }
+    await Promise.all([keyvMcTheirs.disconnect(), keyvRedisTheirs.disconnect()]);
     await Promise.all([mcStore.close(), mcStorePurge.close(), rs.close(), nr.quit()]);
     mj.close();
     ior.disconnect();

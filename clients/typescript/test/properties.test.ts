@@ -10,6 +10,7 @@ import { decode, encode } from "../src/entry.js";
 import { InvalidEntry } from "../src/errors.js";
 import { packHeader } from "../src/header.js";
 import { parseJson } from "../src/json.js";
+import { lz4Compress, lz4CompressJs, lz4Decompress, lz4Encoder } from "../src/lz4.js";
 import { decodeMsgpack, encodeMsgpack, MsgpackError } from "../src/msgpack.js";
 import { inspectText } from "../src/report.js";
 import { Float, type Value } from "../src/value.js";
@@ -170,6 +171,19 @@ describe("round trips", () => {
       assert.ok(packed.length < data.length / 10, codec);
       assert.deepEqual(decompress(codec, packed), data);
     }
+  });
+  test("both LZ4 encoders (lz4-napi where it loads, lz4js) write larder's form, which the decoder reads back", () => {
+    assert.ok(["native", "js"].includes(lz4Encoder));
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 5000 }), fc.integer({ min: 0, max: 200 }), (noise, repeats) => {
+        const data = Uint8Array.from([...noise, ...Array.from({ length: repeats }, (_, i) => i % 7)]);
+        for (const packed of [lz4Compress(data), lz4CompressJs(data)]) {
+          assert.equal(new DataView(packed.buffer, packed.byteOffset).getUint32(0, true), data.length);
+          assert.deepEqual(lz4Decompress(packed, 1 << 20), data);
+        }
+      }),
+      RUNS,
+    );
   });
   test("lz4 matches that overlap their own output (runs of a short pattern) come back exactly", () => {
     // The decoder copies an overlapping match in doubling runs: every period, length and tail must still land.
