@@ -120,6 +120,31 @@ function hex2(b: number | undefined): string {
   return (b ?? 0).toString(16).padStart(2, "0");
 }
 
+/** Writes `value` (checked by `u64`'s rules) as 8 little-endian bytes at `at`: a safe-integer number without a
+ * BigInt (creating one per field was most of a header's cost), anything else through `u64`. */
+function putU64(out: Uint8Array, at: number, value: Millis, what: string): void {
+  if (typeof value === "number" && Number.isSafeInteger(value) && value >= 0) {
+    const low = value % 0x1_0000_0000;
+    const high = (value - low) / 0x1_0000_0000;
+    out[at] = low & 0xff;
+    out[at + 1] = (low >>> 8) & 0xff;
+    out[at + 2] = (low >>> 16) & 0xff;
+    out[at + 3] = low >>> 24;
+    out[at + 4] = high & 0xff;
+    out[at + 5] = (high >>> 8) & 0xff;
+    out[at + 6] = (high >>> 16) & 0xff;
+    out[at + 7] = high >>> 24;
+    return;
+  }
+  new DataView(out.buffer, out.byteOffset, out.byteLength).setBigUint64(at, u64(value, what), true);
+}
+
+/** Whether `value` is above zero (and valid: `u64` throws for anything else). */
+function positive(value: Millis, what: string): boolean {
+  if (typeof value === "number" && Number.isSafeInteger(value) && value >= 0) return value > 0;
+  return u64(value, what) > 0n;
+}
+
 function u64(value: Millis, what: string): bigint {
   const big = typeof value === "bigint" ? value : Number.isInteger(value) ? BigInt(value) : undefined;
   if (big === undefined || big < 0n || big > U64_MAX) throw new RangeError(`${what} must be an integer in 0..2^64-1`);
@@ -146,42 +171,47 @@ function packString(text: string, what: string): Uint8Array {
 
 /** The header bytes for these fields. */
 export function packHeader(f: HeaderFields): Uint8Array {
-  const stale = u64(f.staleMs, "staleMs");
+  const stale = positive(f.staleMs, "staleMs");
   const version = f.version === undefined ? undefined : packString(f.version, "version");
   if (f.tags.length > 0xffff) throw new RangeError(`${f.tags.length} tags, at most 65535`);
-  const tags = f.tags.map((t) => packString(t, "tag"));
-  let size = FIXED_HEADER + (stale > 0n ? 8 : 0);
+  const tags = f.tags.length === 0 ? NO_TAGS : f.tags.map((t) => packString(t, "tag"));
+  let size = FIXED_HEADER + (stale ? 8 : 0);
   if (version !== undefined) size += 2 + version.length;
   if (tags.length > 0) size += 2 + tags.reduce((sum, t) => sum + 2 + t.length, 0);
   const out = new Uint8Array(size);
-  const view = new DataView(out.buffer);
   out[0] = MAGIC[0];
   out[1] = MAGIC[1];
   out[2] = FORMAT_VERSION;
   out[3] = KINDS.indexOf(f.kind);
   out[4] = SERIALIZERS.indexOf(f.serializer);
   out[5] = COMPRESSORS.indexOf(f.compressor);
-  out[6] = (stale > 0n ? FLAG_STALE : 0) | (version !== undefined ? FLAG_VERSION : 0) | (tags.length ? FLAG_TAGS : 0);
-  view.setBigUint64(7, u64(f.createdAt, "createdAt"), true);
-  view.setBigUint64(15, u64(f.expiresAt, "expiresAt"), true);
+  out[6] = (stale ? FLAG_STALE : 0) | (version !== undefined ? FLAG_VERSION : 0) | (tags.length ? FLAG_TAGS : 0);
+  putU64(out, 7, f.createdAt, "createdAt");
+  putU64(out, 15, f.expiresAt, "expiresAt");
   let pos = FIXED_HEADER;
-  if (stale > 0n) {
-    view.setBigUint64(pos, stale, true);
+  if (stale) {
+    putU64(out, pos, f.staleMs, "staleMs");
     pos += 8;
   }
+  const putU16 = (at: number, n: number): void => {
+    out[at] = n & 0xff;
+    out[at + 1] = n >>> 8;
+  };
   if (version !== undefined) {
-    view.setUint16(pos, version.length, true);
+    putU16(pos, version.length);
     out.set(version, pos + 2);
     pos += 2 + version.length;
   }
   if (tags.length > 0) {
-    view.setUint16(pos, tags.length, true);
+    putU16(pos, tags.length);
     pos += 2;
     for (const t of tags) {
-      view.setUint16(pos, t.length, true);
+      putU16(pos, t.length);
       out.set(t, pos + 2);
       pos += 2 + t.length;
     }
   }
   return out;
 }
+
+const NO_TAGS: readonly Uint8Array[] = [];

@@ -8,7 +8,7 @@ import fc from "fast-check";
 import { COMPRESSORS, compress, decompress } from "../src/compressors.js";
 import { decode, encode } from "../src/entry.js";
 import { InvalidEntry } from "../src/errors.js";
-import { packHeader } from "../src/header.js";
+import { packHeader, readHeader } from "../src/header.js";
 import { parseJson } from "../src/json.js";
 import { lz4Compress, lz4CompressJs, lz4Decompress, lz4Encoder } from "../src/lz4.js";
 import { decodeMsgpack, encodeMsgpack, MsgpackError } from "../src/msgpack.js";
@@ -71,6 +71,49 @@ describe("decoders of untrusted bytes", () => {
       }),
       RUNS,
     );
+  });
+  test("header times: any u64, as a number or a bigint, is read back as written", () => {
+    const time = fc.oneof(
+      fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }),
+      fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }).map((b) => (b <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(b) : b)),
+      fc.integer({ min: 0, max: 2 ** 32 + 5 }),
+    );
+    const asBig = (t: number | bigint): bigint => BigInt(t);
+    fc.assert(
+      fc.property(time, time, time, (createdAt, expiresAt, staleMs) => {
+        const head = packHeader({
+          kind: "value",
+          serializer: "raw",
+          compressor: "none",
+          createdAt,
+          expiresAt,
+          staleMs,
+          version: "v",
+          tags: ["a", "bc"],
+        });
+        const back = readHeader(head);
+        assert.equal(asBig(back.createdAt), asBig(createdAt));
+        assert.equal(asBig(back.expiresAt), asBig(expiresAt));
+        assert.equal(asBig(back.staleMs), asBig(staleMs));
+        assert.deepEqual([back.version, back.tags, back.size], ["v", ["a", "bc"], head.length]);
+      }),
+      RUNS,
+    );
+    for (const bad of [-1, 1.5, Number.NaN, 2n ** 64n, -1n])
+      assert.throws(
+        () =>
+          packHeader({
+            kind: "value",
+            serializer: "raw",
+            compressor: "none",
+            createdAt: bad,
+            expiresAt: 0,
+            staleMs: bad,
+            version: undefined,
+            tags: [],
+          }),
+        RangeError,
+      );
   });
   test("decompress: mutated compressed payloads never exceed max_size", () => {
     fc.assert(
