@@ -1,7 +1,8 @@
-"""Where a write goes, stage by stage: larder's Django backend on memory:// against Django's LocMemCache, at 1 KiB
-and 64 KiB of random text (the values of bench/django_backends.py). Prints the CPU time (thread time, ns per call:
-the least of several interleaved rounds, so that other work on the machine weighs as little as it can) of the whole
-`set` of each backend, and of each stage of larder's, so a ratio that misses 1.0x can be read off its parts.
+"""Where a write goes, stage by stage: larder's Django backend on memory:// against Django's LocMemCache, at 1 KiB and
+64 KiB of random text (the values of bench/django_backends.py), and the entry a shared store's write builds. Prints
+the CPU time (thread time, ns per call: the least of several interleaved rounds, so that other work on the machine
+weighs as little as it can) of the whole `set` of each backend, and of each stage of larder's, so a ratio that
+misses 1.0x can be read off its parts.
 
     ../../.venv/bin/python bench/profile_set.py [--rounds 7]     (from clients/python)
 
@@ -75,7 +76,7 @@ def main() -> None:
 
 def profile(size_name: str, value: str, larder_cache: Any, locmem: Any, rounds: int) -> None:
     from larder.compressors import compress_lz4
-    from larder.entry import build_plain_msgpack, plain_head
+    from larder.entry import build_plain, build_plain_msgpack, lz4_plain, plain_head
     from larder.serializers import pack_msgpack
 
     cache = larder_cache.larder
@@ -100,13 +101,18 @@ def profile(size_name: str, value: str, larder_cache: Any, locmem: Any, rounds: 
         "  (and MemoryStore.put of the joined bytes)": lambda: store.put(key, entry, expires_at),
         "  (MessagePack alone, pack_msgpack)": lambda: pack_msgpack(value),
         "  (an LZ4 attempt, were it made)": lambda: compress_lz4(payload),
+        "a shared store's entry (lz4), packed first": lambda: build_plain(
+            "msgpack", pack_msgpack(value), "lz4", 1024, now, 300_000
+        ),
+        "  the same, LZ4 tried in place (lz4_plain)": lambda: lz4_plain(entry, 1024),
+        "    and the entry it is tried on (build_plain_msgpack)": lambda: build_plain_msgpack(value, now, expires_at),
     }
     figures = cpu_ns(cases, rounds)
     print(f"\n{size_name} of random text (LZ4 {'shrinks' if shrinks else 'does not shrink'} it): CPU ns per call")
     for name, ns in figures.items():
-        print(f"{name:<50}{ns:>10,.0f}")
+        print(f"{name:<54}{ns:>10,.0f}")
     ratio = figures["LocMemCache.set (whole)"] / figures["LarderCache.set (whole)"]
-    print(f"{'LarderCache / LocMemCache, calls per CPU second':<54}{ratio:>6.2f}x")
+    print(f"{'LarderCache / LocMemCache, calls per CPU second':<58}{ratio:>6.2f}x")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@ every way out of the store still gives the exact entry bytes."""
 
 from __future__ import annotations
 
+import random
+import string
 import time
 from typing import Any
 
@@ -13,7 +15,7 @@ import pytest
 
 import larder
 from larder import Cache
-from larder.entry import build_plain, build_plain_msgpack
+from larder.entry import build_plain, build_plain_msgpack, lz4_plain
 from larder.header import FIXED_HEADER_LEN, parse_header
 from larder.serializers import pack_msgpack
 from larder.stores import TooLarge
@@ -51,6 +53,10 @@ VALUES: list[Any] = [
 ]
 
 
+#: Text LZ4 cannot shrink (its compressed form is kept only when shorter), at and around the threshold.
+_RANDOM_TEXT = "".join(random.Random(7).choices(string.ascii_letters + string.digits + " ", k=70_000))
+
+
 @pytest.mark.parametrize("value", VALUES, ids=lambda v: f"{type(v).__name__}-{len(v) if hasattr(v, '__len__') else v}")
 @pytest.mark.parametrize("expires_at", [0, 1, 1_700_000_000_123, 2**64 - 1])
 def test_build_plain_msgpack_is_build_plain_of_the_packed_value(value: Any, expires_at: int) -> None:
@@ -62,13 +68,41 @@ def test_build_plain_msgpack_is_build_plain_of_the_packed_value(value: Any, expi
     assert build_plain_msgpack(value, created_at, expires_at) == expected
 
 
+@pytest.mark.parametrize("threshold", [0, 1, 1024, 70_000])
+@pytest.mark.parametrize("size", [0, 31, 1021, 1022, 4096, 65_536])
+@pytest.mark.parametrize("text", [True, False])
+@pytest.mark.parametrize("compressible", [True, False])
+def test_lz4_in_place_is_build_plain_with_lz4(threshold: int, size: int, text: bool, compressible: bool) -> None:
+    chars = ("abc" * size)[:size] if compressible else _RANDOM_TEXT[:size]
+    value: Any = chars if text else chars.encode()
+    entry = build_plain_msgpack(value, 1_700_000_000_000, 1_700_000_060_000)
+    assert entry is not None
+    expected = build_plain("msgpack", pack_msgpack(value), "lz4", threshold, 1_700_000_000_000, 60_000)
+    assert lz4_plain(entry, threshold) == expected
+
+
 @pytest.mark.parametrize("value", ["\ud800", "a\udfffb", 2**64, -(2**63) - 1])
 def test_build_plain_msgpack_declines_what_msgpack_refuses(value: Any) -> None:
     assert build_plain_msgpack(value, 1, 0) is None
 
 
 @pytest.mark.parametrize("compressor", [None, "none", "lz4"])
-@pytest.mark.parametrize("value", [*VALUES[:20], "w" * 4096, "ab" * 5000], ids=repr)
+@pytest.mark.parametrize(
+    "value",
+    [
+        *VALUES[:20],
+        "w" * 4096,
+        "ab" * 5000,
+        _RANDOM_TEXT[:1020],
+        _RANDOM_TEXT[:1021],
+        _RANDOM_TEXT,
+        _RANDOM_TEXT.encode()[:1021],
+        _RANDOM_TEXT.encode()[:1022],
+        _RANDOM_TEXT.encode(),
+        "é" + _RANDOM_TEXT[:5000],
+    ],
+    ids=lambda v: f"{type(v).__name__}-{len(v) if hasattr(v, '__len__') else v}",
+)
 def test_a_set_stores_what_encode_makes(compressor: str | None, value: Any) -> None:
     """The short path's entry equals `Cache.encode`'s but for the moment it was made (created_at, expires_at), which
     are the same distance apart."""

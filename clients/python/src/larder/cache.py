@@ -47,6 +47,7 @@ from .entry import (
     _check_max_size,
     build_plain,
     build_plain_msgpack,
+    lz4_plain,
     payload_of,
     plain_head,
 )
@@ -80,6 +81,9 @@ _SERIALIZERS: Final = len(SERIALIZERS)
 _COMPRESSORS: Final = len(COMPRESSORS)
 #: What a note weighs in the memory store beyond an immutable value it keeps: the tuple and its fields.
 _NOTE_WEIGHT: Final = 120
+#: The shortest str (characters) or bytes whose LZ4 attempt is made on the entry in place (`entry.lz4_plain`):
+#: below it, the saved copy costs less than the view (bench/RESULTS.md, third pass).
+_LZ4_IN_PLACE: Final = 8192
 #: An uncompressed payload shorter than this is copied out of its entry; a longer one is read in place (entry.py).
 _SMALL_PAYLOAD: Final = 4096
 #: What waiting for another process's value can end in, besides the value (spec/STORES.md §3, step 4).
@@ -341,8 +345,21 @@ class Cache:
             kind is not str and kind is not bytes and kind not in _NUMBERS and not _plain(value, 0)
         ):
             return None
-        if self.compressor == "none":
+        compressor = self.compressor
+        if compressor == "none":
             return build_plain_msgpack(value, now, expires_at)
+        threshold = self.compress_threshold
+        if (
+            compressor == "lz4"
+            and (kind is str or kind is bytes)
+            and len(value) >= _LZ4_IN_PLACE
+            and type(threshold) is int
+            and threshold >= 0
+        ):
+            # a large str or bytes: its UTF-8 joined behind the header, then the LZ4 attempt on that payload in
+            # place (two copies of the value where packing it first makes three)
+            data = build_plain_msgpack(value, now, expires_at)
+            return None if data is None else lz4_plain(data, threshold)
         try:
             payload = pack_msgpack(value)
         except (OverflowError, ValueError, TypeError):

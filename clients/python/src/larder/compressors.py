@@ -77,7 +77,7 @@ def compress(name: str, data: bytes, level: int | None = None) -> bytes:
     raise ValueError(f"unknown compressor {name!r}")
 
 
-def compress_lz4(data: bytes) -> bytes | cramjam.Buffer:
+def compress_lz4(data: bytes | memoryview) -> bytes | cramjam.Buffer:
     """`data` as the format's LZ4 payload: its 4-byte little-endian uncompressed size, then one LZ4 block (what
     python-lz4's `lz4.block.compress(data, store_size=True)` writes). cramjam's encoder: a third faster on values of
     tens of KiB, no slower on small ones; its result is bytes-like (`len`, `b"".join`) without a copy."""

@@ -253,6 +253,7 @@ _COMPRESSOR_IDS: Final = {name: i for i, name in enumerate(COMPRESSORS)}
 
 
 _MSGPACK_ID: Final = _SERIALIZER_IDS["msgpack"]
+_LZ4_ID: Final = _COMPRESSOR_IDS["lz4"]
 _HEAD8: Final = struct.Struct(">BB")
 _HEAD16: Final = struct.Struct(">BH")
 _HEAD32: Final = struct.Struct(">BI")
@@ -284,6 +285,23 @@ def build_plain_msgpack(value: Any, created_at: int, expires_at: int) -> bytes |
         raw = value
     head = plain_head(kind is str, len(raw), created_at, expires_at)
     return None if head is None else b"".join((head, raw))
+
+
+def lz4_plain(entry: bytes, threshold: int) -> bytes:
+    """FORMAT.md §3's rule applied to an uncompressed entry with only the fixed header (`build_plain_msgpack`'s):
+    its payload, read in place, is compressed with LZ4 when it is at least `threshold` bytes (an int >= 0), and the
+    compressed form kept only if strictly shorter (the compressor byte then says lz4). The bytes
+    `build_plain(serializer, payload, "lz4", threshold, ...)` makes of the same payload, without the copy of the
+    payload `build_plain` is given (MessagePack's packer copies a str or bytes in and out)."""
+    n = len(entry) - _FIXED.size
+    if n < threshold:
+        return entry
+    compressed = compress_lz4(memoryview(entry)[_FIXED.size :])
+    if len(compressed) >= n:
+        return entry
+    header = bytearray(entry[: _FIXED.size])
+    header[COMPRESSOR_OFFSET] = _LZ4_ID
+    return b"".join((header, compressed))
 
 
 def plain_head(text: bool, n: int, created_at: int, expires_at: int) -> bytes | None:
