@@ -116,30 +116,47 @@ begin_processes() { # makes TMP and sets the traps
     trap 'log "terminated"; FAILED=0; exit 143' TERM
 }
 
-stop_pid() { # PID: TERM, wait up to 5 s, KILL; forget it
-    local pid=$1 i
-    kill -TERM "$pid" 2>/dev/null || true
+process_tree() { # PID: the PID and every process it started, parents first
+    local child
+    echo "$1"
+    for child in $(ps -o pid= --ppid "$1" 2>/dev/null); do process_tree "$child"; done
+}
+
+stop_pids() { # PID...: TERM each and every process it started, wait up to 5 s, KILL what is left; forget them
+    # A server started through a shell function (on_servers' taskset) is the subshell's child, and nginx's workers
+    # its grandchildren: stopping only the subshell left them running. The trees are listed before any signal, as a
+    # stopped parent's children are handed to init.
+    local pid i p
+    local -a alive=()
+    local -a tree=()
+    for pid in "$@"; do mapfile -t -O "${#tree[@]}" tree < <(process_tree "$pid"); done
+    ((${#tree[@]})) || return 0
+    kill -TERM "${tree[@]}" 2>/dev/null || true
     for i in $(seq 50); do
-        kill -0 "$pid" 2>/dev/null || break
+        alive=()
+        for p in "${tree[@]}"; do kill -0 "$p" 2>/dev/null && alive+=("$p"); done
+        ((${#alive[@]})) || break
         sleep 0.1
     done
-    if kill -0 "$pid" 2>/dev/null; then
-        log "${PID_NAME[$pid]:-pid $pid} (pid $pid) did not stop; killing it"
-        kill -KILL "$pid" 2>/dev/null || true
+    if ((${#alive[@]})); then
+        for p in "${alive[@]}"; do log "${PID_NAME[$p]:-pid $p} (pid $p) did not stop; killing it"; done
+        kill -KILL "${alive[@]}" 2>/dev/null || true
     fi
-    wait "$pid" 2>/dev/null || true
+    for pid in "$@"; do wait "$pid" 2>/dev/null || true; done
     local -a kept=()
-    for i in "${PIDS[@]}"; do [[ $i == "$pid" ]] || kept+=("$i"); done
+    for i in "${PIDS[@]}"; do [[ " $* " == *" $i "* ]] || kept+=("$i"); done
     PIDS=("${kept[@]}")
 }
 
+stop_pid() { # PID: stop_pids for one
+    stop_pids "$1"
+}
+
 cleanup() {
-    local status=$? i
+    local status=$?
     trap - EXIT INT TERM
-    for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
-        kill -TERM "${PIDS[i]}" 2>/dev/null || true
-    done
-    while ((${#PIDS[@]})); do stop_pid "${PIDS[-1]}"; done
+    # Every server at once, so that they stop in parallel.
+    ((${#PIDS[@]} == 0)) || stop_pids "${PIDS[@]}"
     if ((KEEP_TMP)) || ((FAILED)); then
         log "logs, configs and raw outputs kept in $TMP"
     else
