@@ -4,7 +4,8 @@
 #
 # Why one command: the comparisons (the front against nginx and Varnish, the front on memcached against nginx
 # memcached_pass, the store clients against memaslap and redis-benchmark, per-hit instruction counts, the embedded
-# store against quick_cache and moka, the Python and Ruby clients against their frameworks' own backends) were
+# store against quick_cache and moka, the Python and Ruby clients against their frameworks' own backends, the
+# TypeScript and Go clients against their ecosystems' clients) were
 # separate scripts with separate reports. Each script still runs alone; here they run in a row, each writes its raw
 # rounds (bench/report.py's input) beside its printed table, and bench/report.py draws every table and chart from
 # those, so that statistics live in one place.
@@ -34,7 +35,14 @@ STEPS=(
     "shared-proxies|three proxies sharing memcached against three with private memory|bench/shared-proxies.sh --with-l1|bench/shared-proxies.sh --quick"
     "python|larder's Django backend against Django's own backends|.venv/bin/python clients/python/bench/django_backends.py|.venv/bin/python clients/python/bench/django_backends.py --seconds 0.1"
     "ruby|LarderStore against Dalli's MemCacheStore, RedisCacheStore and MemoryStore|ruby clients/ruby/bench/stores.rb|ROUNDS=1 SECONDS=0.2 ruby clients/ruby/bench/stores.rb"
+    "typescript|the TypeScript stores and KeyvLarder against memjs, ioredis, node-redis, @keyv/memcache, @keyv/redis and lru-cache|@TS@ && node clients/typescript/build/bench/clients.js --seconds 1 --rounds 3|@TS@ && node clients/typescript/build/bench/clients.js --seconds 0.2 --rounds 1"
+    "go|the Go stores against gomemcache and go-redis|@GO@ ROUNDS=8 BENCHTIME=0.3s bash clients/go/bench/rounds.sh|@GO@ ROUNDS=2 BENCHTIME=0.05s bash clients/go/bench/rounds.sh"
 )
+# What the TypeScript and Go steps need first: their dependencies from npm's lockfile and Go's module proxy, cached
+# where make test caches them, and the TypeScript build.
+CACHE_DIR=${LARDER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/larder}
+TS_SETUP="(cd clients/typescript && npm_config_cache='$CACHE_DIR/npm' npm_config_update_notifier=false npm_config_fund=false npm_config_audit=false npm ci --no-progress --loglevel=error >&2 && npx tsc -p tsconfig.json >&2)"
+GO_ENV="GOMODCACHE='$CACHE_DIR/go/mod' GOCACHE='$CACHE_DIR/go/build' GOFLAGS=-mod=readonly GOTOOLCHAIN=local"
 
 usage() {
     sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '/^set -euo/d' -e 's/^# \{0,1\}//'
@@ -94,7 +102,9 @@ for step in "${selected[@]}"; do
     IFS='|' read -r name what full quick <<<"$step"
     command=$full
     ((QUICK)) && command=$quick
-    command=${command//@RAW@/$RAW}
+    command=${command//@RAW@/"$RAW"}
+    command=${command//@TS@/"$TS_SETUP"}
+    command=${command//@GO@/"$GO_ENV"}
     printf '[%d/%d %s] %s: %s\n' "$i" "${#selected[@]}" "$(date -u +%H:%M:%S)" "$name" "$what" >&2
     step_started=$SECONDS
     if bash -c "$command" >"$OUT/$name.txt" 2>"$OUT/$name.log"; then
