@@ -7,6 +7,8 @@
 //! and slicing the bytes that follow the header.
 
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
+use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicU32, AtomicU8, Ordering};
 
@@ -61,6 +63,13 @@ impl EntryRef {
         // SAFETY: the layout has a non-zero size (the header alone is 24 bytes).
         let raw = unsafe { alloc(layout) };
         let Some(ptr) = NonNull::new(raw.cast::<Header>()) else { handle_alloc_error(layout) };
+        if (raw as usize as u64) >> ADDR_BITS != 0 {
+            // The table packs addresses into 48 bits (x86-64 and AArch64 user space); an allocator that hands out
+            // a higher address cannot be used, and that is an allocation failure, not a silent truncation.
+            // SAFETY: `raw` was allocated just above with `layout` and nothing else refers to it.
+            unsafe { dealloc(raw, layout) };
+            handle_alloc_error(layout)
+        }
         // SAFETY: `raw` is a fresh allocation of HEADER_LEN + key + value bytes with the header's alignment; we
         // initialise the header and both byte ranges before anyone else can see the pointer.
         unsafe {
@@ -148,9 +157,52 @@ impl EntryRef {
         self.header().queue_seq.store(seq, Ordering::Relaxed);
     }
 
+    /// Gives up this reference as its address (below 2^48, a multiple of 4), for the table's packed slots;
+    /// [`EntryRef::from_addr`] takes it back.
+    pub fn into_addr(self) -> u64 {
+        let addr = self.ptr.as_ptr() as usize as u64;
+        std::mem::forget(self);
+        addr
+    }
+
+    /// Takes back a reference given up by [`EntryRef::into_addr`].
+    ///
+    /// # Safety
+    /// `addr` must come from `into_addr`, and that reference must not have been taken back already.
+    pub unsafe fn from_addr(addr: u64) -> EntryRef {
+        // SAFETY: by the contract, `addr` is a live entry's non-null address whose reference we now own again.
+        EntryRef { ptr: unsafe { NonNull::new_unchecked(addr as usize as *mut Header) } }
+    }
+
+    /// Looks at the entry whose reference is held at `addr`, without taking that reference.
+    ///
+    /// # Safety
+    /// `addr` must come from `into_addr`, and that reference must stay untaken for the lifetime `'a`.
+    pub unsafe fn view<'a>(addr: u64) -> EntryView<'a> {
+        // SAFETY: the caller keeps the reference alive for 'a; ManuallyDrop keeps this copy from releasing it.
+        EntryView { entry: ManuallyDrop::new(unsafe { EntryRef::from_addr(addr) }), held: PhantomData }
+    }
+
     /// Whether two references point at the same entry.
     pub fn same(&self, other: &EntryRef) -> bool {
         self.ptr == other.ptr
+    }
+}
+
+/// Bits an entry's address may use: the table keeps the upper 16 of its 64-bit slots for a hash tag.
+pub const ADDR_BITS: u32 = 48;
+
+/// A borrowed look at an entry the table holds a reference to; cloning it (`(*view).clone()`) takes a new one.
+pub struct EntryView<'a> {
+    entry: ManuallyDrop<EntryRef>,
+    held: PhantomData<&'a EntryRef>,
+}
+
+impl std::ops::Deref for EntryView<'_> {
+    type Target = EntryRef;
+
+    fn deref(&self) -> &EntryRef {
+        &self.entry
     }
 }
 

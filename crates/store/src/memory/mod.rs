@@ -12,6 +12,7 @@ mod queue;
 mod s3fifo;
 mod shard;
 mod striped_lock;
+mod table;
 
 use std::hash::BuildHasher;
 use std::sync::{Arc, Weak};

@@ -1,20 +1,19 @@
-//! One shard of the memory store: a hash table of entries and the eviction policy for them, behind a striped
-//! read-write lock. Reads take it shared (many readers at once, each on its own stripe; the policy needs only an
+//! One shard of the memory store: a hash table of entries (`table.rs`) and the eviction policy for them, behind a
+//! striped read-write lock. Reads take it shared (many readers at once, each on its own stripe; the policy needs only an
 //! atomic bump in the entry); writes take it exclusively and evict before they return, so the shard's bound holds
 //! at every moment.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use hashbrown::HashTable;
-
-use super::entry::{EntryRef, REMOVED};
+use super::entry::{EntryRef, EntryView, REMOVED};
 use super::s3fifo::{Exit, S3Fifo};
 use super::striped_lock::StripedLock;
+use super::table::SlotTable;
 use crate::clock::LazyNow;
 
-/// Memory an entry costs beyond its own allocation, charged against the bound: its table slot and queue slot at
-/// typical occupancy, the allocator's header and rounding, and its share of the ghost. Measured by
-/// `larder bench memory`.
+/// Memory an entry costs beyond its own allocation, charged against the bound: its table slot (8 bytes at 70-87.5%
+/// occupancy, ~10) and queue slot (8, and the queue's spare room, ~9), the allocator's header and rounding (8 + ~8
+/// on average), and its share of the ghost (~4-7). Measured by `larder bench memory`.
 pub const ENTRY_OVERHEAD: usize = 40;
 
 /// What an entry is charged against the bound.
@@ -69,7 +68,7 @@ pub struct Shard {
 }
 
 struct Inner {
-    table: HashTable<EntryRef>,
+    table: SlotTable,
     policy: S3Fifo,
     charge: Charge,
     /// Where the expiry crawler resumes.
@@ -90,7 +89,7 @@ impl Shard {
         Shard {
             inner: StripedLock::new(
                 Inner {
-                    table: HashTable::new(),
+                    table: SlotTable::default(),
                     policy: S3Fifo::new(capacity_weight, capacity_entries),
                     charge,
                     crawl_cursor: 0,
@@ -111,7 +110,7 @@ impl Shard {
     ) -> Option<EntryRef> {
         let found = {
             let inner = self.inner.read();
-            inner.table.find(hash, |e| e.key() == key).cloned()
+            inner.find(hash, key).map(|e| (*e).clone())
         };
         match found {
             Some(entry) if !entry.is_expired(now) => {
@@ -137,13 +136,13 @@ impl Shard {
     /// Whether a live entry exists, without counting a hit or touching the policy.
     pub fn contains(&self, hash: u64, key: &[u8], now: &LazyNow<'_>) -> bool {
         let inner = self.inner.read();
-        inner.table.find(hash, |e| e.key() == key).is_some_and(|e| !e.is_expired(now))
+        inner.find(hash, key).is_some_and(|e| !e.is_expired(now))
     }
 
     /// A live entry's expiry (0 = never), or `None` when there is no live entry.
     pub fn expires_at(&self, hash: u64, key: &[u8], now: &LazyNow<'_>) -> Option<u64> {
         let inner = self.inner.read();
-        inner.table.find(hash, |e| e.key() == key).filter(|e| !e.is_expired(now)).map(EntryRef::expires_at)
+        inner.find(hash, key).filter(|e| !e.is_expired(now)).map(|e| e.expires_at())
     }
 
     /// Stores an entry, evicting as needed. Returns false when `mode` is `Add` and a live entry exists.
@@ -157,7 +156,7 @@ impl Shard {
         counters: &Counters,
     ) -> bool {
         let mut inner = self.inner.write();
-        let existing = inner.table.find(hash, |e| e.key() == entry.key()).cloned();
+        let existing = inner.find(hash, entry.key()).map(|e| (*e).clone());
         if let Some(old) = existing {
             if mode == WriteMode::Add && !old.is_expired(now) {
                 return false;
@@ -165,8 +164,9 @@ impl Shard {
             inner.remove_exact(&old, hasher);
         }
         let w = inner.charge.weight(&entry);
-        inner.table.insert_unique(hash, entry.clone(), |e| hasher(e.key()));
+        inner.table.insert(hash, entry.clone(), hasher);
         inner.policy.admit(entry, hash, w);
+        debug_assert_eq!(inner.table.len(), inner.policy.len(), "table and queues hold the same entries");
         Counters::add(&counters.inserts, 1);
         let (evicted, expired) = inner.shrink_to_bound(now, hasher);
         Counters::add(&counters.evictions, evicted);
@@ -177,7 +177,7 @@ impl Shard {
     /// Removes `key`; true if a live entry was there.
     pub fn remove(&self, hash: u64, key: &[u8], now: &LazyNow<'_>, hasher: &impl Fn(&[u8]) -> u64) -> bool {
         let mut inner = self.inner.write();
-        let Some(entry) = inner.table.find(hash, |e| e.key() == key).cloned() else { return false };
+        let Some(entry) = inner.find(hash, key).map(|e| (*e).clone()) else { return false };
         inner.remove_exact(&entry, hasher);
         !entry.is_expired(now)
     }
@@ -215,10 +215,7 @@ impl Shard {
 
     pub fn clear(&self) {
         let mut inner = self.inner.write();
-        for entry in inner.table.iter() {
-            entry.set_flags(entry.flags() | REMOVED);
-        }
-        inner.table.clear();
+        inner.table.drain(|entry| entry.set_flags(entry.flags() | REMOVED));
         inner.policy.clear();
         inner.crawl_cursor = 0;
     }
@@ -231,11 +228,15 @@ impl Shard {
 }
 
 impl Inner {
+    fn find(&self, hash: u64, key: &[u8]) -> Option<EntryView<'_>> {
+        self.table.find(hash, |e| e.key() == key).and_then(|i| self.table.get(i))
+    }
+
     /// Takes `entry` out of the table and its queue, if it is still the one stored. True if it was.
     fn remove_exact(&mut self, entry: &EntryRef, hasher: &impl Fn(&[u8]) -> u64) -> bool {
         let hash = hasher(entry.key());
-        let Ok(slot) = self.table.find_entry(hash, |e| e.same(entry)) else { return false };
-        slot.remove();
+        let Some(slot) = self.table.find(hash, |e| e.same(entry)) else { return false };
+        self.table.take(slot, hasher);
         entry.set_flags(entry.flags() | REMOVED);
         self.policy.remove(entry, self.charge.weight(entry));
         true
@@ -248,8 +249,8 @@ impl Inner {
             let charge = self.charge;
             let Some((victim, exit)) = self.policy.evict(now, hasher, |e| charge.weight(e)) else { break };
             let hash = hasher(victim.key());
-            if let Ok(slot) = self.table.find_entry(hash, |e| e.same(&victim)) {
-                slot.remove();
+            if let Some(slot) = self.table.find(hash, |e| e.same(&victim)) {
+                self.table.take(slot, hasher);
             }
             victim.set_flags(victim.flags() | REMOVED);
             match exit {
