@@ -2,7 +2,6 @@
 //! readmitted), and the `Store` operations as batches of meta commands.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +18,9 @@ use crate::ring::{Ring, RingServer};
 use crate::server::{Expect, Failure, Server};
 
 const BACKEND: &str = "memcached";
+
+/// Items (indexes of a request's keys) grouped by the index of the server they go to.
+type Groups = Vec<(usize, Vec<usize>)>;
 /// memcached's per-item overhead (48-byte header + CAS) that counts against its item size.
 const ITEM_OVERHEAD: usize = 56;
 
@@ -174,17 +176,32 @@ impl Inner {
         StoreError::Server { backend: BACKEND, server, message }
     }
 
-    /// Items grouped by the server each one's stored key routes to.
-    fn group(
-        &self,
-        routes: &[&str],
-        items: impl IntoIterator<Item = usize>,
-    ) -> Result<HashMap<usize, Vec<usize>>, StoreError> {
-        let mut groups: HashMap<usize, Vec<usize>> = HashMap::new();
+    /// Items grouped by the server each one's stored key routes to, in the order the servers first appear. A list
+    /// searched in place of a map: a pool has a handful of servers, and a hit (one group) then hashes nothing.
+    fn group(&self, routes: &[&str], items: impl IntoIterator<Item = usize>) -> Result<Groups, StoreError> {
+        let mut groups: Groups = Vec::new();
         for i in items {
-            groups.entry(self.route(routes[i])?).or_default().push(i);
+            let server = self.route(routes[i])?;
+            match groups.iter_mut().find(|(s, _)| *s == server) {
+                Some((_, group)) => group.push(i),
+                None => groups.push((server, vec![i])),
+            }
         }
         Ok(groups)
+    }
+
+    /// Each group's batch sent, servers in parallel (one group, the usual case, is awaited as it is).
+    async fn send_groups(
+        &self,
+        mut groups: Groups,
+        request: &(impl Fn(&[usize]) -> Bytes + Sync),
+    ) -> Vec<Result<Vec<(usize, Reply)>, (StoreError, Vec<usize>, bool)>> {
+        if groups.len() == 1 {
+            if let Some((server, items)) = groups.pop() {
+                return vec![self.send_batch(server, items, request).await];
+            }
+        }
+        join_all(groups.into_iter().map(|(server, items)| self.send_batch(server, items, request))).await
     }
 
     /// One batch of items to one server: each item's reply, or the error, the items and whether it ejected the server.
@@ -223,7 +240,7 @@ impl Inner {
     ) -> Result<Vec<(usize, Reply)>, StoreError> {
         let groups = self.group(routes, 0..routes.len())?;
         let request = &request;
-        let first = join_all(groups.into_iter().map(|(server, items)| self.send_batch(server, items, request))).await;
+        let first = self.send_groups(groups, request).await;
         let mut replies = Vec::with_capacity(routes.len());
         let mut retry = Vec::new();
         let mut ejection = None;
@@ -240,8 +257,7 @@ impl Inner {
         if let Some(ejection) = ejection {
             // With every server ejected there is no new owner: the failure that ejected the last one is the answer.
             let groups = self.group(routes, retry).map_err(|_| ejection)?;
-            let second =
-                join_all(groups.into_iter().map(|(server, items)| self.send_batch(server, items, request))).await;
+            let second = self.send_groups(groups, request).await;
             for outcome in second {
                 match outcome {
                     Ok(mut pairs) => replies.append(&mut pairs),
@@ -403,8 +419,15 @@ impl Store for MemcachedStore {
         self.inner.servers.iter().map(|s| s.health.report(&s.name)).collect()
     }
 
+    /// `get_many` of one key, without its lists: the front's every remote hit comes through here.
     async fn get(&self, key: &str) -> Result<Option<Value>, StoreError> {
-        Ok(self.get_many(&[key]).await?.pop().flatten())
+        let inner = &self.inner;
+        let stored = stored_key(BACKEND, &inner.prefix, key)?;
+        let both = [stored.as_ref(), inner.prefix_list_key.as_str()];
+        let asked = if inner.prefix_purge { &both[..] } else { &both[..1] };
+        let mut values = inner.get_stored(asked).await?;
+        let list = if inner.prefix_purge { values.pop().flatten() } else { None };
+        Ok(inner.drop_purged(&[key], values, list).await?.pop().flatten().map(Value::from))
     }
 
     async fn get_many(&self, keys: &[&str]) -> Result<Vec<Option<Value>>, StoreError> {
