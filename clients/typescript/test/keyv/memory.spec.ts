@@ -30,3 +30,24 @@ test.it("Keyv's JSON text keeps its expiry, read from its end, and other text it
   test.expect(await adapter.get("text")).toBe("{not json}");
   test.expect((await entry("text")).value).toBe("{not json}");
 });
+
+test.it(
+  "a text read again from the same bytes is the one decoded before, and the memo stays within its budget",
+  async () => {
+    const adapter = new KeyvLarder(new MemoryStore());
+    const held = () => (adapter as unknown as { textBytes: number }).textBytes;
+    await adapter.set("k", '{"value":"one"}');
+    test.expect(await adapter.get("k")).toBe('{"value":"one"}');
+    test.expect(await adapter.get("k")).toBe('{"value":"one"}');
+    await adapter.set("k", '{"value":"two"}');
+    test.expect(await adapter.get("k")).toBe('{"value":"two"}');
+    test.expect(await adapter.getMany(["k", "missing"])).toEqual(['{"value":"two"}', undefined]);
+    for (let i = 0; i < 100; i++) {
+      const text = `{"value":"${String(i).repeat(50_000)}"}`;
+      await adapter.set(`big${i}`, text);
+      test.expect(await adapter.get(`big${i}`)).toBe(text);
+    }
+    test.expect(held()).toBeGreaterThan(0);
+    test.expect(held()).toBeLessThanOrEqual(4 * 1024 * 1024);
+  },
+);
