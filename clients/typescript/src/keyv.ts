@@ -9,6 +9,7 @@
 
 import { EventEmitter } from "node:events";
 import { utf8, utf8OrUndefined } from "./bytes.js";
+import { BytesMemo } from "./bytes_memo.js";
 import { decodePayload, encode, encodeSerialized } from "./entry.js";
 import { InvalidEntry } from "./errors.js";
 import { safeKey } from "./keys.js";
@@ -36,11 +37,9 @@ export class KeyvLarder extends EventEmitter {
   readonly opts: Record<string, unknown>;
   private readonly compressor: NonNullable<KeyvLarderOptions["compressor"]>;
   /** The JSON or text last decoded per key, with the entry bytes it came from: a read that gets the same bytes
-   * back (a hot key, read again before it changes) skips decompressing and decoding them. Strings are immutable,
-   * so handing the same one to every reader is safe; values of other serializers are decoded afresh each time. */
-  private readonly texts = new Map<string, [Buffer, string]>();
-  /** What `texts` holds, counting a string's characters as two bytes. */
-  private textBytes = 0;
+   * back skips decompressing and decoding them (bytes_memo.ts). Strings are immutable, so handing the same one to
+   * every reader is safe; values of other serializers are decoded afresh each time. */
+  private readonly texts = new BytesMemo<string>(TEXT_MEMO_BUDGET, TEXT_MEMO_MAX_BYTES);
   /** Present only where the store can list its keys (Keyv checks for it). */
   iterator?: (namespace?: string) => AsyncGenerator<[string, unknown], void, unknown>;
 
@@ -89,14 +88,14 @@ export class KeyvLarder extends EventEmitter {
   /** What Keyv gets back: the JSON text it wrote, or {value, expires}. */
   private read(key: string, raw: Uint8Array | undefined): unknown {
     if (raw === undefined) return undefined;
-    const known = this.texts.get(key);
-    if (known !== undefined && sameBytes(known[0], raw)) return known[1];
+    const known = this.texts.get(key, raw);
+    if (known !== undefined) return known;
     try {
       const [header, payload] = decodePayload(raw);
       if (header.kind !== "value") return undefined;
       if (header.serializer === "json" || header.serializer === "text") {
         const text = utf8OrUndefined(payload);
-        if (text !== undefined) this.remember(key, raw, text);
+        if (text !== undefined) this.texts.set(key, raw, text, 2 * text.length);
         return text;
       }
       const expires = Number(header.expiresAt);
@@ -105,27 +104,6 @@ export class KeyvLarder extends EventEmitter {
       if (e instanceof InvalidEntry) return undefined;
       throw e;
     }
-  }
-
-  /** Keeps the text decoded from `raw` for the next read of the same bytes under `key` (a copy of the bytes: the
-   * store's may be a view of a larger socket read). Small entries only, a bounded number, the oldest dropped. */
-  private remember(key: string, raw: Uint8Array, text: string): void {
-    const weight = raw.length + 2 * text.length;
-    if (raw.length > TEXT_MEMO_MAX_BYTES || weight > TEXT_MEMO_BUDGET / 16) return;
-    this.forget(key);
-    for (const oldest of this.texts.keys()) {
-      if (this.textBytes + weight <= TEXT_MEMO_BUDGET) break;
-      this.forget(oldest);
-    }
-    this.texts.set(key, [Buffer.from(raw), text]);
-    this.textBytes += weight;
-  }
-
-  private forget(key: string): void {
-    const known = this.texts.get(key);
-    if (known === undefined) return;
-    this.texts.delete(key);
-    this.textBytes -= known[0].length + 2 * known[1].length;
   }
 
   async get(key: string): Promise<unknown> {
@@ -182,15 +160,10 @@ export class KeyvLarder extends EventEmitter {
   }
 }
 
-/** What the text memo holds at most (entry bytes and strings), and the largest entry it keeps: comparing bytes
- * must stay cheaper than decoding them (a 1 KiB Keyv entry's decode was 2-3 µs), and a small entry that decompresses
- * to a long text must not fill it (one text is at most a sixteenth of it). */
+/** What the text memo holds at most (entry bytes, and a string's characters as two bytes each), and the largest entry
+ * it keeps: comparing bytes must stay cheaper than decoding them. */
 const TEXT_MEMO_BUDGET = 4 * 1024 * 1024;
 const TEXT_MEMO_MAX_BYTES = 16 * 1024;
-
-function sameBytes(known: Buffer, raw: Uint8Array): boolean {
-  return known.length === raw.length && known.equals(raw);
-}
 
 /** What Keyv's JSON serializer writes: `{"value":…}`, and `,"expires":N}` at its end when the value expires. */
 const KEYV_JSON_HEAD = '{"value":';

@@ -35,7 +35,7 @@ test.it(
   "a text read again from the same bytes is the one decoded before, and the memo stays within its budget",
   async () => {
     const adapter = new KeyvLarder(new MemoryStore());
-    const held = () => (adapter as unknown as { textBytes: number }).textBytes;
+    const held = () => (adapter as unknown as { texts: { heldBytes: number } }).texts.heldBytes;
     await adapter.set("k", '{"value":"one"}');
     test.expect(await adapter.get("k")).toBe('{"value":"one"}');
     test.expect(await adapter.get("k")).toBe('{"value":"one"}');
