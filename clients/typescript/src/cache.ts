@@ -10,6 +10,7 @@
 
 import { randomBytes } from "node:crypto";
 import { utf8 } from "./bytes.js";
+import { BytesMemo } from "./bytes_memo.js";
 import { type Compressor, DEFAULT_MAX_SIZE } from "./compressors.js";
 import { DEFAULT_THRESHOLD, decodePayload, encode } from "./entry.js";
 import { InvalidEntry } from "./errors.js";
@@ -87,7 +88,13 @@ interface Shared {
   store: Store;
   inflight: Map<string, Promise<Value>>;
   stats: CacheStats;
+  /** Over a store that returns new bytes on every read: immutable values decoded before, by store key and bytes. */
+  decoded: BytesMemo<Decoded>;
 }
+
+/** What the memo of decoded values holds at most over one store, and the largest entry it keeps (bytes_memo.ts). */
+const DECODED_MEMO_BUDGET = 4 * 1024 * 1024;
+const DECODED_MEMO_MAX_BYTES = 16 * 1024;
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -111,6 +118,7 @@ export class Cache {
     this.shared = shared ?? {
       store: typeof store === "string" ? openStore(store) : store,
       inflight: new Map(),
+      decoded: new BytesMemo<Decoded>(DECODED_MEMO_BUDGET, DECODED_MEMO_MAX_BYTES),
       stats: {
         hits: 0,
         misses: 0,
@@ -197,12 +205,16 @@ export class Cache {
 
   /** What a read makes of the bytes a store returned: a miss for a corrupt entry (counted), another version, a
    * response (not a value) or past its hard expiry; else fresh or stale. Counters read as numbers. */
-  private decodeRead(data: Uint8Array, version: string | undefined): Lookup {
+  private decodeRead(data: Uint8Array, version: string | undefined, storeKey?: string): Lookup {
     let value: Value;
     let expiresAt: number;
     let staleMs: number;
     let entryVersion: string | undefined;
-    const memo = this.memoize ? decodedMemo.get(data) : undefined;
+    const memo = this.memoize
+      ? decodedMemo.get(data)
+      : storeKey === undefined
+        ? undefined
+        : this.shared.decoded.get(storeKey, data);
     if (memo !== undefined) {
       value = memo.immutable
         ? memo.value
@@ -222,19 +234,20 @@ export class Cache {
       expiresAt = Number(header.expiresAt);
       staleMs = Number(header.staleMs);
       entryVersion = header.version;
-      if (this.memoize) {
-        const immutable = value === null || (typeof value !== "object" && typeof value !== "undefined");
-        decodedMemo.set(data, {
-          value: immutable ? value : null,
-          immutable,
-          expiresAt,
-          staleMs,
-          version: entryVersion,
-          serializer: header.serializer,
-          payloadStart: header.size,
-          compressed: header.compressor !== "none",
-        });
-      }
+      const immutable = value === null || (typeof value !== "object" && typeof value !== "undefined");
+      const decoded: Decoded = {
+        value: immutable ? value : null,
+        immutable,
+        expiresAt,
+        staleMs,
+        version: entryVersion,
+        serializer: header.serializer,
+        payloadStart: header.size,
+        compressed: header.compressor !== "none",
+      };
+      if (this.memoize) decodedMemo.set(data, decoded);
+      else if (immutable && storeKey !== undefined)
+        this.shared.decoded.set(storeKey, data, decoded, 96 + (typeof value === "string" ? 2 * value.length : 8));
     } catch (e) {
       if (!(e instanceof InvalidEntry)) throw e;
       const counter = parseCounter(data);
@@ -271,12 +284,13 @@ export class Cache {
   }
 
   private async lookup(storeKey: string, version: string | undefined): Promise<Lookup> {
-    return this.counted(this.memory ? this.memory.getNow(storeKey) : await this.getRaw(storeKey), version);
+    if (this.memory) return this.counted(this.memory.getNow(storeKey), version);
+    return this.counted(await this.getRaw(storeKey), version, storeKey);
   }
 
   /** What a read of `raw` finds, counted as a hit or a miss. */
-  private counted(raw: Uint8Array | undefined, version: string | undefined): Lookup {
-    const found = raw === undefined ? MISS : this.decodeRead(raw, version);
+  private counted(raw: Uint8Array | undefined, version: string | undefined, storeKey?: string): Lookup {
+    const found = raw === undefined ? MISS : this.decodeRead(raw, version, storeKey);
     if (found[0] === "fresh") this.shared.stats.hits++;
     else this.shared.stats.misses++;
     return found;
@@ -295,8 +309,9 @@ export class Cache {
     const found = new Map<string, Value>();
     if (keys.length === 0) return found;
     let raws: Array<Uint8Array | undefined>;
+    const storeKeys = keys.map((k) => this.storeKey(k));
     try {
-      raws = await this.store.getMany(keys.map((k) => this.storeKey(k)));
+      raws = await this.store.getMany(storeKeys);
     } catch (e) {
       if (!(e instanceof StoreError)) throw e;
       this.shared.stats.storeErrors++;
@@ -305,7 +320,7 @@ export class Cache {
     keys.forEach((key, i) => {
       const raw = raws[i];
       if (raw === undefined) return;
-      const r = this.decodeRead(raw, o.version);
+      const r = this.decodeRead(raw, o.version, storeKeys[i]);
       if (r[0] === "fresh") found.set(key, r[1]);
     });
     this.shared.stats.hits += found.size;
@@ -526,7 +541,7 @@ export class Cache {
   private async peek(storeKey: string, version: string | undefined): Promise<[Value] | undefined> {
     const raw = await this.getRaw(storeKey);
     if (raw === undefined) return undefined;
-    const found = this.decodeRead(raw, version);
+    const found = this.decodeRead(raw, version, storeKey);
     return found[0] === "fresh" ? [found[1]] : undefined;
   }
 

@@ -40,6 +40,26 @@ for (const [name, url] of URLS) {
       await cache.close();
     });
 
+    test("a value read again is the one decoded before until another client rewrites it; objects are not shared", async () => {
+      const k = fresh("memo");
+      // Another Cache over the same store: its own memo of decoded values, as another process would have.
+      const other = new Cache(cache.store, { namespace: "app" });
+      await cache.set(k, "first");
+      assert.equal(await cache.get(k), "first");
+      assert.equal(await cache.get(k), "first");
+      await other.set(k, "second");
+      assert.equal(await cache.get(k), "second");
+      assert.equal(await cache.fetch(k, () => "never"), "second");
+      assert.deepEqual(await cache.getMany([k]), new Map([[k, "second"]]));
+      await other.set(k, "versioned", { version: "v2" });
+      assert.equal(await cache.get(k, { version: "v1" }), undefined);
+      assert.equal(await cache.get(k, { version: "v2" }), "versioned");
+      await other.set(k, { n: 1 });
+      const [x, y] = [await cache.get(k), await cache.get(k)];
+      assert.deepEqual(x, { n: 1 });
+      assert.notEqual(x, y, "each reader gets its own object");
+    });
+
     test("set, get, getMany, add, delete, has", async () => {
       const [a, b] = [fresh("a"), fresh("b")];
       await cache.set(a, { id: 7, name: "Ada", tags: ["x"], score: 1.5 });
