@@ -169,16 +169,15 @@ cleanup() {
 # /proc's (CLK_TCK, 100 a second here): utime + stime of a process and its descendants (nginx's workers), and the
 # whole machine's busy time (everything but idle and iowait, interrupts included).
 process_ticks() { # PID...: user + system ticks of each PID and of all its descendants (nginx's workers), summed
-    local pid total=0 fields
+    local pid member total=0 fields
     local -a stat
     for pid in "$@"; do
-        if [[ -r /proc/$pid/stat ]] && fields=$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null); then
+        for member in $(process_tree "$pid"); do
+            [[ -r /proc/$member/stat ]] && fields=$(sed 's/^.*) //' "/proc/$member/stat" 2>/dev/null) || continue
             # Fields after the command's closing parenthesis: utime and stime are the 12th and 13th of them.
             read -r -a stat <<<"$fields"
             total=$((total + stat[11] + stat[12]))
-        fi
-        # shellcheck disable=SC2046 # one pid per word
-        total=$((total + $(process_ticks $(ps -o pid= --ppid "$pid" 2>/dev/null))))
+        done
     done
     echo "$total"
 }
