@@ -293,6 +293,16 @@ impl Inner {
         Ok(values)
     }
 
+    /// Values for the callers' `keys`, read under `asked` (their stored keys, then the prefix-purge list's key), in
+    /// one round trip per server; the list is asked for only when prefix purges are on, and the entries a purge
+    /// record covers are dropped.
+    async fn get_unpurged(&self, keys: &[&str], asked: &[&str]) -> Result<Vec<Option<Bytes>>, StoreError> {
+        let asked = if self.prefix_purge { asked } else { &asked[..keys.len()] };
+        let mut values = self.get_stored(asked).await?;
+        let list = if self.prefix_purge { values.pop().flatten() } else { None };
+        self.drop_purged(keys, values, list).await
+    }
+
     /// Writes under stored keys with their exptimes; one batch per server.
     async fn set_stored(&self, items: &[(String, &[u8], i64)], mode: &str) -> Result<Vec<bool>, StoreError> {
         let routes: Vec<&str> = items.iter().map(|(key, _, _)| key.as_str()).collect();
@@ -419,15 +429,13 @@ impl Store for MemcachedStore {
         self.inner.servers.iter().map(|s| s.health.report(&s.name)).collect()
     }
 
-    /// `get_many` of one key, without its lists: the front's every remote hit comes through here.
+    /// `get_many` of one key without its vectors (the stored key borrowed, the two keys asked as an array): the
+    /// front's every remote hit comes through here.
     async fn get(&self, key: &str) -> Result<Option<Value>, StoreError> {
         let inner = &self.inner;
         let stored = stored_key(BACKEND, &inner.prefix, key)?;
-        let both = [stored.as_ref(), inner.prefix_list_key.as_str()];
-        let asked = if inner.prefix_purge { &both[..] } else { &both[..1] };
-        let mut values = inner.get_stored(asked).await?;
-        let list = if inner.prefix_purge { values.pop().flatten() } else { None };
-        Ok(inner.drop_purged(&[key], values, list).await?.pop().flatten().map(Value::from))
+        let asked = [stored.as_ref(), inner.prefix_list_key.as_str()];
+        Ok(inner.get_unpurged(&[key], &asked).await?.pop().flatten().map(Value::from))
     }
 
     async fn get_many(&self, keys: &[&str]) -> Result<Vec<Option<Value>>, StoreError> {
@@ -440,13 +448,8 @@ impl Store for MemcachedStore {
             .map(|k| stored_key(BACKEND, &inner.prefix, k).map(Cow::into_owned))
             .collect::<Result<_, _>>()?;
         let mut asked: Vec<&str> = stored.iter().map(String::as_str).collect();
-        let list_key = inner.prefix_list_key.as_str();
-        if inner.prefix_purge {
-            asked.push(list_key);
-        }
-        let mut values = inner.get_stored(&asked).await?;
-        let list = if inner.prefix_purge { values.pop().flatten() } else { None };
-        let values = inner.drop_purged(keys, values, list).await?;
+        asked.push(inner.prefix_list_key.as_str());
+        let values = inner.get_unpurged(keys, &asked).await?;
         Ok(values.into_iter().map(|v| v.map(Value::from)).collect())
     }
 
