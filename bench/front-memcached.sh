@@ -378,13 +378,9 @@ for ((round = 1; round <= ROUNDS; round++)); do
             n=$((n + 1))
             origin_before=$(origin_requests)
             read -r hits_before misses_before < <(memcached_stats)
-            server_before=$(process_ticks "${SERVER_PID[$server]}")
-            memcached_before=$(process_ticks "${SERVER_PID[memcached]}")
-            busy_before=$(machine_busy_ticks)
+            cpu_before=$(cpu_mark "${SERVER_PID[$server]}" "${SERVER_PID[memcached]}")
             parsed=$(run_wrk "$TMP/wrk.$server.$page.$round" "$DURATION" "http://127.0.0.1:${PORT[$server]}/$page")
-            busy=$(($(machine_busy_ticks) - busy_before))
-            server_ticks=$(($(process_ticks "${SERVER_PID[$server]}") - server_before))
-            memcached_ticks=$(($(process_ticks "${SERVER_PID[memcached]}") - memcached_before))
+            cpu_after=$(cpu_mark "${SERVER_PID[$server]}" "${SERVER_PID[memcached]}")
             read -r hits_after misses_after < <(memcached_stats)
             reached=$(($(origin_requests) - origin_before))
             read -r rps p99 req c r w t n2 _ <<<"$parsed"
@@ -392,9 +388,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
             mc_misses=$((misses_after - misses_before))
             # CPU per request: the server, memcached, and the rest of the machine (wrk, the kernel's interrupt
             # work for loopback traffic, and anything else running).
-            server_us=$(ticks_per_request_us "$server_ticks" "$req")
-            memcached_us=$(ticks_per_request_us "$memcached_ticks" "$req")
-            other_us=$(ticks_per_request_us $((busy - server_ticks - memcached_ticks)) "$req")
+            read -r server_us memcached_us other_us < <(cpu_per_request "$cpu_before" "$cpu_after" "$req")
             log "[$n/$total] round $round $server /$page: $rps req/s, p99 $p99 ms; memcached $mc_hits hits," \
                 "$mc_misses misses for $req requests; CPU per request: server $server_us µs, memcached" \
                 "$memcached_us µs, wrk and the rest $other_us µs"

@@ -190,6 +190,29 @@ ticks_per_request_us() { # TICKS REQUESTS: microseconds of CPU per request
     awk -v t="$1" -v n="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.1f", (n > 0 ? t * 1e6 / hz / n : 0) }'
 }
 
+cpu_mark() { # PID...: one CPU sample: the machine's busy ticks, then each PID's (with its descendants), on one line
+    local pid line
+    line=$(machine_busy_ticks)
+    for pid in "$@"; do
+        line+=" $(process_ticks "$pid")"
+    done
+    echo "$line"
+}
+
+cpu_per_request() { # BEFORE AFTER REQUESTS: two cpu_marks' µs of CPU per request: each PID's, then the rest's
+    local -a before after
+    local i ticks rest line=""
+    read -r -a before <<<"$1"
+    read -r -a after <<<"$2"
+    rest=$((after[0] - before[0]))
+    for ((i = 1; i < ${#before[@]}; i++)); do
+        ticks=$((after[i] - before[i]))
+        rest=$((rest - ticks))
+        line+="$(ticks_per_request_us "$ticks" "$3") "
+    done
+    echo "$line$(ticks_per_request_us "$rest" "$3")"
+}
+
 start() { # NAME LOG COMMAND...: runs COMMAND in the background; LAST_PID and SERVER_PID[NAME] are its pid
     local name=$1 logfile=$2
     shift 2

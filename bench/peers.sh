@@ -338,16 +338,13 @@ for ((round = 1; round <= ROUNDS; round++)); do
             server=${SERVERS[$(((k + round - 1) % ${#SERVERS[@]}))]}
             n=$((n + 1))
             before=$(origin_requests)
-            server_before=$(process_ticks "${SERVER_PID[$server]}")
-            busy_before=$(machine_busy_ticks)
+            cpu_before=$(cpu_mark "${SERVER_PID[$server]}")
             parsed=$(run_wrk "$TMP/wrk.$server.$page.$round" "$CONNECTIONS" "$DURATION" \
                 "http://127.0.0.1:${PORT[$server]}/$page")
-            busy=$(($(machine_busy_ticks) - busy_before))
-            server_ticks=$(($(process_ticks "${SERVER_PID[$server]}") - server_before))
+            cpu_after=$(cpu_mark "${SERVER_PID[$server]}")
             reached=$(($(origin_requests) - before))
             read -r rps p99 req c r w t n2 _ <<<"$parsed"
-            server_us=$(ticks_per_request_us "$server_ticks" "$req")
-            other_us=$(ticks_per_request_us $((busy - server_ticks)) "$req")
+            read -r server_us other_us < <(cpu_per_request "$cpu_before" "$cpu_after" "$req")
             log "[$n/$total] round $round $server /$page: $rps req/s, p99 $p99 ms; CPU per request: server" \
                 "$server_us µs, wrk and the rest $other_us µs"
             if ((reached > 0)); then
