@@ -20,7 +20,11 @@
 #   every get is a hit; the table reports memaslap's misses if memcached evicted anything.
 #   Measurements are interleaved: round after round (default 3), each round runs every store, size and operation
 #   once with larder and once with the reference (alternating which goes first), and the median of the rounds is
-#   reported. The table gives larder's ops/s and p99, the reference's, and the ratio larder / reference.
+#   reported. The table gives larder's ops/s and p99, the reference's, and the ratio larder / reference, and for
+#   each client the CPU per operation it and the server used (`CPU µs/op c/s`: the client's user + system time from
+#   bash's `time`, the server's from /proc, over the run, divided by the operations it measured). With the two
+#   sharing the cores, these say what bounded a figure: at MGET of 100 x 1 KiB, both clients wait on one
+#   redis-server thread spending ~50 µs per MGET.
 #
 # Why ratios
 #   The machine is shared and noisy (2 cores, shared with the clients and other tenants): absolute ops/s move from
@@ -278,15 +282,43 @@ RESULTS=$TMP/results.jsonl
 RAW=$TMP/raw
 mkdir -p "$RAW"
 
+# CPU per operation, so that a ratio says what bounded it (the clients and the server share the machine's cores):
+# the client's user + system time from bash's `time` (the client and its threads), the server's from /proc over the
+# same run. A client's time includes its start and what it writes before measuring (larder bench stores: --keys
+# values of the size; memaslap: its window), small beside the measurement except at 100 KiB.
+TIMEFORMAT='%3U %3S'
+
+server_ticks() { # STORE: the server process's CPU ticks so far (0 for a store without one)
+    case $1 in
+        memcached | redis) process_ticks "${SERVER_PID[$1]}" ;;
+        *) echo 0 ;;
+    esac
+}
+
+cpu_args() { # STORE TIME_FILE TICKS_BEFORE: parse.py's --client-cpu and --server-cpu (seconds) for one run
+    local client ticks
+    client=$(awk 'NF == 2 { printf "%.3f", $1 + $2 }' "$2")
+    [[ -n $client ]] || die "no CPU time in $2"
+    printf -- '--client-cpu %s' "$client"
+    if [[ $1 == memcached || $1 == redis ]]; then
+        ticks=$(($(server_ticks "$1") - $3))
+        printf -- ' --server-cpu %s' "$(awk -v t="$ticks" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", t / hz }')"
+    fi
+}
+
 run_larder() { # STORE SIZE OP ROUND
-    local store=$1 size=$2 op=$3 round=$4 out
+    local store=$1 size=$2 op=$3 round=$4 out ticks
+    local -a cpu
     out=$RAW/larder.$store.$size.$op.$round
-    if ! "$LARDER" bench stores --store "${URL[$store]}" --concurrency "$CONCURRENCY" --seconds "$SECONDS_PER" \
-        --sizes "$size" --ops "$op" --json >"$out" 2>"$out.err"; then
+    ticks=$(server_ticks "$store")
+    if ! { time "$LARDER" bench stores --store "${URL[$store]}" --concurrency "$CONCURRENCY" --seconds "$SECONDS_PER" \
+        --sizes "$size" --ops "$op" --json >"$out" 2>"$out.err"; } 2>"$out.time"; then
         cat "$out.err" >&2
         die "larder bench stores failed on $store ($op, $size bytes; output above)"
     fi
-    python3 "$HELPERS/parse.py" larder "$out" --round "$round" --store "$store" >>"$RESULTS"
+    read -r -a cpu <<<"$(cpu_args "$store" "$out.time" "$ticks")"
+    python3 "$HELPERS/parse.py" larder "$out" --round "$round" --store "$store" --seconds "$SECONDS_PER" \
+        "${cpu[@]}" >>"$RESULTS"
 }
 
 memaslap_config() { # SIZE OP -> path of a memaslap -F file: 64-byte keys, SIZE-byte values, all sets or all gets
@@ -304,20 +336,22 @@ memaslap_config() { # SIZE OP -> path of a memaslap -F file: 64-byte keys, SIZE-
 }
 
 run_memaslap() { # SIZE OP ROUND
-    local size=$1 op=$2 round=$3 out cfg
-    local -a multi=()
+    local size=$1 op=$2 round=$3 out cfg ticks
+    local -a multi=() cpu
     out=$RAW/memaslap.$size.$op.$round
     cfg=$(memaslap_config "$size" "$op")
     [[ $op == get_many ]] && multi=(-d 100)
     # Start from an empty cache so that earlier runs' objects do not crowd out this run's window.
     [[ $(memcached_command flush_all) == OK ]] || die "memcached did not answer flush_all"
-    memcaslap -s "127.0.0.1:$MEMCACHED_PORT" -T "$MEMASLAP_THREADS" -c "$CONCURRENCY" -w 1k \
-        -t "${SECONDS_PER}s" -S "${SECONDS_PER}s" -F "$cfg" "${multi[@]}" >"$out" 2>&1 || {
+    ticks=$(server_ticks memcached)
+    { time memcaslap -s "127.0.0.1:$MEMCACHED_PORT" -T "$MEMASLAP_THREADS" -c "$CONCURRENCY" -w 1k \
+        -t "${SECONDS_PER}s" -S "${SECONDS_PER}s" -F "$cfg" "${multi[@]}" >"$out" 2>&1; } 2>"$out.time" || {
         tail -n 20 "$out" >&2
         die "memcaslap failed ($op, $size bytes; output above)"
     }
+    read -r -a cpu <<<"$(cpu_args memcached "$out.time" "$ticks")"
     python3 "$HELPERS/parse.py" memaslap "$out" --op "$op" --size "$size" --store memcached --round "$round" \
-        >>"$RESULTS" || die "could not parse memaslap's output ($out)"
+        "${cpu[@]}" >>"$RESULTS" || die "could not parse memaslap's output ($out)"
 }
 
 declare -A REDIS_N=()
@@ -337,7 +371,8 @@ redis_bench() { # SIZE OP N OUT: one redis-benchmark run
     local size=$1 op=$2 n=$3 out=$4
     local -a args
     read -r -a args <<<"$(redis_command_args "$op")"
-    redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" -c "$CONCURRENCY" -n "$n" -d "$size" -r 1000 --csv "${args[@]}" >"$out" 2>"$out.err" || {
+    { time redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" -c "$CONCURRENCY" -n "$n" -d "$size" -r 1000 --csv \
+        "${args[@]}" >"$out" 2>"$out.err"; } 2>"$out.time" || {
         cat "$out.err" "$out" >&2
         die "redis-benchmark failed ($op, $size bytes; output above)"
     }
@@ -363,11 +398,15 @@ calibrate_redis() { # SIZE OP: sets REDIS_N so that a run lasts about SECONDS_PE
 }
 
 run_redis_benchmark() { # SIZE OP ROUND
-    local size=$1 op=$2 round=$3 out
+    local size=$1 op=$2 round=$3 out ticks
+    local -a cpu
     out=$RAW/redis-benchmark.$size.$op.$round
     [[ -n ${REDIS_N[$size.$op]:-} ]] || calibrate_redis "$size" "$op"
+    ticks=$(server_ticks redis)
     redis_bench "$size" "$op" "${REDIS_N[$size.$op]}" "$out"
-    python3 "$HELPERS/parse.py" redis "$out" --op "$op" --size "$size" --store redis --round "$round" >>"$RESULTS"
+    read -r -a cpu <<<"$(cpu_args redis "$out.time" "$ticks")"
+    python3 "$HELPERS/parse.py" redis "$out" --op "$op" --size "$size" --store redis --round "$round" \
+        --requests "${REDIS_N[$size.$op]}" "${cpu[@]}" >>"$RESULTS"
 }
 
 prefill_redis() { # SIZE: the 1,000 keys redis-benchmark -r 1000 reads

@@ -8,8 +8,10 @@
     parse.py raw RESULTS [--header TEXT]          the rounds in bench/report.py's raw form (for make bench's charts)
 
 Every result line is one JSON object: {round, store, op, size, tool, ops_per_sec, p99_ms, p99_approx, errors,
-misses, lookups}. "tool" is "larder" or the reference client's name. The report takes the median of the rounds for
-each (store, op, size, tool) and divides larder's ops/s by the reference's.
+misses, lookups, client_cpu_us, server_cpu_us}. "tool" is "larder" or the reference client's name; the CPU figures
+are microseconds per operation (the client's user + system time, and the server's, over the run, given by
+stores.sh as --client-cpu and --server-cpu seconds), None when not measured. The report takes the median of the
+rounds for each (store, op, size, tool) and divides larder's ops/s by the reference's.
 """
 
 import argparse
@@ -29,11 +31,17 @@ def emit(row):
     print(json.dumps(row, sort_keys=True))
 
 
+def cpu_fields(ops, client_s, server_s):
+    """The CPU a run used, in microseconds per operation of the `ops` it measured."""
+    per_op = lambda s: round(s * 1e6 / ops, 2) if s is not None and ops > 0 else None
+    return {"client_cpu_us": per_op(client_s), "server_cpu_us": per_op(server_s)}
+
+
 # --------------------------------------------------------------------------------------------------------------
 # larder bench stores --json: {store, op, size, ops_per_sec, p99_ms, errors} per line.
 
 
-def parse_larder(path, round_no, store_name):
+def parse_larder(path, round_no, store_name, seconds=0.0, client_s=None, server_s=None):
     rows = 0
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
@@ -54,6 +62,8 @@ def parse_larder(path, round_no, store_name):
                     "errors": int(figure.get("errors", 0)),
                     "misses": None,
                     "lookups": None,
+                    # larder bench stores prints ops/s over a phase of --seconds.
+                    **cpu_fields(float(figure["ops_per_sec"]) * seconds, client_s, server_s),
                 }
             )
             rows += 1
@@ -106,7 +116,7 @@ def parse_memaslap_text(text, kind):
     return events, dist
 
 
-def parse_memaslap(path, op, size, store_name, round_no):
+def parse_memaslap(path, op, size, store_name, round_no, client_s=None, server_s=None):
     with open(path, encoding="utf-8", errors="replace") as f:
         text = f.read().replace("\r", "")
     run_time = re.search(r"Run time: ([0-9.]+)s", text)
@@ -132,6 +142,7 @@ def parse_memaslap(path, op, size, store_name, round_no):
             "errors": 0,
             "misses": misses if op != "set" else None,
             "lookups": cmd_get if op != "set" else None,
+            **cpu_fields(events, client_s, server_s),
         }
     )
 
@@ -141,7 +152,7 @@ def parse_memaslap(path, op, size, store_name, round_no):
 # "p99_latency_ms","max_latency_ms" (Redis 7).
 
 
-def parse_redis(path, op, size, store_name, round_no):
+def parse_redis(path, op, size, store_name, round_no, requests=0, client_s=None, server_s=None):
     with open(path, encoding="utf-8", errors="replace") as f:
         rows = [r for r in csv.reader(f) if r]
     header = None
@@ -168,6 +179,7 @@ def parse_redis(path, op, size, store_name, round_no):
             "errors": 0,
             "misses": None,
             "lookups": None,
+            **cpu_fields(requests, client_s, server_s),
         }
     )
 
@@ -216,6 +228,7 @@ def report(path, target, as_json, header, store_order, seconds):
         larder = tools.get("larder", [])
         refs = [(name, rs) for name, rs in tools.items() if name != "larder"]
         ref_name, ref = refs[0] if refs else (None, [])
+        cpu = lambda rs, side: med([r[side] for r in rs if r.get(side) is not None])
         l_ops = med([r["ops_per_sec"] for r in larder])
         l_p99 = med([r["p99_ms"] for r in larder])
         r_ops = med([r["ops_per_sec"] for r in ref]) if ref else None
@@ -244,6 +257,10 @@ def report(path, target, as_json, header, store_order, seconds):
                 "reference_p99_ms": r_p99,
                 "reference_p99_is_log2_upper_bound": bool(ref and ref[0]["p99_approx"]),
                 "reference_miss_ratio": (ref_misses / ref_lookups) if ref_lookups else None,
+                "larder_client_cpu_us": cpu(larder, "client_cpu_us"),
+                "larder_server_cpu_us": cpu(larder, "server_cpu_us"),
+                "reference_client_cpu_us": cpu(ref, "client_cpu_us"),
+                "reference_server_cpu_us": cpu(ref, "server_cpu_us"),
                 "ratio": round(ratio, 3) if ratio is not None else None,
                 "target_ratio": target if ref else None,
                 # A ratio made of failed operations means nothing: no verdict when more than 1% failed.
@@ -259,9 +276,16 @@ def report(path, target, as_json, header, store_order, seconds):
     if header:
         print(header)
         print()
-    fmt = "{:<10} {:<14} {:>7} {:>12} {:>9} {:<15} {:>12} {:>9} {:>7}  {}"
-    print(fmt.format("store", "op", "size", "larder ops/s", "p99 ms", "reference", "ref ops/s", "p99 ms", "ratio",
-                     "notes"))
+    fmt = "{:<10} {:<14} {:>7} {:>12} {:>9} {:>13} {:<15} {:>12} {:>9} {:>13} {:>7}  {}"
+    print(fmt.format("store", "op", "size", "larder ops/s", "p99 ms", "CPU µs/op c/s", "reference", "ref ops/s",
+                     "p99 ms", "CPU µs/op c/s", "ratio", "notes"))
+
+    def cpu_cell(row, who):
+        client, server = row[f"{who}_client_cpu_us"], row[f"{who}_server_cpu_us"]
+        if client is None:
+            return "-"
+        return f"{client:.1f}/{server:.1f}" if server is not None else f"{client:.1f}"
+
     for row in out:
         notes = []
         if row["target_met"] is not None:
@@ -283,9 +307,11 @@ def report(path, target, as_json, header, store_order, seconds):
                 size_label(row["size"]),
                 f"{row['larder_ops_per_sec']:,}" if row["larder_ops_per_sec"] is not None else "-",
                 f"{row['larder_p99_ms']:.3f}" if row["larder_p99_ms"] is not None else "-",
+                cpu_cell(row, "larder"),
                 row["reference"] or "-",
                 f"{row['reference_ops_per_sec']:,}" if row["reference_ops_per_sec"] is not None else "-",
                 ref_p99,
+                cpu_cell(row, "reference"),
                 f"{row['ratio']:.2f}x" if row["ratio"] is not None else "-",
                 "; ".join(notes),
             ).rstrip()
@@ -294,6 +320,8 @@ def report(path, target, as_json, header, store_order, seconds):
     print(f"ratio = larder ops/s / reference ops/s, medians of {max(r['rounds'] for r in out)} interleaved round(s);")
     print(f"target: ratio >= {target}. get_many and memaslap multi-get (-d 100) and MGET count one op per batch of")
     print("100 keys. memaslap's p99 is the upper bound of its log2 latency bucket (<=); redis-benchmark's is exact.")
+    print("CPU µs/op c/s: the client's and the server's CPU per operation over the run (medians); a client's includes")
+    print("its start and what it writes before measuring. The clients and the server share the machine's cores.")
 
 
 # The targets of issue 18 for the store clients: (store, op, size) -> larder / reference ops/s at least.
@@ -320,12 +348,15 @@ def raw(path, header):
         "meta": True, "bench": "stores", "title": "Store clients against each server's own benchmark client",
         "command": "bench/stores.sh", "setup": header, "subject": "larder",
         "metrics": [{"name": "ops", "label": "ops/s", "better": "higher"},
-                    {"name": "p99_ms", "label": "p99 ms", "better": "lower"}],
+                    {"name": "p99_ms", "label": "p99 ms", "better": "lower"},
+                    {"name": "client_cpu_us", "label": "client CPU µs/op", "better": "lower"},
+                    {"name": "server_cpu_us", "label": "server CPU µs/op", "better": "lower"}],
         "targets": targets,
     }))
     for r in rows:
         print(json.dumps({"bench": "stores", "case": case(r), "subject": r["tool"], "round": r["round"],
-                          "ops": r["ops_per_sec"], "p99_ms": r["p99_ms"], "errors": r["errors"]}))
+                          "ops": r["ops_per_sec"], "p99_ms": r["p99_ms"], "errors": r["errors"],
+                          "client_cpu_us": r.get("client_cpu_us"), "server_cpu_us": r.get("server_cpu_us")}))
 
 
 def main():
@@ -335,6 +366,13 @@ def main():
     p.add_argument("file")
     p.add_argument("--round", type=int, default=0)
     p.add_argument("--store", default="")
+    p.add_argument("--seconds", type=float, default=0.0, help="the measurement's seconds (for CPU per operation)")
+
+    def cpu_options(p):
+        p.add_argument("--client-cpu", type=float, help="the client's CPU seconds over the run")
+        p.add_argument("--server-cpu", type=float, help="the server's CPU seconds over the run")
+
+    cpu_options(p)
     for name in ("memaslap", "redis"):
         p = sub.add_parser(name)
         p.add_argument("file")
@@ -342,6 +380,9 @@ def main():
         p.add_argument("--size", type=int, required=True)
         p.add_argument("--store", required=True)
         p.add_argument("--round", type=int, default=0)
+        cpu_options(p)
+        if name == "redis":
+            p.add_argument("--requests", type=int, default=0, help="redis-benchmark's -n (for CPU per operation)")
     p = sub.add_parser("raw")
     p.add_argument("results")
     p.add_argument("--header", default="")
@@ -354,11 +395,12 @@ def main():
     p.add_argument("--seconds", type=float, default=3.0, help="seconds per larder measurement")
     args = parser.parse_args()
     if args.what == "larder":
-        parse_larder(args.file, args.round, args.store)
+        parse_larder(args.file, args.round, args.store, args.seconds, args.client_cpu, args.server_cpu)
     elif args.what == "memaslap":
-        parse_memaslap(args.file, args.op, args.size, args.store, args.round)
+        parse_memaslap(args.file, args.op, args.size, args.store, args.round, args.client_cpu, args.server_cpu)
     elif args.what == "redis":
-        parse_redis(args.file, args.op, args.size, args.store, args.round)
+        parse_redis(args.file, args.op, args.size, args.store, args.round, args.requests, args.client_cpu,
+                    args.server_cpu)
     elif args.what == "raw":
         raw(args.results, args.header)
     else:
