@@ -1,10 +1,11 @@
 // Encoding and decoding whole entries (FORMAT.md §1–§4): header, then the serialized value or HTTP response,
 // compressed only when it is long enough and the compressed form is strictly shorter (§3).
 
-import { concat } from "./bytes.js";
 import { COMPRESSORS, type Compressor, compress, DEFAULT_MAX_SIZE, decompress } from "./compressors.js";
 import {
   COMPRESSOR_OFFSET,
+  FIXED_HEADER,
+  fixedOnly,
   type Header,
   hardExpiry,
   type Kind,
@@ -12,7 +13,9 @@ import {
   packHeader,
   readHeader,
   type Serializer,
+  writeFixedHeader,
 } from "./header.js";
+import { lz4CompressInto } from "./lz4.js";
 import type { DecodeMode } from "./msgpack.js";
 import { HttpResponse } from "./response.js";
 import { deserialize, serialize } from "./serializers.js";
@@ -114,26 +117,87 @@ function build(kind: Kind, serializer: Serializer, payload: Uint8Array, o: Encod
   let expiresAt: Millis = o.expiresAt ?? 0;
   if (o.ttlMs !== undefined) {
     if (!Number.isSafeInteger(o.ttlMs) || o.ttlMs < 0) throw new RangeError("ttlMs must be a non-negative integer");
-    const sum = BigInt(createdAt) + BigInt(o.ttlMs);
-    const capped = sum > 2n ** 64n - 1n ? 2n ** 64n - 1n : sum;
-    expiresAt = o.ttlMs === 0 ? 0 : capped <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(capped) : capped;
+    expiresAt = o.ttlMs === 0 ? 0 : expiryAfter(createdAt, o.ttlMs);
   }
-  const header = packHeader({
-    kind,
-    serializer,
-    compressor: "none",
-    createdAt,
-    expiresAt,
-    staleMs: o.staleMs ?? 0,
-    version: o.version,
-    tags: o.tags ?? [],
-  });
-  if (compressor !== "none" && payload.length >= threshold) {
-    const compressed = compress(compressor, payload, o.level);
-    if (compressed.length < payload.length) {
-      header[COMPRESSOR_OFFSET] = COMPRESSORS.indexOf(compressor);
-      return concat([header, compressed]);
+  const staleMs = o.staleMs ?? 0;
+  const tags = o.tags ?? NO_TAGS;
+  // The header's fixed part is written into the entry itself; a header with optional fields is packed first.
+  const packed = fixedOnly(staleMs, o.version, tags)
+    ? undefined
+    : packHeader({ kind, serializer, compressor: "none", createdAt, expiresAt, staleMs, version: o.version, tags });
+  const h = packed === undefined ? FIXED_HEADER : packed.length;
+  const compressing = compressor !== "none" && payload.length >= threshold;
+  let out: Uint8Array;
+  let length = h + payload.length;
+  let used: Compressor = "none";
+  if (compressing && compressor === "lz4") {
+    // LZ4 straight into the entry behind the header, kept only if strictly shorter than the payload; else the
+    // payload goes into the same buffer.
+    out = allocate(h + payload.length);
+    const written = lz4CompressInto(payload, out, h, payload.length - 1);
+    if (written > 0) {
+      length = h + written;
+      used = "lz4";
+    } else out.set(payload, h);
+  } else {
+    const compressed = compressing ? compress(compressor, payload, o.level) : payload;
+    const shorter = compressed.length < payload.length;
+    out = allocate(h + (shorter ? compressed.length : payload.length));
+    out.set(shorter ? compressed : payload, h);
+    length = out.length;
+    if (shorter) used = compressor;
+  }
+  if (packed === undefined) writeFixedHeader(out, kind, serializer, used, createdAt, expiresAt);
+  else {
+    out.set(packed, 0);
+    out[COMPRESSOR_OFFSET] = COMPRESSORS.indexOf(used);
+  }
+  if (length === out.length) return out;
+  // A compressed entry much shorter than its own buffer is copied out, so it does not hold the payload's room.
+  return length < out.length / 2 && out.length > 4096 ? out.slice(0, length) : out.subarray(0, length);
+}
+
+/** createdAt + ttlMs as a u64 (capped at 2^64 − 1): a number while it is a safe integer, a bigint beyond. */
+function expiryAfter(createdAt: Millis, ttlMs: number): Millis {
+  if (typeof createdAt === "number") {
+    const sum = createdAt + ttlMs;
+    if (Number.isSafeInteger(sum)) return sum;
+  }
+  const sum = BigInt(createdAt) + BigInt(ttlMs);
+  const capped = sum > 2n ** 64n - 1n ? 2n ** 64n - 1n : sum;
+  return capped <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(capped) : capped;
+}
+
+/** `size` bytes, not zeroed (every byte is written before it is read), from Node's pool when small. */
+function allocate(size: number): Uint8Array {
+  const b = Buffer.allocUnsafe(size);
+  return new Uint8Array(b.buffer, b.byteOffset, size);
+}
+
+const NO_TAGS: readonly string[] = [];
+
+/** The UTF-8 of texts being encoded (encodeText), reused: its bytes are always compressed or copied into the entry,
+ * never handed out. Texts longer than SCRATCH_KEEP bytes get a buffer of their own. */
+let scratch = Buffer.allocUnsafeSlow(64 * 1024);
+const SCRATCH_KEEP = 1 << 20;
+
+/** `text` (Keyv's JSON, or a string for the text serializer) as a value entry: its UTF-8 written once, into a reused
+ * buffer, then compressed or copied into the entry (the path of encodeSerialized(utf8(text), …) without the
+ * intermediate array). The text is not checked against the serializer; a lone surrogate becomes U+FFFD, as in
+ * utf8(). */
+export function encodeText(
+  text: string,
+  serializer: "json" | "text",
+  options: Omit<EncodeOptions, "serializer"> = {},
+): Uint8Array {
+  let buffer = scratch;
+  if (text.length * 3 > buffer.length) {
+    const needed = Buffer.byteLength(text, "utf8");
+    if (needed > buffer.length) {
+      buffer = Buffer.allocUnsafeSlow(needed);
+      if (needed <= SCRATCH_KEEP) scratch = buffer;
     }
   }
-  return concat([header, payload]);
+  const n = buffer.write(text, 0, "utf8");
+  return build("value", serializer, buffer.subarray(0, n), options);
 }

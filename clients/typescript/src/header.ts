@@ -215,3 +215,29 @@ export function packHeader(f: HeaderFields): Uint8Array {
 }
 
 const NO_TAGS: readonly Uint8Array[] = [];
+
+/** Whether these fields need only the 23 fixed bytes (no stale window, version or tags): writeFixedHeader's case. */
+export function fixedOnly(staleMs: Millis, version: string | undefined, tags: readonly string[]): boolean {
+  return staleMs === 0 && version === undefined && tags.length === 0;
+}
+
+/** The 23 fixed header bytes (no stale window, version or tags, flags 0) written into `out` from 0, without
+ * allocating: what packHeader writes for such fields. */
+export function writeFixedHeader(
+  out: Uint8Array,
+  kind: Kind,
+  serializer: Serializer,
+  compressor: Compressor,
+  createdAt: Millis,
+  expiresAt: Millis,
+): void {
+  out[0] = MAGIC[0];
+  out[1] = MAGIC[1];
+  out[2] = FORMAT_VERSION;
+  out[3] = KINDS.indexOf(kind);
+  out[4] = SERIALIZERS.indexOf(serializer);
+  out[5] = COMPRESSORS.indexOf(compressor);
+  out[6] = 0;
+  putU64(out, 7, createdAt, "createdAt");
+  putU64(out, 15, expiresAt, "expiresAt");
+}

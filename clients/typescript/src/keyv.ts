@@ -8,9 +8,9 @@
 // list its keys (memory, Redis); memcached cannot.
 
 import { EventEmitter } from "node:events";
-import { utf8, utf8OrUndefined } from "./bytes.js";
+import { utf8OrUndefined } from "./bytes.js";
 import { BytesMemo } from "./bytes_memo.js";
-import { decodePayload, encode, encodeSerialized } from "./entry.js";
+import { decodePayload, encode, encodeText } from "./entry.js";
 import { InvalidEntry } from "./errors.js";
 import { safeKey } from "./keys.js";
 import { deserialize } from "./serializers.js";
@@ -65,19 +65,15 @@ export class KeyvLarder extends EventEmitter {
       try {
         expires = keyvJsonExpires(data);
       } catch {
-        return [
-          encodeSerialized(utf8(data), "text", {
-            compressor: this.compressor,
-            createdAt: now,
-            ...(ttlMs ? { ttlMs } : {}),
-          }),
-          ttlMs,
-        ];
+        return [encodeText(data, "text", { compressor: this.compressor, createdAt: now, ttlMs: ttlMs ?? 0 }), ttlMs];
       }
       const expiresAt =
         typeof expires === "number" && Number.isSafeInteger(expires) && expires > 0 ? expires : undefined;
-      const options = expiresAt !== undefined ? { expiresAt } : ttlMs ? { ttlMs } : {};
-      return [encodeSerialized(utf8(data), "json", { compressor: this.compressor, createdAt: now, ...options }), ttlMs];
+      const options =
+        expiresAt !== undefined
+          ? { compressor: this.compressor, createdAt: now, expiresAt }
+          : { compressor: this.compressor, createdAt: now, ttlMs: ttlMs ?? 0 };
+      return [encodeText(data, "json", options), ttlMs];
     }
     const d = data as KeyvData;
     const expiresAt = typeof d?.expires === "number" && d.expires > 0 ? d.expires : undefined;

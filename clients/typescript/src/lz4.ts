@@ -1,13 +1,13 @@
 // LZ4 in larder's form (FORMAT.md §3): a u32 little-endian uncompressed length, then one LZ4 block. The decoder is
 // our own so that every bound is checked here (the prefix against max_size and against what a block can expand
-// to, every literal and match against the declared length), whatever the bytes. The encoder is lz4-napi's (lz4_flex,
-// the Rust crate, as a prebuilt Node binding in an optional dependency; it writes exactly this form) where it
-// loads, else lz4js's in JavaScript: on 64 KiB of text lz4-napi took 8-150 µs against lz4js's 350-600 µs, more than a
-// network round trip, on every write of a large value.
+// to, every literal and match against the declared length), whatever the bytes. The encoder is chosen by size:
+// lz4_block.ts's JavaScript below NATIVE_FROM bytes (no N-API crossing, written in place), lz4-napi's (lz4_flex,
+// the Rust crate, as a prebuilt Node binding in an optional dependency; it writes exactly this form) from there,
+// where it loads: on 64 KiB of text lz4-napi took 8-150 µs, more than a network round trip in JavaScript.
 
 import { createRequire } from "node:module";
-import lz4js from "lz4js";
 import { InvalidEntry } from "./errors.js";
+import { lz4BlockBound, lz4BlockInto } from "./lz4_block.js";
 
 type NativeCompress = (data: Buffer) => Buffer;
 
@@ -21,58 +21,60 @@ const nativeCompress: NativeCompress | undefined = (() => {
   }
 })();
 
-/** Which encoder writes LZ4 here: "native" (lz4-napi) or "js" (lz4js); LARDER_LZ4=js chooses lz4js. */
+/** Which encoder writes large LZ4 payloads here: "native" (lz4-napi) or "js"; LARDER_LZ4=js chooses JavaScript. */
 export const lz4Encoder: "native" | "js" = nativeCompress ? "native" : "js";
+
+/** Payloads from this size go to lz4-napi where it loads (below it the N-API call costs more than the work). */
+export const NATIVE_FROM = 8 * 1024;
 
 /** The most an LZ4 block can expand: 255 output bytes per input byte, plus 16. */
 export const LZ4_MAX_RATIO = 255;
 
-// One hash table for every call, cleared before each: compressBlock trusts a slot that points at or past the
-// current position (a stale slot from an earlier input gave a zero offset: found by the round-trip property test).
-const hashTable = new Uint32Array(1 << 16);
-
-export function lz4Compress(data: Uint8Array): Uint8Array {
-  if (nativeCompress && data.length > 0) {
+/**
+ * `data` in larder's LZ4 form written into `dst` at `at` (the 4-byte size prefix, then the block) only if it takes
+ * at most `room` bytes there: returns the bytes written, or -1 (then what is in `dst` from `at` is undefined).
+ */
+export function lz4CompressInto(data: Uint8Array, dst: Uint8Array, at: number, room: number): number {
+  if (room < 5) return -1;
+  if (nativeCompress && data.length >= NATIVE_FROM) {
     const out = nativeCompress(Buffer.from(data.buffer, data.byteOffset, data.byteLength));
     // Its form is larder's (a u32 LE length, then the block); a binding that wrote anything else is not used.
-    if (out.length >= 4 && out.readUInt32LE(0) === data.length) return out;
-  }
-  return lz4CompressJs(data);
-}
-
-/** lz4js's block behind the length prefix (also what runs without lz4-napi). */
-export function lz4CompressJs(data: Uint8Array): Uint8Array {
-  const bound = lz4js.compressBound(data.length);
-  const out = new Uint8Array(4 + bound);
-  new DataView(out.buffer).setUint32(0, data.length, true);
-  hashTable.fill(0);
-  const n = data.length === 0 ? 0 : lz4js.compressBlock(data, out.subarray(4), 0, data.length, hashTable);
-  if (n === 0) {
-    // lz4js gives up on incompressible input: write it as one literal run, which is a valid block.
-    return lz4Literals(data, out.subarray(0, 4));
-  }
-  return out.slice(0, 4 + n);
-}
-
-function lz4Literals(data: Uint8Array, prefix: Uint8Array): Uint8Array {
-  const lengthBytes: number[] = [];
-  let token: number;
-  if (data.length < 15) token = data.length << 4;
-  else {
-    token = 0xf0;
-    let rest = data.length - 15;
-    while (rest >= 255) {
-      lengthBytes.push(255);
-      rest -= 255;
+    if (out.length >= 4 && out.readUInt32LE(0) === data.length) {
+      if (out.length > room) return -1;
+      dst.set(out, at);
+      return out.length;
     }
-    lengthBytes.push(rest);
   }
-  const out = new Uint8Array(4 + 1 + lengthBytes.length + data.length);
-  out.set(prefix, 0);
-  out[4] = token;
-  out.set(lengthBytes, 5);
-  out.set(data, 5 + lengthBytes.length);
-  return out;
+  return lz4CompressJsInto(data, dst, at, room);
+}
+
+/** lz4CompressInto with the JavaScript encoder whatever the size. */
+export function lz4CompressJsInto(data: Uint8Array, dst: Uint8Array, at: number, room: number): number {
+  if (room < 5) return -1;
+  const end = lz4BlockInto(data, dst, at + 4, at + room);
+  if (end < 0) return -1;
+  dst[at] = data.length & 0xff;
+  dst[at + 1] = (data.length >>> 8) & 0xff;
+  dst[at + 2] = (data.length >>> 16) & 0xff;
+  dst[at + 3] = data.length >>> 24;
+  return end - at;
+}
+
+/** `data` in larder's LZ4 form, by the encoder its size chooses. */
+export function lz4Compress(data: Uint8Array): Uint8Array {
+  const out = new Uint8Array(4 + lz4BlockBound(data.length));
+  return out.slice(0, lz4CompressInto(data, out, 0, out.length));
+}
+
+/** `data` in larder's LZ4 form by the JavaScript encoder (what runs without lz4-napi, and below NATIVE_FROM). */
+export function lz4CompressJs(data: Uint8Array): Uint8Array {
+  const out = new Uint8Array(4 + lz4BlockBound(data.length));
+  return out.slice(0, lz4CompressJsInto(data, out, 0, out.length));
+}
+
+/** `data` in larder's LZ4 form by lz4-napi, or undefined where it does not load. */
+export function lz4CompressNative(data: Uint8Array): Uint8Array | undefined {
+  return nativeCompress?.(Buffer.from(data.buffer, data.byteOffset, data.byteLength));
 }
 
 export function lz4Decompress(data: Uint8Array, maxSize: number): Uint8Array {
