@@ -27,6 +27,11 @@ module Larder
     U16_MAX = 0xFFFF
     U64_MAX = 0xFFFF_FFFF_FFFF_FFFF
     NO_TAGS = [].freeze
+    # The first 7 bytes of an uncompressed msgpack value entry, by flags (value_head's template).
+    VALUE_PREFIXES = Array.new(8) do |flags|
+      [MAGIC, FORMAT_VERSION, KINDS.index("value"), SERIALIZERS.index("msgpack"), COMPRESSORS.index("none"),
+       flags].pack("a2C5").freeze
+    end.freeze
 
     # A parsed entry header. Times are ms since the Unix epoch; `expires_at == 0` means never. `payload_offset` is
     # the number of bytes the header takes: the payload starts there.
@@ -140,6 +145,31 @@ module Larder
       out = String.new(capacity: capacity, encoding: Encoding::BINARY)
       [MAGIC, FORMAT_VERSION, id(KINDS, kind, "kind"), id(SERIALIZERS, serializer, "serializer"),
        id(COMPRESSORS, compressor, "compressor"), flags, created_at, expires_at].pack("a2C5Q<Q<", buffer: out)
+      pack_optional(out, stale_ms, version, tags)
+    end
+
+    # `pack(kind: "value", serializer: "msgpack", compressor: "none", …)`, the same bytes, from a template of the
+    # fixed part (VALUE_PREFIXES) and without keywords: the header of LarderStore's common write on memory://.
+    # `tags`: an Array of Strings. Raises as `pack` does.
+    def value_head(created_at, expires_at, stale_ms, version, tags)
+      unless created_at.is_a?(Integer) && expires_at.is_a?(Integer) && stale_ms.is_a?(Integer) &&
+             created_at.between?(0, U64_MAX) && expires_at.between?(0, U64_MAX) && stale_ms.between?(0, U64_MAX)
+        check_time(:created_at, created_at)
+        check_time(:expires_at, expires_at)
+        check_time(:stale_ms, stale_ms)
+      end
+      flags = 0
+      flags |= FLAG_STALE if stale_ms.positive?
+      flags |= FLAG_VERSION unless version.nil?
+      flags |= FLAG_TAGS unless tags.empty?
+      out = [VALUE_PREFIXES[flags], created_at, expires_at].pack("a7Q<Q<")
+      return out if flags.zero?
+
+      pack_optional(out, stale_ms, version, tags)
+    end
+
+    # Appends the optional fields (stale window, version, tags) to `out`, a header's fixed part.
+    def pack_optional(out, stale_ms, version, tags)
       [stale_ms].pack("Q<", buffer: out) if stale_ms.positive?
       out << pack_string("version", version) unless version.nil?
       unless tags.empty?

@@ -77,16 +77,21 @@ module Larder
     # it: the head followed by the String's bytes is `MessagePack.pack(text)`, without first copying the bytes into
     # a payload of their own.
     def string_head(text)
+      append_string_head(text, String.new(capacity: 5, encoding: Encoding::BINARY))
+    end
+
+    # Appends `string_head(text)` to `out` (a binary String) and answers `out`.
+    def append_string_head(text, out)
       size = text.bytesize
       if text.encoding == Encoding::BINARY
-        return [0xC4, size].pack("CC") if size <= 0xFF
-        return [0xC5, size].pack("Cn") if size <= 0xFFFF
-        return [0xC6, size].pack("CN") if size <= 0xFFFF_FFFF
+        return [0xC4, size].pack("CC", buffer: out) if size <= 0xFF
+        return [0xC5, size].pack("Cn", buffer: out) if size <= 0xFFFF
+        return [0xC6, size].pack("CN", buffer: out) if size <= 0xFFFF_FFFF
       else
-        return [0xA0 | size].pack("C") if size <= 31
-        return [0xD9, size].pack("CC") if size <= 0xFF
-        return [0xDA, size].pack("Cn") if size <= 0xFFFF
-        return [0xDB, size].pack("CN") if size <= 0xFFFF_FFFF
+        return [0xA0 | size].pack("C", buffer: out) if size <= 31
+        return [0xD9, size].pack("CC", buffer: out) if size <= 0xFF
+        return [0xDA, size].pack("Cn", buffer: out) if size <= 0xFFFF
+        return [0xDB, size].pack("CN", buffer: out) if size <= 0xFFFF_FFFF
       end
       raise ArgumentError, "a #{size}-byte string is longer than MessagePack can hold"
     end

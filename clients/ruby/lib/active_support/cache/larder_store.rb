@@ -15,6 +15,7 @@ require "larder/ruby_values"
 require "larder/signed_ext"
 require "larder/lock_policy"
 require_relative "larder_store_fetch"
+require_relative "larder_store_memory"
 
 module ActiveSupport
   module Cache
@@ -112,6 +113,11 @@ module ActiveSupport
         super(options)
         @options[:larder_compress] = @options.fetch(:compress, true) # see merged_options
         @options[:compress] = false
+        return unless @views
+
+        # A String value is held as its entry's head and itself (write_parts) where the entry is plain MessagePack.
+        @parts = @serializer == "msgpack" && !@custom_coder && !@value_serializer && @marshal != :always
+        extend LarderStoreMemory
       end
 
       # ActiveSupport 6.1 passes options as a Hash, 7.1+ as keywords.
@@ -204,7 +210,7 @@ module ActiveSupport
       # On the process's memory: the entry decoded once per stored bytes (Larder::Stores::Memory#get_view), and a
       # copy handed out, as ActiveSupport's MemoryStore hands out copies of the entries it keeps.
       def read_view(key)
-        entry = failsafe(:read_entry) { @larder.get_view(larder_key(key), self) { |raw| entry_view(raw) } }
+        entry = @larder.view(larder_key(key), self) { |raw| entry_view(raw) }
         return nil if entry.nil?
 
         copy = entry.dup
@@ -253,7 +259,52 @@ module ActiveSupport
       end
 
       def write_entry(key, entry, **options)
+        store_entry(key, entry, options)
+      end
+
+      def store_entry(key, entry, options)
+        if @parts && parts?(entry.value, options) && (LOCAL_CACHE_WRAPS_READ_ENTRY || local_cache.nil?)
+          return write_parts(key, entry, options)
+        end
+
         write_serialized_entry(key, serialize_entry(entry, **options), **options)
+      end
+
+      # Whether write_parts takes this value: a UTF-8 or binary String (what MessagePack writes as its bytes after
+      # a head) that will not be compressed (compression off, or the payload below the threshold).
+      def parts?(value, options)
+        return false unless value.instance_of?(String) && !options[:raw]
+        return false unless value.encoding == Encoding::BINARY ||
+                            (value.encoding == Encoding::UTF_8 && value.valid_encoding?)
+
+        compress = options.key?(:larder_compress) ? options[:larder_compress] : options.fetch(:compress, true)
+        return true if compress == false || @compressor == "none"
+
+        threshold = options[:compress_threshold] || Larder::DEFAULT_THRESHOLD
+        threshold.is_a?(Integer) && value.bytesize + 5 < threshold # 5: the largest MessagePack head below 4 GiB
+      end
+
+      # The memory store's write of a String (Memory#put_parts): the entry's head (the header from its template,
+      # Header.value_head, and the MessagePack head) and the value itself, frozen, not copied into an entry; the
+      # ActiveSupport Entry, with the header's times, kept as the view reads copy. The bytes the store gives out
+      # for it are those serialize_entry would have written at the same moment (test/memory_parts_test.rb).
+      def write_parts(key, entry, options)
+        entry = entry.dup if @local_cache_used # LocalCache keeps the entry it was given
+        expires_at = entry.expires_at ? (entry.expires_at * 1000).round : 0
+        unless_exist = options[:unless_exist] ? true : false
+        stale = options[:race_condition_ttl] && !unless_exist && expires_at.positive? ? RACE_WINDOW_MS : 0
+        tags = options[:tags]
+        created_at = now_ms
+        head = Larder::Header.value_head(created_at, expires_at, stale, entry.version&.to_s,
+                                         tags.nil? ? NO_TAGS : Array(tags).map(&:to_s))
+        entry.dup_value! # as MemoryStore: the caller's String is not kept (a dup shares its bytes until either changes)
+        body = entry.value.freeze
+        Larder::Serializers.append_string_head(body, head)
+        entry_times(entry, created_at, expires_at)
+        failsafe(:write_entry, returning: false) do
+          @larder.put_parts(larder_key(key), head, body, Larder::Header.hard_expiry(expires_at, stale),
+                            [self, entry].freeze, unless_exist)
+        end
       end
 
       # The stored bytes: a larder entry, or a bare counter for raw values.
@@ -388,10 +439,13 @@ module ActiveSupport
 
       # An ActiveSupport entry with the larder header's times (ActiveSupport 6.1 keeps created_at and expires_in).
       def as_entry(value, header)
-        entry = Entry.new(value, compress: false, version: header.version)
-        created = header.created_at / 1000.0
-        entry.instance_variable_set(:@created_at, created) if entry.instance_variable_defined?(:@created_at)
-        entry.expires_at = header.expires_at / 1000.0 unless header.expires_at.zero?
+        entry_times(Entry.new(value, compress: false, version: header.version), header.created_at, header.expires_at)
+      end
+
+      # Gives `entry` a larder header's times (ms; expires_at 0 = never), as a read of the entry would.
+      def entry_times(entry, created_at, expires_at)
+        entry.instance_variable_set(:@created_at, created_at / 1000.0) if entry.instance_variable_defined?(:@created_at)
+        entry.expires_at = expires_at / 1000.0 unless expires_at.zero?
         entry
       end
 
