@@ -90,6 +90,10 @@ class MemoryPartsTest < Minitest::Test
     store.read("k") << "changed"
     assert_equal "bar", store.read("k")
     assert_equal({ "k" => "bar" }, store.read_multi("k"))
+    store.read_multi("k")["k"] << "changed"
+    store.write("h", { "a" => [1] })
+    store.read_multi("h")["h"]["a"] << 2
+    assert_equal({ "k" => "bar", "h" => { "a" => [1] } }, store.read_multi("k", "h"))
     assert_equal "bar", store.fetch("k") { raise "a hit" }
   end
 

@@ -31,6 +31,19 @@ class MemoryViewsTest < Minitest::Test
     assert_equal [nil, 0], view("missing")
   end
 
+  def test_views_of_many_keys_in_order_under_one_lock
+    @store.set("a", "1")
+    @store.set("b", "2")
+    calls = []
+    decode = ->(bytes) { (calls << bytes) && ["decoded #{bytes}", true] }
+    assert_equal ["decoded 1", nil, "decoded 2"], @store.views(%w[a missing b], @owner, &decode)
+    assert_equal %w[1 2], calls
+    assert_equal ["decoded 2", "decoded 1"], @store.views(%w[b a], @owner, &decode)
+    assert_equal %w[1 2], calls, "kept: not decoded again"
+    assert_equal ["decoded 1"], @store.views(%w[a], Object.new, &decode)
+    assert_equal %w[1 2 1], calls, "another owner decodes for itself"
+  end
+
   def test_a_view_the_block_does_not_keep_is_made_again
     @store.set("k", "v")
     2.times { assert_equal("x", @store.get_view("k", @owner) { ["x", false] }) }

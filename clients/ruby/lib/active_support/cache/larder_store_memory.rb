@@ -39,10 +39,39 @@ module ActiveSupport
         read_view(key)
       end
 
+      # As read_multi_views, with the store's lock taken once for all the keys (Memory#views).
       def read_multi_entries(names, **options)
         return super if @local_cache_used
 
-        read_multi_views(names, options)
+        keys = names.map { |name| larder_key(normalize_key(name, options)) }
+        entries = @larder.views(keys, self) { |raw| entry_view(raw) }
+        results = {}
+        names.each_with_index do |name, index|
+          entry = entries[index]
+          next if entry.nil? || entry.expired? || entry.mismatched?(normalize_version(name, options))
+
+          value = entry.value
+          # a copy, as read_view hands out (Entry#dup_value!: Strings dup'd, numbers and booleans as they are)
+          results[name] = value.is_a?(String) ? value.dup : copy_of(entry)
+        end
+        results
+      end
+
+      def copy_of(entry)
+        copy = entry.dup
+        copy.dup_value!
+        copy.value
+      end
+
+      # ActiveSupport's normalize_key, without merging the options again (namespace_key merges the store's options
+      # into the call's, which a read or a write has merged already): the call's namespace if it gives one, else
+      # the store's; a namespace that is a Proc is called; a key not in UTF-8 is taken as UTF-8.
+      def normalize_key(key, options = nil)
+        key = expanded_key(key)
+        namespace = options&.key?(:namespace) ? options[:namespace] : @options[:namespace]
+        namespace = namespace.call if namespace.respond_to?(:call)
+        key = key.dup.force_encoding(Encoding::UTF_8) if key && key.encoding != Encoding::UTF_8
+        namespace ? "#{namespace}:#{key}" : key
       end
 
       def write_entry(key, entry, **options)

@@ -75,6 +75,30 @@ module Larder
         object
       end
 
+      # `view` of several keys that Keys.safe_key made, under one lock: the objects in the order of `keys` (nil
+      # where missing). The block is called, outside the lock, for each entry that has no view of this owner yet.
+      def views(keys, owner)
+        items = nil
+        found = @mutex.synchronize do
+          keys.each_with_index.map do |key, index|
+            item = live(key)
+            next nil if item.nil?
+
+            view = item.view
+            next view[1] if view && view[0].equal?(owner)
+
+            (items ||= {})[index] = item
+            bytes_of(item)
+          end
+        end
+        items&.each do |index, item|
+          object, keep = yield found[index]
+          keep_view(keys[index], item, [owner, object].freeze) if keep
+          found[index] = object
+        end
+        found
+      end
+
       def get_many(keys)
         keys.each { |key| check_key(key) }
         @mutex.synchronize do
