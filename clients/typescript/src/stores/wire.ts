@@ -69,11 +69,14 @@ export class Connection<R, L = undefined> {
   private readonly queue: Array<Pending<R, L>> = [];
   private failed: WireFailure | undefined;
   private corked = false;
+  /** Requests written since the socket was corked (this tick's batch). */
+  private batched = 0;
   /** The one deadline timer, and the moment it is set for (Infinity: not armed). */
   private deadlineTimer: NodeJS.Timeout | undefined;
   private timerAt = Number.POSITIVE_INFINITY;
   private readonly uncork = (): void => {
     this.corked = false;
+    this.batched = 0;
     this.socket?.uncork();
   };
 
@@ -106,6 +109,11 @@ export class Connection<R, L = undefined> {
 
   get inFlight(): number {
     return this.queue.length;
+  }
+
+  /** How many requests this tick's write carries so far (0: none yet). */
+  get batchedThisTick(): number {
+    return this.batched;
   }
 
   /** Sends `request` and resolves with its replies (as `take` collects them), within `timeoutMs` in total. */
@@ -142,6 +150,7 @@ export class Connection<R, L = undefined> {
         socket.cork();
         process.nextTick(this.uncork);
       }
+      this.batched++;
       socket.write(request);
     });
   }
@@ -211,6 +220,9 @@ export class Connection<R, L = undefined> {
   }
 }
 
+/** How many requests of one tick a connection takes before the next one is used. */
+const TICK_BATCH = 64;
+
 /** The connections to one server: up to `size`, opened as needed, the least busy one used. */
 export class ConnectionPool<R, L = undefined> {
   private readonly connections: Array<Connection<R, L>> = [];
@@ -222,6 +234,12 @@ export class ConnectionPool<R, L = undefined> {
   pick(): Connection<R, L> {
     for (let i = this.connections.length - 1; i >= 0; i--) {
       if ((this.connections[i] as Connection<R, L>).broken) this.connections.splice(i, 1);
+    }
+    // A connection already carrying this tick's write takes more of the tick's requests, up to TICK_BATCH: one
+    // write (and one read on the server) for many callers, where spreading them cost a write per connection.
+    for (const c of this.connections) {
+      const n = c.batchedThisTick;
+      if (n > 0 && n < TICK_BATCH) return c;
     }
     let best: Connection<R, L> | undefined;
     for (const c of this.connections) if (best === undefined || c.inFlight < best.inFlight) best = c;
