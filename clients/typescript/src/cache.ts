@@ -112,6 +112,13 @@ export class Cache {
    * reads are synchronous (a fetch hit resolves without awaiting the store). */
   private readonly memoize: boolean;
   private readonly memory: MemoryStore | undefined;
+  /** storeKey's one-entry memo (a pure function of the key and this cache's namespace). */
+  private lastKey: string | undefined;
+  private lastStoreKey = "";
+  /** The memory store's bytes last looked up in decodedMemo and what it held for them (the same answer, without the
+   * WeakMap's lookup, while the same key is hit again and not rewritten). */
+  private lastRaw: Uint8Array | undefined;
+  private lastMemo: Decoded | undefined;
 
   /** A cache over `store` (a Store or a store URL such as "memcached://127.0.0.1:11211"; default memory://). */
   constructor(store: Store | string = "memory://", options: CacheOptions = {}, shared?: Shared) {
@@ -175,7 +182,12 @@ export class Cache {
 
   /** The key the store sees for `key` in this cache's namespace (FORMAT.md §5.1, §5.2). */
   storeKey(key: string): string {
-    return safeKey(this.namespace ? `${this.namespace}:${key}` : key);
+    // The last key asked, remembered: a hot key's repeated hits skip the concatenation and safeKey's checks.
+    if (key === this.lastKey) return this.lastStoreKey;
+    const stored = safeKey(this.namespace ? `${this.namespace}:${key}` : key);
+    this.lastKey = key;
+    this.lastStoreKey = stored;
+    return stored;
   }
 
   async close(): Promise<void> {
@@ -419,7 +431,14 @@ export class Cache {
     if (raw !== undefined) {
       // The common hit, judged as judge() does on the memo of an immutable value decoded before: no tuple, no
       // options object, nothing allocated but the Promise.
-      const memo = decodedMemo.get(raw);
+      let memo = raw === this.lastRaw ? this.lastMemo : undefined;
+      if (memo === undefined) {
+        memo = decodedMemo.get(raw);
+        if (memo !== undefined) {
+          this.lastRaw = raw;
+          this.lastMemo = memo;
+        }
+      }
       if (
         memo?.immutable === true &&
         (version === undefined || memo.version === version) &&
