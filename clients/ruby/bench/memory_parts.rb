@@ -3,8 +3,9 @@
 # Where a LarderStore operation on memory:// spends its time, beside ActiveSupport's MemoryStore (issue 18 target 2:
 # the profile behind the memory figures of bench/stores.rb). CPU time per call (CLOCK_PROCESS_CPUTIME_ID, so other
 # processes on the machine count less than in wall time), the best of 5 runs of N calls, for the whole operation of
-# each store and for the parts of LarderStore's: ActiveSupport's own bookkeeping (shared with MemoryStore), encoding
-# the larder entry, the byte store's set and get, decoding.
+# each store and for the parts of LarderStore's: ActiveSupport's own bookkeeping (shared with MemoryStore), the
+# write of a String held as its entry's head and itself (write_parts), the eager encoding other values take, the
+# byte store's set and view, decoding.
 #
 #   ruby clients/ruby/bench/memory_parts.rb            # 1 KiB values
 #   SIZE=65536 ruby clients/ruby/bench/memory_parts.rb
@@ -21,12 +22,13 @@ def cpu
   Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
 end
 
-def part(name, &)
+# `per`: the number of keys one call reads, to print µs per key.
+def part(name, per = 1, &)
   yield
   best = Array.new(5) do
     started = cpu
     N.times(&)
-    (cpu - started) / N * 1e6
+    (cpu - started) / N / per * 1e6
   end.min
   puts format("| %-58s | %6.2f |", name, best)
 end
@@ -34,10 +36,14 @@ end
 value = "x" * SIZE
 larder = ActiveSupport::Cache::LarderStore.new("memory://")
 memory = ActiveSupport::Cache::MemoryStore.new
-[larder, memory].each { |cache| cache.write("k0", value) }
-raw = larder.larder.get("k0")
+keys = Array.new(100) { |i| "k#{i}" }
+[larder, memory].each { |cache| keys.each { |key| cache.write(key, value) } }
+raw = Larder.encode(value, compressor: "none")
 entry = ActiveSupport::Cache::Entry.new(value, compress: false)
 header, = Larder.decode_payload(raw)
+head = Larder::Header.value_head(1, 0, 0, nil, [])
+body = value.dup.freeze
+view = [larder, entry].freeze
 
 puts "ruby #{RUBY_VERSION}, ActiveSupport #{ActiveSupport::VERSION::STRING}, #{SIZE}-byte String, CPU µs per call"
 puts
@@ -46,26 +52,26 @@ puts "|---|---|"
 part("MemoryStore#write") { memory.write("k0", value) }
 part("LarderStore#write") { larder.write("k0", value) }
 part("  ActiveSupport: instrument (an empty block)") { larder.send(:instrument, :write, "k0", {}) { nil } }
-part("  ActiveSupport: normalize_key") { larder.send(:normalize_key, "k0", {}) }
+part("  ActiveSupport: normalize_key") { larder.send(:normalize_key, "k0", larder.options) }
 part("  ActiveSupport: Entry.new") { ActiveSupport::Cache::Entry.new(value, compress: false) }
-part("  larder: serialize_entry (the whole entry, bytes)") { larder.send(:serialize_entry, entry, **larder.options) }
-part("    of which Header.pack") do
-  Larder::Header.pack(kind: "value", serializer: "msgpack", compressor: "none", created_at: 1, expires_at: 0,
-                      stale_ms: 0, version: nil, tags: [])
+part("  larder: write_parts (a String held as head + itself)") do
+  larder.send(:write_parts, "k0", entry, larder.options)
 end
-part("  larder: Keys.safe_key") { Larder::Keys.safe_key("k0") }
-part("  larder: Memory#set (key check, expiry from the header, LRU, capacity)") { larder.larder.set("k0", raw) }
+part("    of which Header.value_head") { Larder::Header.value_head(1, 0, 0, nil, []) }
+part("    of which the clock (Time.now, as ActiveSupport's)") { larder.send(:now_ms) }
+part("    of which Keys.safe_key") { Larder::Keys.safe_key("k0") }
+part("    of which Memory#put_parts (LRU, capacity)") { larder.larder.put_parts("k0", head, body, nil, view) }
+part("  larder: serialize_entry (eager: values not held as parts)") do
+  larder.send(:serialize_entry, entry, **larder.options)
+end
+part("  larder: Memory#set of entry bytes (key check, expiry from the header)") { larder.larder.set("k1", raw) }
 part("MemoryStore#read") { memory.read("k0") }
 part("LarderStore#read") { larder.read("k0") }
-part("  larder: Memory#get") { larder.larder.get("k0") }
+part("  larder: Memory#view (the kept Entry)") { larder.larder.view("k0", larder) { raise } }
 part("  larder: decoding an entry (what a view saves)") { larder.send(:to_as_entry, raw) }
 part("    of which Header.read") { Larder::Header.read(raw) }
 part("    of which the ActiveSupport Entry") { larder.send(:as_entry, value, header) }
-
-# The floor a write of entries could reach if encoding cost nothing (as a store that kept the object and encoded
-# lazily would, on the write): serialize_entry answers the bytes of the first write, then the byte store's set does
-# nothing too. Last, since it replaces those two methods on this store object.
-larder.define_singleton_method(:serialize_entry) { |_entry, **| raw }
-part("LarderStore#write, entry bytes given (no encoding)") { larder.write("k0", value) }
-larder.larder.define_singleton_method(:set) { |_key, _value, **| nil }
-part("LarderStore#write, no encoding and a set that does nothing") { larder.write("k0", value) }
+part("MemoryStore#fetch (a hit)") { memory.fetch("k0") { raise } }
+part("LarderStore#fetch (a hit)") { larder.fetch("k0") { raise } }
+part("MemoryStore#read_multi (100 keys), per key", 100) { memory.read_multi(*keys) }
+part("LarderStore#read_multi (100 keys), per key", 100) { larder.read_multi(*keys) }
