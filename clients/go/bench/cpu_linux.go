@@ -1,6 +1,7 @@
 // CPU time per operation, for the benchmarks' counted work on a shared machine: the benchmark process's own
 // (getrusage, every thread, the runtime's included) and that of the servers it started (its child processes,
-// from /proc), so that a cell's two sides compare on the work they cause, not only on wall time.
+// from /proc), so that a cell's two sides compare on the work they cause, not only on wall time; and the
+// process's minor page faults (memory the Go runtime gave back to the system and touches again).
 
 //go:build linux
 
@@ -21,6 +22,15 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// processFaults is the number of minor page faults of this process so far.
+func processFaults() int64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return ru.Minflt
 }
 
 // serverCPU is the user and system time so far of this process's children (the servers), in clock ticks of

@@ -8,3 +8,4 @@ import "time"
 
 func processCPU() time.Duration { return 0 }
 func serverCPU() time.Duration  { return 0 }
+func processFaults() int64      { return 0 }
