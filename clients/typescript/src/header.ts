@@ -63,6 +63,26 @@ export function peekExpiresAt(data: Uint8Array): Millis | undefined {
   return u64At(new DataView(data.buffer, data.byteOffset, data.byteLength), 15);
 }
 
+/** expires_at of an entry whose header is the 23 fixed bytes alone and valid (flags 0: no stale window, version or
+ * tags), read without building a Header (a store reads it on every write); null for anything else, which readHeader
+ * decides. */
+export function fixedOnlyExpiresAt(data: Uint8Array): Millis | null {
+  if (data.length < FIXED_HEADER || data[0] !== MAGIC[0] || data[1] !== MAGIC[1] || data[2] !== FORMAT_VERSION)
+    return null;
+  const kind = data[3] as number;
+  const serializer = data[4] as number;
+  if (data[6] !== 0 || kind >= KINDS.length || serializer >= SERIALIZERS.length) return null;
+  if ((data[5] as number) >= COMPRESSORS.length || (kind === 1 && serializer !== 1)) return null;
+  const low =
+    ((data[15] as number) | ((data[16] as number) << 8) | ((data[17] as number) << 16)) +
+    (data[18] as number) * 0x1000000;
+  const high =
+    ((data[19] as number) | ((data[20] as number) << 8) | ((data[21] as number) << 16)) +
+    (data[22] as number) * 0x1000000;
+  if (high < 0x200000) return high * 0x100000000 + low;
+  return (BigInt(high) << 32n) | BigInt(low);
+}
+
 export function readHeader(data: Uint8Array): Header {
   const n = data.length;
   if (n < 2) {

@@ -85,6 +85,12 @@ export function lz4BlockInto(src: Uint8Array, dst: Uint8Array, start: number, li
         ref--;
       }
       let length = MIN_MATCH;
+      while (
+        ip + length + 8 <= matchLimit &&
+        view.getInt32(ip + length, true) === view.getInt32(ref + length, true) &&
+        view.getInt32(ip + length + 4, true) === view.getInt32(ref + length + 4, true)
+      )
+        length += 8;
       while (ip + length + 4 <= matchLimit && view.getInt32(ip + length, true) === view.getInt32(ref + length, true))
         length += 4;
       while (ip + length < matchLimit && src[ip + length] === src[ref + length]) length++;

@@ -3,7 +3,7 @@
 
 import { entryHardExpiry } from "../entry.js";
 import { InvalidEntry } from "../errors.js";
-import { type Header, MAGIC, readHeader } from "../header.js";
+import { fixedOnlyExpiresAt, type Header, MAGIC, readHeader } from "../header.js";
 import { keyProblem, prefixProblem } from "../keys.js";
 import { InvalidKey } from "./errors.js";
 
@@ -83,6 +83,11 @@ export function checkTtl(ttlMs: number | undefined): void {
     throw new RangeError(`a ttl is >= 0 ms, not ${ttlMs}`);
 }
 
+/** Whether `value` starts with the entry magic (a value that does not is stored as raw bytes, never parsed). */
+export function isEntry(value: Uint8Array): boolean {
+  return value.length >= 2 && value[0] === MAGIC[0] && value[1] === MAGIC[1];
+}
+
 /** The header of `value`, or undefined for a value that is not an entry. A value without the magic bytes is told
  * apart before parsing: building an InvalidEntry (its stack) for every raw value cost more than the write. */
 export function entryHeader(value: Uint8Array): Header | undefined {
@@ -97,6 +102,8 @@ export function entryHeader(value: Uint8Array): Header | undefined {
 
 /** The entry's hard expiry (ms), or undefined for never or a value that is not an entry. */
 export function valueHardExpiry(value: Uint8Array): number | undefined {
+  const fixed = fixedOnlyExpiresAt(value);
+  if (fixed !== null) return fixed === 0 ? undefined : Number(fixed);
   const header = entryHeader(value);
   return header === undefined ? undefined : entryHardExpiry(header);
 }
@@ -111,10 +118,10 @@ export function expiresAtMs(
   value: Uint8Array,
   ttlMs: number | undefined,
   now: number,
-  header: Header | undefined = entryHeader(value),
+  header?: Header,
 ): number | undefined {
   const fromTtl = ttlMs === undefined ? undefined : now + Math.ceil(ttlMs);
-  const hard = header === undefined ? undefined : entryHardExpiry(header);
+  const hard = header === undefined ? valueHardExpiry(value) : entryHardExpiry(header);
   if (fromTtl !== undefined && hard !== undefined) return Math.min(fromTtl, hard);
   return fromTtl ?? hard;
 }

@@ -5,6 +5,7 @@
 // the server lacks them), SCAN purges, and the server's ejection after `failures` (redis_node.ts). Every request
 // goes through four routing hooks, which redis_cluster.ts overrides to spread the same operations over a Cluster.
 
+import { fixedOnlyExpiresAt } from "../header.js";
 import { internalKey, storedKey } from "../keys.js";
 import {
   type Counter,
@@ -14,6 +15,7 @@ import {
   emptyStats,
   entryHeader,
   expiresAtMs,
+  isEntry,
   type Store,
   type StoreStats,
 } from "./base.js";
@@ -177,7 +179,8 @@ export class RedisStore implements Store {
     for (const [key, value] of items) {
       const stored = this.key(key);
       if (value.length > this.maxValue) throw new TooLarge(this.backend, key, value.length, this.maxValue);
-      const header = entryHeader(value); // read once for the expiry and the tags
+      // The header is parsed only when it has more than its fixed part (a stale window, a version, tags).
+      const header = fixedOnlyExpiresAt(value) === null ? entryHeader(value) : undefined;
       const expiry = expiresAtMs(value, ttlMs, now, header);
       if (expiry !== undefined && expiry <= now) {
         if (nx) return false;
@@ -324,7 +327,19 @@ export class RedisStore implements Store {
   }
 
   async set(key: string, value: Uint8Array, ttlMs?: number): Promise<void> {
-    await this.write([[key, value]], ttlMs, false);
+    // One SET of a value without tags (the common write) goes straight to its server: write()'s lists, tag
+    // bookkeeping and batch grouping are for the rest.
+    const fixed = fixedOnlyExpiresAt(value);
+    if (fixed === null && isEntry(value)) return void (await this.write([[key, value]], ttlMs, false));
+    checkTtl(ttlMs);
+    const stored = this.key(key);
+    if (value.length > this.maxValue) throw new TooLarge(this.backend, key, value.length, this.maxValue);
+    const hard = fixed === null || fixed === 0 ? undefined : Number(fixed);
+    const now = ttlMs === undefined && hard === undefined ? 0 : Date.now();
+    const expiry = ttlMs === undefined ? hard : Math.min(now + Math.ceil(ttlMs), hard ?? Number.POSITIVE_INFINITY);
+    if (expiry !== undefined && expiry <= now) return void (await this.write([[key, value]], ttlMs, false));
+    const command = expiry === undefined ? pack("SET", stored, value) : pack("SET", stored, value, "PXAT", expiry);
+    this.answer((await this.run([[command, SMALL]], stored))[0] as RespValue);
   }
 
   async setMany(items: ReadonlyArray<readonly [string, Uint8Array]>, ttlMs?: number): Promise<void> {
