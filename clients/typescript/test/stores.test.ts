@@ -38,6 +38,13 @@ function contract(name: string, open: () => Store, exactPurges: boolean): void {
       assert.equal(await store.get(a), undefined);
       assert.equal(await store.deleteMany([b, fresh("none")]), 1);
     });
+    test("values on either side of the size written in parts (16 KiB) come back whole, in order with others", async () => {
+      const sizes = [16 * 1024 - 1, 16 * 1024, 200 * 1024];
+      const keys = sizes.map((n) => fresh(`big${n}`));
+      const values = sizes.map((n) => new Uint8Array(n).map((_, i) => (i * 31 + n) & 0xff));
+      await Promise.all(keys.map((k, i) => store.set(k, values[i] as Uint8Array)));
+      assert.deepEqual(await store.getMany(keys), values);
+    });
     test("unsafe keys are refused with invalid_key before anything is sent", async () => {
       for (const key of ["", "a b", "a\r\nflush_all", "x".repeat(251), "tab\t", "\u007f"]) {
         await assert.rejects(store.get(key), (e: StoreError) => e.kind === "invalid_key");

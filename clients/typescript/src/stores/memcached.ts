@@ -6,7 +6,6 @@
 // Replies are bounded as §2 says: a line of 8 KiB, a value of max_item (refused when its length is announced), only
 // the replies the command can get; the timeout is a total deadline for each request, connecting included.
 
-import { utf8 } from "../bytes.js";
 import { internalKey, storedKey } from "../keys.js";
 import { Ring, type RingServer } from "../ring.js";
 import {
@@ -28,7 +27,7 @@ import {
 import { NotACounter, ServerError, type StoreError, StoreTimeout, TooLarge, Unsupported } from "./errors.js";
 import { MORE, type ReplyReader, view } from "./received.js";
 import type { StoreUrl } from "./url.js";
-import { Connection, ConnectionPool, WireFailure } from "./wire.js";
+import { Connection, ConnectionPool, WireFailure, type WireRequest } from "./wire.js";
 
 const BACKEND = "memcached";
 /** memcached's per-item overhead (48-byte header + CAS) that counts against its item size. */
@@ -149,7 +148,7 @@ class Server {
   /** Sends `request` and reads `expect` replies (or, without, until END/OK, at most `most`), each of a code in
    * `allowed` or an error answer; anything else is a failure of the server. */
   exchange(
-    request: Buffer,
+    request: WireRequest,
     expect: number | undefined,
     timeoutMs: number,
     allowed: Set<string>,
@@ -174,12 +173,22 @@ class Server {
 
 const getCmd = (key: string, flags: string): string => `mg ${key} ${flags}\r\n`;
 const deleteCmd = (key: string, flags = ""): string => `md ${key}${flags ? ` ${flags}` : ""}\r\n`;
+/** Values from this size are written from where they lie, after their command line, instead of copied behind it. */
+const SET_IN_PARTS = 16 * 1024;
+const CRLF = Buffer.from("\r\n");
+
 function setCmd(key: string, value: Uint8Array, exptime: number, mode: string): Buffer {
   return Buffer.concat([
     Buffer.from(`ms ${key} ${value.length} T${exptime} F0${mode ? ` ${mode}` : ""}\r\n`, "latin1"),
     value,
-    Buffer.from("\r\n"),
+    CRLF,
   ]);
+}
+
+/** setCmd for one request: a large value as its own part of the write (no copy). */
+function setRequest(key: string, value: Uint8Array, exptime: number, mode: string): WireRequest {
+  if (value.length < SET_IN_PARTS) return setCmd(key, value, exptime, mode);
+  return [Buffer.from(`ms ${key} ${value.length} T${exptime} F0${mode ? ` ${mode}` : ""}\r\n`, "latin1"), value, CRLF];
 }
 
 export interface MemcachedOptions {
@@ -314,9 +323,20 @@ export class MemcachedStore implements Store {
    * A request about one key to its server, and its replies: `batched`'s rule for a batch of one (a failure that
    * ejects the server is retried once on the key's new server).
    */
-  private async exchange(routeKey: string, request: Buffer, allowed: Set<string>): Promise<[Server, Reply[]]> {
-    const [[, reply, server]] = (await this.batched([routeKey], () => request, allowed)) as [[number, Reply, Server]];
-    return [server, [reply]];
+  /** One request for one key, as batched() sends a group of one (retried once on the rebuilt ring when the failure
+   * ejected its server), without the grouping: the hot path of a single get or set. */
+  private async exchange(routeKey: string, request: WireRequest, allowed: Set<string>): Promise<[Server, Reply[]]> {
+    for (let attempt = 0; ; attempt++) {
+      const server = this.servers[this.route(routeKey)] as Server;
+      try {
+        const replies = await server.exchange(request, 1, this.timeoutMs, allowed);
+        server.health.record(true, this.policy, Date.now());
+        return [server, replies];
+      } catch (e) {
+        if (!(e instanceof WireFailure)) throw e;
+        if (!(server.health.isEjected() && attempt === 0)) throw this.error(server, e);
+      }
+    }
   }
 
   /** Indexes of `keys` (all, or those of `indexes`) grouped by the server each key routes to. */
@@ -415,7 +435,7 @@ export class MemcachedStore implements Store {
   }
 
   private async setWith(stored: string, value: Uint8Array, exptime: number, mode: string): Promise<boolean> {
-    const [server, [reply]] = (await this.exchange(stored, setCmd(stored, value, exptime, mode), SET_REPLIES)) as [
+    const [server, [reply]] = (await this.exchange(stored, setRequest(stored, value, exptime, mode), SET_REPLIES)) as [
       Server,
       [Reply],
     ];
@@ -425,7 +445,7 @@ export class MemcachedStore implements Store {
   }
 
   private checkSize(stored: string, value: Uint8Array): void {
-    if (value.length + utf8(stored).length + ITEM_OVERHEAD > this.maxItem)
+    if (value.length + Buffer.byteLength(stored, "utf8") + ITEM_OVERHEAD > this.maxItem)
       throw new TooLarge(BACKEND, stored, value.length, this.maxValueBytes());
   }
 
@@ -508,7 +528,17 @@ export class MemcachedStore implements Store {
   }
 
   async set(key: string, value: Uint8Array, ttlMs?: number): Promise<void> {
-    await this.setMany([[key, value]], ttlMs);
+    checkTtl(ttlMs);
+    const stored = this.stored(key);
+    this.checkSize(stored, value);
+    const now = Date.now();
+    const exptime = memcachedExptime(expiresAtMs(value, ttlMs, now), now);
+    if (exptime < 0) return this.setMany([[key, value]], ttlMs);
+    const [server, [reply]] = (await this.exchange(stored, setRequest(stored, value, exptime, ""), SET_REPLIES)) as [
+      Server,
+      [Reply],
+    ];
+    if (reply.code === "ERROR") throw MemcachedStore.replyError(server, reply);
   }
 
   async setMany(items: ReadonlyArray<readonly [string, Uint8Array]>, ttlMs?: number): Promise<void> {

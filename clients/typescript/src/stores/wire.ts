@@ -21,6 +21,10 @@ export class WireFailure extends Error {
   }
 }
 
+/** What a request writes: bytes, text, or parts written in turn into the same corked write (a large value is sent
+ * from where it lies, not copied behind its command line). */
+export type WireRequest = Buffer | string | readonly Uint8Array[];
+
 interface Pending<R, L> {
   /** The bounds of every reply, or of each reply in turn. */
   limits: L;
@@ -117,22 +121,17 @@ export class Connection<R, L = undefined> {
   }
 
   /** Sends `request` and resolves with its replies (as `take` collects them), within `timeoutMs` in total. */
-  request(
-    request: Buffer | string,
-    take: (reply: R, replies: R[]) => boolean,
-    timeoutMs: number,
-    limits: L,
-  ): Promise<R[]> {
+  request(request: WireRequest, take: (reply: R, replies: R[]) => boolean, timeoutMs: number, limits: L): Promise<R[]> {
     return this.send(request, take, 0, timeoutMs, limits, undefined);
   }
 
   /** Sends `request` (several commands) and resolves with its `perReply.length` replies, each within its bounds. */
-  requestEach(request: Buffer | string, timeoutMs: number, perReply: readonly L[]): Promise<R[]> {
+  requestEach(request: WireRequest, timeoutMs: number, perReply: readonly L[]): Promise<R[]> {
     return this.send(request, undefined, perReply.length, timeoutMs, perReply[0] as L, perReply);
   }
 
   private send(
-    request: Buffer | string,
+    request: WireRequest,
     take: ((reply: R, replies: R[]) => boolean) | undefined,
     want: number,
     timeoutMs: number,
@@ -151,7 +150,8 @@ export class Connection<R, L = undefined> {
         process.nextTick(this.uncork);
       }
       this.batched++;
-      socket.write(request);
+      if (typeof request === "string" || request instanceof Uint8Array) socket.write(request);
+      else for (const part of request) socket.write(part);
     });
   }
 
