@@ -112,10 +112,14 @@ export class KeyvLarder extends EventEmitter {
     return (await this.store.getMany(stored)).map((raw, i) => this.read(stored[i] as string, raw));
   }
 
-  async set(key: string, value: unknown, ttl?: number): Promise<boolean> {
-    const [data, ttlMs] = this.entry(value, ttl);
-    await this.store.set(this.key(key), data, ttlMs);
-    return true;
+  /** Not an async function: the store's Promise is handed on with one `then` (an async layer per write costs). */
+  set(key: string, value: unknown, ttl?: number): Promise<boolean> {
+    try {
+      const [data, ttlMs] = this.entry(value, ttl);
+      return this.store.set(this.key(key), data, ttlMs).then(stored);
+    } catch (e) {
+      return Promise.reject(e);
+    }
   }
 
   async delete(key: string): Promise<boolean> {
@@ -156,6 +160,8 @@ export class KeyvLarder extends EventEmitter {
   }
 }
 
+const stored = (): true => true;
+
 /** What the text memo holds at most (entry bytes, and a string's characters as two bytes each), and the largest entry
  * it keeps: comparing bytes must stay cheaper than decoding them. */
 const TEXT_MEMO_BUDGET = 4 * 1024 * 1024;
@@ -173,9 +179,12 @@ const KEYV_JSON_TAIL = /,"expires":(\d{1,16}|null)\}$/;
  */
 function keyvJsonExpires(data: string): unknown {
   if (data.startsWith(KEYV_JSON_HEAD) && data.endsWith("}")) {
-    const tail = KEYV_JSON_TAIL.exec(data.slice(-40));
-    if (tail) return tail[1] === "null" ? null : Number(tail[1]);
-    if (!data.includes('"expires":')) return undefined;
+    const at = data.lastIndexOf('"expires":');
+    if (at === -1) return undefined;
+    if (at >= data.length - 40) {
+      const tail = KEYV_JSON_TAIL.exec(data.slice(at - 1));
+      if (tail) return tail[1] === "null" ? null : Number(tail[1]);
+    }
   }
   return (JSON.parse(data) as { expires?: unknown }).expires;
 }

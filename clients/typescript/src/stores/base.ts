@@ -202,6 +202,11 @@ export class Health {
     return this.ejectedUntil === 0;
   }
 
+  /** admits() at this moment, reading the clock only for an ejected server (a request's hot path). */
+  admitsNow(): boolean {
+    return this.ejectedUntil === 0 || this.admits(Date.now());
+  }
+
   isEjected(): boolean {
     return this.ejectedUntil !== 0;
   }

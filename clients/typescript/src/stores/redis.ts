@@ -116,7 +116,7 @@ export class RedisStore implements Store {
   // A Cluster store overrides the four routing hooks below; everything else is the same for both.
 
   /** One pipelined batch within `timeout` to the server holding `key` (every request's key is in its slot). */
-  protected async run(requests: Request[], _key?: string): Promise<RespValue[]> {
+  protected run(requests: Request[], _key?: string): Promise<RespValue[]> {
     return (this.node as RedisNode).run(requests);
   }
 

@@ -1,5 +1,6 @@
 // One pipelined TCP connection to a server that answers in order (memcached, Redis): the requests of one tick are
-// written together (the socket is corked until the tick ends: one write call, not one per request) and their
+// collected and written together when the tick ends (small ones joined into one Buffer and one socket.write: a
+// write per request cost ~0.2 µs of stream bookkeeping each with 50 callers; large parts written as they lie) and their
 // replies read in order out of the socket's reads (received.ts: values are views of the reads, bytes are copied only
 // where a reply straddles two reads), each request taking the replies it asked for. Every byte is hostile: a reader
 // bounds lines and values, a request has a total deadline (connecting included) after which the connection is
@@ -72,16 +73,28 @@ export class Connection<R, L = undefined> {
   };
   private readonly queue: Array<Pending<R, L>> = [];
   private failed: WireFailure | undefined;
-  private corked = false;
-  /** Requests written since the socket was corked (this tick's batch). */
+  /** This tick's requests' bytes, written when it ends (flush), and how many bytes and requests they are. */
+  private outgoing: Uint8Array[] = [];
+  private outgoingBytes = 0;
   private batched = 0;
   /** The one deadline timer, and the moment it is set for (Infinity: not armed). */
   private deadlineTimer: NodeJS.Timeout | undefined;
   private timerAt = Number.POSITIVE_INFINITY;
-  private readonly uncork = (): void => {
-    this.corked = false;
+  private readonly flush = (): void => {
+    const parts = this.outgoing;
+    const bytes = this.outgoingBytes;
+    this.outgoing = [];
+    this.outgoingBytes = 0;
     this.batched = 0;
-    this.socket?.uncork();
+    const socket = this.socket;
+    if (socket === undefined || this.failed !== undefined || parts.length === 0) return;
+    if (parts.length === 1) socket.write(parts[0] as Uint8Array);
+    else if (bytes <= JOIN_UP_TO) socket.write(Buffer.concat(parts, bytes));
+    else {
+      socket.cork();
+      for (const part of parts) socket.write(part);
+      socket.uncork();
+    }
   };
 
   constructor(
@@ -139,20 +152,20 @@ export class Connection<R, L = undefined> {
     perReply: readonly L[] | undefined,
   ): Promise<R[]> {
     if (this.failed !== undefined) return Promise.reject(this.failed);
-    const socket = this.socket as net.Socket;
     return new Promise<R[]>((resolve, reject) => {
       const deadline = Date.now() + timeoutMs;
       this.queue.push({ take, want, replies: [], limits, perReply, resolve, reject, deadline, timeoutMs });
       if (deadline < this.timerAt) this.armDeadline(deadline);
-      if (!this.corked) {
-        this.corked = true;
-        socket.cork();
-        process.nextTick(this.uncork);
-      }
-      this.batched++;
-      if (typeof request === "string" || request instanceof Uint8Array) socket.write(request);
-      else for (const part of request) socket.write(part);
+      if (this.batched++ === 0) process.nextTick(this.flush);
+      if (typeof request === "string") this.queueBytes(Buffer.from(request));
+      else if (request instanceof Uint8Array) this.queueBytes(request);
+      else for (const part of request) this.queueBytes(part);
     });
+  }
+
+  private queueBytes(bytes: Uint8Array): void {
+    this.outgoing.push(bytes);
+    this.outgoingBytes += bytes.length;
   }
 
   /** Sets the one timer for `at` (sooner than it was set for). */
@@ -219,6 +232,10 @@ export class Connection<R, L = undefined> {
     this.timerAt = Number.POSITIVE_INFINITY;
   }
 }
+
+/** A tick's requests up to this many bytes in all are joined into one Buffer (one socket.write); beyond, each part is
+ * written as it lies, corked into one writev. */
+const JOIN_UP_TO = 64 * 1024;
 
 /** How many requests of one tick a connection takes before the next one is used. */
 const TICK_BATCH = 64;
