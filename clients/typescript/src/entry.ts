@@ -130,7 +130,7 @@ function build(kind: Kind, serializer: Serializer, payload: Uint8Array, o: Encod
   let out: Uint8Array;
   let length = h + payload.length;
   let used: Compressor = "none";
-  if (compressing && compressor === "lz4") {
+  if (compressing && compressor === "lz4" && payload.length < LZ4_IN_PLACE_BELOW) {
     // LZ4 straight into the entry behind the header, kept only if strictly shorter than the payload; else the
     // payload goes into the same buffer.
     out = allocate(h + payload.length);
@@ -139,6 +139,16 @@ function build(kind: Kind, serializer: Serializer, payload: Uint8Array, o: Encod
       length = h + written;
       used = "lz4";
     } else out.set(payload, h);
+  } else if (compressing && compressor === "lz4") {
+    // A large payload: compressed into a reused buffer, then the entry allocated at its exact size (a buffer of the
+    // payload's size per write, mostly left unused, cost more in allocation and GC than the copy).
+    if (lz4Scratch.length < payload.length) lz4Scratch = Buffer.allocUnsafeSlow(payload.length);
+    const written = lz4CompressInto(payload, lz4Scratch, 0, payload.length - 1);
+    out = allocate(h + (written > 0 ? written : payload.length));
+    out.set(written > 0 ? lz4Scratch.subarray(0, written) : payload, h);
+    length = out.length;
+    if (written > 0) used = "lz4";
+    if (lz4Scratch.length > SCRATCH_KEEP) lz4Scratch = Buffer.allocUnsafeSlow(64 * 1024);
   } else {
     const compressed = compressing ? compress(compressor, payload, o.level) : payload;
     const shorter = compressed.length < payload.length;
@@ -152,10 +162,13 @@ function build(kind: Kind, serializer: Serializer, payload: Uint8Array, o: Encod
     out.set(packed, 0);
     out[COMPRESSOR_OFFSET] = COMPRESSORS.indexOf(used);
   }
-  if (length === out.length) return out;
-  // A compressed entry much shorter than its own buffer is copied out, so it does not hold the payload's room.
-  return length < out.length / 2 && out.length > 4096 ? out.slice(0, length) : out.subarray(0, length);
+  return length === out.length ? out : out.subarray(0, length);
 }
+
+/** Payloads below this are compressed in place in a buffer of their own size (from Node's pool: cheap); larger
+ * ones through lz4Scratch. */
+const LZ4_IN_PLACE_BELOW = 4096;
+let lz4Scratch = Buffer.allocUnsafeSlow(64 * 1024);
 
 /** createdAt + ttlMs as a u64 (capped at 2^64 − 1): a number while it is a safe integer, a bigint beyond. */
 function expiryAfter(createdAt: Millis, ttlMs: number): Millis {
