@@ -44,6 +44,9 @@ function contract(name: string, open: () => Store, exactPurges: boolean): void {
       const values = sizes.map((n) => new Uint8Array(n).map((_, i) => (i * 31 + n) & 0xff));
       await Promise.all(keys.map((k, i) => store.set(k, values[i] as Uint8Array)));
       assert.deepEqual(await store.getMany(keys), values);
+      const expiring = fresh("big-ttl");
+      await store.set(expiring, values[2] as Uint8Array, 60_000);
+      assert.deepEqual(await store.get(expiring), values[2], "a large value with a ttl");
     });
     test("unsafe keys are refused with invalid_key before anything is sent", async () => {
       for (const key of ["", "a b", "a\r\nflush_all", "x".repeat(251), "tab\t", "\u007f"]) {

@@ -5,6 +5,7 @@
 // the server lacks them), SCAN purges, and the server's ejection after `failures` (redis_node.ts). Every request
 // goes through four routing hooks, which redis_cluster.ts overrides to spread the same operations over a Cluster.
 
+import { asBuffer } from "../bytes.js";
 import { fixedOnlyExpiresAt } from "../header.js";
 import { internalKey, storedKey } from "../keys.js";
 import {
@@ -29,6 +30,21 @@ export const DEFAULT_MAX_VALUE = 64 << 20;
 const DELETE_BATCH = 500;
 const SCAN_COUNT = 1000;
 const INFO: Limits = { maxBulk: 1 << 20, maxBytes: 1 << 20, maxElements: 0 };
+
+/** Values from this size are sent from where they lie, between their command's head and tail, not copied into it. */
+const SET_IN_PARTS = 16 * 1024;
+
+function setCommand(key: string, value: Uint8Array, expiry: number | undefined): Buffer {
+  return expiry === undefined ? pack("SET", key, value) : pack("SET", key, value, "PXAT", expiry);
+}
+
+/** setCommand as three parts of one write: the command up to the value's length line, the value, and the rest. */
+function setParts(key: string, value: Uint8Array, expiry: number | undefined): Buffer[] {
+  const keyLength = Buffer.byteLength(key, "utf8");
+  const head = `*${expiry === undefined ? 3 : 5}\r\n$3\r\nSET\r\n$${keyLength}\r\n${key}\r\n$${value.length}\r\n`;
+  const tail = expiry === undefined ? "\r\n" : `\r\n$4\r\nPXAT\r\n$${String(expiry).length}\r\n${expiry}\r\n`;
+  return [Buffer.from(head, "utf8"), asBuffer(value), Buffer.from(tail, "latin1")];
+}
 
 /** `prefix` with SCAN's glob characters escaped, then `*`. */
 export function globPrefix(prefix: string): string {
@@ -338,7 +354,7 @@ export class RedisStore implements Store {
     const now = ttlMs === undefined && hard === undefined ? 0 : Date.now();
     const expiry = ttlMs === undefined ? hard : Math.min(now + Math.ceil(ttlMs), hard ?? Number.POSITIVE_INFINITY);
     if (expiry !== undefined && expiry <= now) return void (await this.write([[key, value]], ttlMs, false));
-    const command = expiry === undefined ? pack("SET", stored, value) : pack("SET", stored, value, "PXAT", expiry);
+    const command = value.length >= SET_IN_PARTS ? setParts(stored, value, expiry) : setCommand(stored, value, expiry);
     this.answer((await this.run([[command, SMALL]], stored))[0] as RespValue);
   }
 

@@ -5,9 +5,10 @@
 import { type FailurePolicy, Health } from "./base.js";
 import { ServerError, type StoreError, StoreTimeout } from "./errors.js";
 import { ErrorReply, type Limits, pack, RespReader, type RespValue } from "./resp.js";
-import { Connection, ConnectionPool, WireFailure } from "./wire.js";
+import { Connection, ConnectionPool, WireFailure, type WireRequest } from "./wire.js";
 
-export type Request = [Buffer, Limits];
+/** A command's bytes (or parts of one write: a large value sent where it lies) and the bounds of its reply. */
+export type Request = [WireRequest, Limits];
 export const SMALL: Limits = { maxBulk: 1024, maxBytes: 1024, maxElements: 0 };
 
 export interface NodeOptions {
@@ -80,7 +81,7 @@ export class RedisNode {
       requests.length === 1
         ? conn.requestEach((requests[0] as Request)[0], timeoutMs, [(requests[0] as Request)[1]])
         : conn.requestEach(
-            Buffer.concat(requests.map(([command]) => command)),
+            requests.flatMap(([command]) => (typeof command === "string" ? [Buffer.from(command)] : command)),
             timeoutMs,
             requests.map(([, limits]) => limits),
           );
