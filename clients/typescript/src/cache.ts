@@ -20,7 +20,7 @@ import { deserialize } from "./serializers.js";
 import { type Counter, counterValue, parseCounter, type Store } from "./stores/base.js";
 import { StoreError } from "./stores/errors.js";
 import { openStore } from "./stores/index.js";
-import { MemoryStore } from "./stores/memory.js";
+import { type Held, MemoryStore } from "./stores/memory.js";
 import type { Value } from "./value.js";
 
 export const DEFAULT_LOCK_TTL_MS = 10_000;
@@ -112,13 +112,6 @@ export class Cache {
    * reads are synchronous (a fetch hit resolves without awaiting the store). */
   private readonly memoize: boolean;
   private readonly memory: MemoryStore | undefined;
-  /** storeKey's one-entry memo (a pure function of the key and this cache's namespace). */
-  private lastKey: string | undefined;
-  private lastStoreKey = "";
-  /** The memory store's bytes last looked up in decodedMemo and what it held for them (the same answer, without the
-   * WeakMap's lookup, while the same key is hit again and not rewritten). */
-  private lastRaw: Uint8Array | undefined;
-  private lastMemo: Decoded | undefined;
 
   /** A cache over `store` (a Store or a store URL such as "memcached://127.0.0.1:11211"; default memory://). */
   constructor(store: Store | string = "memory://", options: CacheOptions = {}, shared?: Shared) {
@@ -182,12 +175,7 @@ export class Cache {
 
   /** The key the store sees for `key` in this cache's namespace (FORMAT.md §5.1, §5.2). */
   storeKey(key: string): string {
-    // The last key asked, remembered: a hot key's repeated hits skip the concatenation and safeKey's checks.
-    if (key === this.lastKey) return this.lastStoreKey;
-    const stored = safeKey(this.namespace ? `${this.namespace}:${key}` : key);
-    this.lastKey = key;
-    this.lastStoreKey = stored;
-    return stored;
+    return safeKey(this.namespace ? `${this.namespace}:${key}` : key);
   }
 
   async close(): Promise<void> {
@@ -420,25 +408,20 @@ export class Cache {
     if (this.memory === undefined) return this.fetchFromStore(key, loader, o ?? NO_OPTIONS);
     // The memory store answers at once: a hit is one resolved Promise, not a chain of awaits.
     let storeKey: string;
-    let raw: Uint8Array | undefined;
+    let held: Held | undefined;
     try {
       storeKey = this.storeKey(key);
-      raw = this.memory.getNow(storeKey);
+      held = this.memory.heldNow(storeKey);
     } catch (e) {
       return Promise.reject(e);
     }
     const version = o?.version;
-    if (raw !== undefined) {
-      // The common hit, judged as judge() does on the memo of an immutable value decoded before: no tuple, no
-      // options object, nothing allocated but the Promise.
-      let memo = raw === this.lastRaw ? this.lastMemo : undefined;
-      if (memo === undefined) {
-        memo = decodedMemo.get(raw);
-        if (memo !== undefined) {
-          this.lastRaw = raw;
-          this.lastMemo = memo;
-        }
-      }
+    const raw = held?.value;
+    if (held !== undefined && raw !== undefined) {
+      // The common hit, judged as judge() does on the memo of an immutable value decoded before, kept as the entry's
+      // note in the store: no tuple, no options object, no lookup, nothing allocated but the Promise.
+      const memo = (held.note ?? decodedMemo.get(raw)) as Decoded | undefined;
+      held.note = memo;
       if (
         memo?.immutable === true &&
         (version === undefined || memo.version === version) &&

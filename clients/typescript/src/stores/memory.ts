@@ -26,13 +26,19 @@ export const DEFAULT_CAPACITY = 256 * 1024 * 1024;
 export const ENTRY_OVERHEAD = 96;
 
 /** One entry, linked into the recency list: `older` toward the next to evict, `newer` toward the last read. */
-interface Slot {
+interface Slot extends Held {
   key: string;
-  value: Uint8Array;
   expiresAt: number | undefined;
   weight: number;
   older: Slot | undefined;
   newer: Slot | undefined;
+}
+
+/** An entry as the store holds it, with a note its reader may keep beside it (a `Cache` keeps what it decoded from
+ * these bytes: no lookup elsewhere on the next hit, and the note goes when the entry is replaced or dropped). */
+export interface Held {
+  readonly value: Uint8Array;
+  note: unknown;
 }
 
 export interface MemoryOptions {
@@ -109,6 +115,11 @@ export class MemoryStore implements Store {
 
   /** The value at key if live, refreshing its recency; synchronous (the Cache's hot path uses it). */
   getNow(key: string): Uint8Array | undefined {
+    return this.heldNow(key)?.value;
+  }
+
+  /** getNow's entry with its note (see Held). */
+  heldNow(key: string): Held | undefined {
     const slot = this.slots.get(key);
     // A key found was checked when it was stored; only a miss needs the check (and its InvalidKey).
     if (slot === undefined) {
@@ -127,7 +138,7 @@ export class MemoryStore implements Store {
       this.linkNewest(slot);
     }
     this.counters.hits++;
-    return slot.value;
+    return slot;
   }
 
   async get(key: string): Promise<Uint8Array | undefined> {
@@ -152,7 +163,7 @@ export class MemoryStore implements Store {
   }
 
   private insert(key: string, value: Uint8Array, expiresAt: number | undefined, weight: number): void {
-    const slot: Slot = { key, value, expiresAt, weight, older: undefined, newer: undefined };
+    const slot: Slot = { key, value, note: undefined, expiresAt, weight, older: undefined, newer: undefined };
     this.slots.set(key, slot);
     this.linkNewest(slot);
     this.weight += weight;
