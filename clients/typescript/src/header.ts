@@ -43,13 +43,20 @@ export function hardExpiry(expiresAt: Millis, staleMs: Millis): number | undefin
   return Number(expiresAt) + Number(staleMs);
 }
 
-/** The u64 (little-endian) at `pos`: a number when below 2^53 (read as two u32 halves: no BigInt made on every
- * read), else a bigint. */
-function u64At(view: DataView, pos: number): Millis {
-  const low = view.getUint32(pos, true);
-  const high = view.getUint32(pos + 4, true);
+/** The u64 (little-endian) at `pos` of `data` (which holds 8 bytes there): a number when below 2^53 (read as two
+ * u32 halves, byte by byte: no DataView or BigInt made on every read), else a bigint. */
+function u64At(data: Uint8Array, pos: number): Millis {
+  const low = u32At(data, pos);
+  const high = u32At(data, pos + 4);
   if (high < 0x200000) return high * 0x100000000 + low;
   return (BigInt(high) << 32n) | BigInt(low);
+}
+
+function u32At(data: Uint8Array, pos: number): number {
+  return (
+    ((data[pos] as number) | ((data[pos + 1] as number) << 8) | ((data[pos + 2] as number) << 16)) +
+    (data[pos + 3] as number) * 0x1000000
+  );
 }
 
 function truncated(what: string, need: number, have: number): InvalidEntry {
@@ -60,7 +67,7 @@ function truncated(what: string, need: number, have: number): InvalidEntry {
 export function peekExpiresAt(data: Uint8Array): Millis | undefined {
   if (data.length < FIXED_HEADER || data[0] !== MAGIC[0] || data[1] !== MAGIC[1] || data[2] !== FORMAT_VERSION)
     return undefined;
-  return u64At(new DataView(data.buffer, data.byteOffset, data.byteLength), 15);
+  return u64At(data, 15);
 }
 
 /** expires_at of an entry whose header is the 23 fixed bytes alone and valid (flags 0: no stale window, version or
@@ -73,14 +80,7 @@ export function fixedOnlyExpiresAt(data: Uint8Array): Millis | null {
   const serializer = data[4] as number;
   if (data[6] !== 0 || kind >= KINDS.length || serializer >= SERIALIZERS.length) return null;
   if ((data[5] as number) >= COMPRESSORS.length || (kind === 1 && serializer !== 1)) return null;
-  const low =
-    ((data[15] as number) | ((data[16] as number) << 8) | ((data[17] as number) << 16)) +
-    (data[18] as number) * 0x1000000;
-  const high =
-    ((data[19] as number) | ((data[20] as number) << 8) | ((data[21] as number) << 16)) +
-    (data[22] as number) * 0x1000000;
-  if (high < 0x200000) return high * 0x100000000 + low;
-  return (BigInt(high) << 32n) | BigInt(low);
+  return u64At(data, 15);
 }
 
 export function readHeader(data: Uint8Array): Header {
@@ -105,13 +105,13 @@ export function readHeader(data: Uint8Array): Header {
   if (kind === "response" && serializer !== "msgpack")
     throw new InvalidEntry("bad_header", `a response entry with serializer ${serializer} (must be msgpack)`);
   const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
-  const createdAt = u64At(view, 7);
-  const expiresAt = u64At(view, 15);
+  const createdAt = u64At(data, 7);
+  const expiresAt = u64At(data, 15);
   let pos = FIXED_HEADER;
   let staleMs: Millis = 0;
   if (flags & FLAG_STALE) {
     if (pos + 8 > n) throw truncated("the stale window", pos + 8, n);
-    staleMs = u64At(view, pos);
+    staleMs = u64At(data, pos);
     pos += 8;
   }
   const readString = (what: string): string => {

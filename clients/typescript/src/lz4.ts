@@ -36,8 +36,8 @@ export const LZ4_MAX_RATIO = 255;
  */
 export function lz4CompressInto(data: Uint8Array, dst: Uint8Array, at: number, room: number): number {
   if (room < 5) return -1;
-  if (nativeCompress && data.length >= NATIVE_FROM) {
-    const out = nativeCompress(Buffer.from(data.buffer, data.byteOffset, data.byteLength));
+  const out = data.length >= NATIVE_FROM ? lz4CompressNative(data) : undefined;
+  if (out !== undefined) {
     // Its form is larder's (a u32 LE length, then the block); a binding that wrote anything else is not used.
     if (out.length >= 4 && out.readUInt32LE(0) === data.length) {
       if (out.length > room) return -1;
@@ -73,7 +73,7 @@ export function lz4CompressJs(data: Uint8Array): Uint8Array {
 }
 
 /** `data` in larder's LZ4 form by lz4-napi, or undefined where it does not load. */
-export function lz4CompressNative(data: Uint8Array): Uint8Array | undefined {
+export function lz4CompressNative(data: Uint8Array): Buffer | undefined {
   return nativeCompress?.(Buffer.from(data.buffer, data.byteOffset, data.byteLength));
 }
 

@@ -91,7 +91,7 @@ export function isEntry(value: Uint8Array): boolean {
 /** The header of `value`, or undefined for a value that is not an entry. A value without the magic bytes is told
  * apart before parsing: building an InvalidEntry (its stack) for every raw value cost more than the write. */
 export function entryHeader(value: Uint8Array): Header | undefined {
-  if (value.length < 2 || value[0] !== MAGIC[0] || value[1] !== MAGIC[1]) return undefined;
+  if (!isEntry(value)) return undefined;
   try {
     return readHeader(value);
   } catch (e) {
@@ -120,8 +120,12 @@ export function expiresAtMs(
   now: number,
   header?: Header,
 ): number | undefined {
+  return earlierExpiry(header === undefined ? valueHardExpiry(value) : entryHardExpiry(header), ttlMs, now);
+}
+
+/** The earlier of an entry's hard expiry (ms; undefined: never) and now + ttl (undefined: no ttl). */
+export function earlierExpiry(hard: number | undefined, ttlMs: number | undefined, now: number): number | undefined {
   const fromTtl = ttlMs === undefined ? undefined : now + Math.ceil(ttlMs);
-  const hard = header === undefined ? valueHardExpiry(value) : entryHardExpiry(header);
   if (fromTtl !== undefined && hard !== undefined) return Math.min(fromTtl, hard);
   return fromTtl ?? hard;
 }

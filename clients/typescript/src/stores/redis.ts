@@ -13,6 +13,7 @@ import {
   checkKey,
   checkPrefix,
   checkTtl,
+  earlierExpiry,
   emptyStats,
   entryHeader,
   expiresAtMs,
@@ -352,7 +353,7 @@ export class RedisStore implements Store {
     if (value.length > this.maxValue) throw new TooLarge(this.backend, key, value.length, this.maxValue);
     const hard = fixed === null || fixed === 0 ? undefined : Number(fixed);
     const now = ttlMs === undefined && hard === undefined ? 0 : Date.now();
-    const expiry = ttlMs === undefined ? hard : Math.min(now + Math.ceil(ttlMs), hard ?? Number.POSITIVE_INFINITY);
+    const expiry = earlierExpiry(hard, ttlMs, now);
     if (expiry !== undefined && expiry <= now) return void (await this.write([[key, value]], ttlMs, false));
     const command = value.length >= SET_IN_PARTS ? setParts(stored, value, expiry) : setCommand(stored, value, expiry);
     this.answer((await this.run([[command, SMALL]], stored))[0] as RespValue);
