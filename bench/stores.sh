@@ -24,7 +24,7 @@
 #   each client the CPU per operation it and the server used (`CPU µs/op c/s`: the client's user + system time from
 #   bash's `time`, the server's from /proc, over the run, divided by the operations it measured). With the two
 #   sharing the cores, these say what bounded a figure: at MGET of 100 x 1 KiB, both clients wait on one
-#   redis-server thread spending ~50 µs per MGET.
+#   redis-server thread spending ~42 µs per MGET (2026-11-25, docs/benchmarks.md).
 #
 # Why ratios
 #   The machine is shared and noisy (2 cores, shared with the clients and other tenants): absolute ops/s move from
