@@ -151,9 +151,12 @@ module Larder
     # `pack(kind: "value", serializer: "msgpack", compressor: "none", …)`, the same bytes, from a template of the
     # fixed part (VALUE_PREFIXES) and without keywords: the header of LarderStore's common write on memory://.
     # `tags`: an Array of Strings. Raises as `pack` does.
+    #
+    # The three times are range-checked at once: their bitwise or is in 0..2^64-1 exactly when each of them is
+    # (with a `between?` each, a call took 7,300 instructions, counted by callgrind; so, 4,700).
     def value_head(created_at, expires_at, stale_ms, version, tags)
       unless created_at.is_a?(Integer) && expires_at.is_a?(Integer) && stale_ms.is_a?(Integer) &&
-             created_at.between?(0, U64_MAX) && expires_at.between?(0, U64_MAX) && stale_ms.between?(0, U64_MAX)
+             ((created_at | expires_at | stale_ms) >> 64).zero?
         check_time(:created_at, created_at)
         check_time(:expires_at, expires_at)
         check_time(:stale_ms, stale_ms)

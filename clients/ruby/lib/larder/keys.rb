@@ -31,10 +31,12 @@ module Larder
     # Bytes that are not UTF-8 are hashed too (a Ruby String can hold them; every other language's keys are text, so
     # this changes no key they can make): stores take only UTF-8 keys (see key_problem).
     def safe_key(key)
-      # The common case (a UTF-8 key memcached takes), checked without copying it: every read and write runs this.
+      # The common case (a UTF-8 key memcached takes), checked and answered without copying it: every read and
+      # write runs this. (A copy, frozen, cost 1,700 instructions of 4,200 per call on a read; a Hash that keeps the
+      # key copies an unfrozen one itself, as `-key`, for 800.)
       if key.is_a?(String) && key.encoding == Encoding::UTF_8 && key.bytesize <= MAX_KEY_LEN && key.valid_encoding? &&
          !key.match?(UNSAFE_TEXT)
-        return key.frozen? ? key : key.dup.freeze
+        return key
       end
 
       raw = key.to_s.b

@@ -60,41 +60,16 @@ module Larder
 
       # get_view for a key that Keys.safe_key made (LarderStore's): not checked again.
       def view(key, owner)
-        item = nil
-        raw = @mutex.synchronize do
-          item = live(key)
-          return nil if item.nil?
-
-          view = item.view
-          return view[1] if view && view[0].equal?(owner)
-
-          bytes_of(item)
-        end
-        object, keep = yield raw
-        keep_view(key, item, [owner, object].freeze) if keep
-        object
+        found = @mutex.synchronize { lookup(key, owner) }
+        found.instance_of?(Item) ? made(key, found, owner, yield(found.value)) : found
       end
 
       # `view` of several keys that Keys.safe_key made, under one lock: the objects in the order of `keys` (nil
       # where missing). The block is called, outside the lock, for each entry that has no view of this owner yet.
       def views(keys, owner)
-        items = nil
-        found = @mutex.synchronize do
-          keys.each_with_index.map do |key, index|
-            item = live(key)
-            next nil if item.nil?
-
-            view = item.view
-            next view[1] if view && view[0].equal?(owner)
-
-            (items ||= {})[index] = item
-            bytes_of(item)
-          end
-        end
-        items&.each do |index, item|
-          object, keep = yield found[index]
-          keep_view(keys[index], item, [owner, object].freeze) if keep
-          found[index] = object
+        found = @mutex.synchronize { keys.map { |key| lookup(key, owner) } }
+        found.each_with_index do |item, index|
+          found[index] = made(keys[index], item, owner, yield(item.value)) if item.instance_of?(Item)
         end
         found
       end
@@ -115,42 +90,22 @@ module Larder
       # would make of those bytes (kept as long as the parts are). `unless_exist`: as `add` (false when a live
       # entry is there). Raises TooLarge as `set` does.
       def put_parts(key, head, body, expires_at, view, unless_exist = false) # rubocop:disable Style/OptionalBooleanParameter
-        weight = key.bytesize + head.bytesize + body.bytesize + OVERHEAD + VIEW_OVERHEAD
-        @mutex.synchronize do
-          return false if unless_exist && live(key)
-
-          remove(key) unless unless_exist
-          return !unless_exist if expires_at && expires_at <= Larder.now_ms
-
-          raise too_large(key, head.bytesize + body.bytesize) if weight > @capacity
-
-          @items[key] = Item.new(body, expires_at, view, head, weight)
-          @bytes += weight
-          evict
-        end
-        true
+        item = Item.new(body, expires_at, view, head, key.bytesize + head.bytesize + body.bytesize + OVERHEAD +
+                                                      VIEW_OVERHEAD)
+        @mutex.synchronize { unless_exist ? add_item(key, item) : set_item(key, item) }
       end
 
       def set(key, value, ttl: nil)
         check_key(key)
-        expires_at = Base.expiry_ms(value, ttl)
-        @mutex.synchronize do
-          remove(key)
-          store(key, value, expires_at) unless expires_at && expires_at <= Larder.now_ms
-        end
+        item = bare_item(key, value, Base.expiry_ms(value, ttl))
+        @mutex.synchronize { set_item(key, item) }
         nil
       end
 
       def add(key, value, ttl: nil)
         check_key(key)
-        expires_at = Base.expiry_ms(value, ttl)
-        @mutex.synchronize do
-          return false if live(key)
-          return false if expires_at && expires_at <= Larder.now_ms
-
-          store(key, value, expires_at)
-          true
-        end
+        item = bare_item(key, value, Base.expiry_ms(value, ttl))
+        @mutex.synchronize { add_item(key, item) }
       end
 
       def incr(key, delta, ttl: nil, create: true)
@@ -160,13 +115,11 @@ module Larder
           if item.nil?
             return nil unless create
 
-            store(key, delta.to_s, ttl && (Larder.now_ms + (ttl * 1000).ceil))
+            set_item(key, bare_item(key, delta.to_s, ttl && (Larder.now_ms + (ttl * 1000).ceil)))
             return delta
           end
           value = Base.saturate(Base.counter_value(BACKEND, key, bytes_of(item)) + delta)
-          expires_at = item.expires_at
-          remove(key)
-          store(key, value.to_s, expires_at)
+          set_item(key, bare_item(key, value.to_s, item.expires_at))
           value
         end
       end
@@ -250,14 +203,31 @@ module Larder
         joined
       end
 
-      def store(key, value, expires_at)
+      # The item of an entry (or a counter) given as bytes: set, add and incr.
+      def bare_item(key, value, expires_at)
         value = value.b.freeze
-        size = key.bytesize + value.bytesize + OVERHEAD
-        raise too_large(key, value.bytesize) if size > @capacity
+        Item.new(value, expires_at, nil, nil, key.bytesize + value.bytesize + OVERHEAD)
+      end
 
-        @items[key] = Item.new(value, expires_at, nil, nil, size)
-        @bytes += size
+      # Under the lock: `item` at `key` in place of what is there (nothing if it has expired already): true. Raises
+      # TooLarge for an item beyond the capacity.
+      def set_item(key, item)
+        remove(key)
+        expires_at = item.expires_at
+        return true if expires_at && expires_at <= Larder.now_ms
+        raise too_large(key, item.value.bytesize + (item.head&.bytesize || 0)) if item.weight > @capacity
+
+        @items[key] = item
+        @bytes += item.weight
         evict
+        true
+      end
+
+      # Under the lock: `item` at `key` unless a live entry is there or it has expired already (false).
+      def add_item(key, item)
+        return false if live(key) || (item.expires_at && item.expires_at <= Larder.now_ms)
+
+        set_item(key, item)
       end
 
       def too_large(key, bytesize)
@@ -275,6 +245,26 @@ module Larder
         item = @items.delete(key)
         @bytes -= item.weight if item
         item
+      end
+
+      # Under the lock, for view and views: what `owner` keeps beside the live item at `key`; else the item itself,
+      # its bytes joined (they no longer change), for the block to decode outside the lock (an owner's object is
+      # never an Item); nil when missing.
+      def lookup(key, owner)
+        item = live(key)
+        return nil if item.nil?
+
+        view = item.view
+        return view[1] if view && view[0].equal?(owner)
+
+        bytes_of(item)
+        item
+      end
+
+      # The object of a view block's answer [object, keep] for the item's bytes, kept beside them if it says so.
+      def made(key, item, owner, (object, keep))
+        keep_view(key, item, [owner, object].freeze) if keep
+        object
       end
 
       # Attaches a view to the item still stored at `key` (a view made from replaced bytes is dropped).
