@@ -10,6 +10,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"slices"
 	"time"
 )
 
@@ -172,7 +173,9 @@ func (c *wireConn) data(dst []byte, n int) ([]byte, error) {
 	if dst == nil {
 		dst = make([]byte, n) // never nil: an empty value is not a miss
 	} else {
-		dst = append(dst, make([]byte, n)...)
+		// within dst's capacity nothing is zeroed again before the read overwrites it (an MGET's buffer of small
+		// values is made, and so zeroed, once: appending make's zeros cleared each value a second time)
+		dst = slices.Grow(dst, n)[:start+n]
 	}
 	if err := c.r.readFull(dst[start:]); err != nil {
 		return nil, err
