@@ -71,7 +71,8 @@ func value(n int) []byte {
 // parallel runs op with 1 or 50 goroutines.
 func parallel(b *testing.B, goroutines int, op func(i int) error) {
 	b.ReportAllocs()
-	defer reportCPU(b, processCPU(), serverCPU(), processFaults())
+	user, sys, faults := Usage()
+	defer reportCPU(b, user+sys, serverCPU(), faults)
 	if goroutines == 1 {
 		for i := 0; b.Loop(); i++ {
 			if err := op(i); err != nil {
@@ -97,9 +98,10 @@ func parallel(b *testing.B, goroutines int, op func(i int) error) {
 // per op, since the given readings.
 func reportCPU(b *testing.B, process, server time.Duration, faults int64) {
 	if b.N > 0 {
-		b.ReportMetric(float64(processCPU()-process)/float64(b.N), "cpu-ns/op")
+		user, sys, nowFaults := Usage()
+		b.ReportMetric(float64(user+sys-process)/float64(b.N), "cpu-ns/op")
 		b.ReportMetric(float64(serverCPU()-server)/float64(b.N), "server-cpu-ns/op")
-		b.ReportMetric(float64(processFaults()-faults)/float64(b.N), "faults/op")
+		b.ReportMetric(float64(nowFaults-faults)/float64(b.N), "faults/op")
 	}
 }
 

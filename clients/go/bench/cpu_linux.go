@@ -15,22 +15,14 @@ import (
 	"time"
 )
 
-// processCPU is the user and system time of this process so far.
-func processCPU() time.Duration {
+// Usage is this process's user and system CPU time and minor page faults so far (getrusage: every thread, the
+// runtime's included). The benchmarks and bench/oneside both read it here.
+func Usage() (user, sys time.Duration, faults int64) {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
+		return 0, 0, 0
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// processFaults is the number of minor page faults of this process so far.
-func processFaults() int64 {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return ru.Minflt
+	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano()), ru.Minflt
 }
 
 // serverCPU is the user and system time so far of this process's children (the servers), in clock ticks of

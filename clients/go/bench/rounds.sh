@@ -34,58 +34,50 @@ for r in $(seq 1 "$ROUNDS"); do
         -test.benchmem -test.count 1) >"$out/round$r.txt"
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
-if [ "$MEMORY" = 1 ]; then
-    python3 - "$out"/round*.txt <<'EOF'
+# One parser for both reports: each result line's cell (the benchmark's name split at '/', without the GOMAXPROCS
+# suffix) and its metrics by unit; then the memory-store rows (MEMORY=1) or the network cells' ratios.
+python3 - "$MEMORY" "$out"/round*.txt <<'EOF'
 import re, sys, statistics
-line = re.compile(r'^BenchmarkMemoryHit/([\w-]+)/(g\d+)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op')
+result = re.compile(r'^Benchmark(\w+)/(\S+?)(?:-\d+)?\s+\d+\s+(.*)$')
 rounds = []
-for path in sys.argv[1:]:
+for path in sys.argv[2:]:
     cells = {}
     for l in open(path):
-        m = line.match(l)
+        m = result.match(l)
         if m:
-            cells[(m.group(1), m.group(2))] = float(m.group(3))
+            metrics = {unit: float(v) for v, unit in re.findall(r'([\d.]+) (\S+)', m.group(3))}
+            cells[(m.group(1),) + tuple(m.group(2).split('/'))] = metrics
     rounds.append(cells)
-print(f"{'who':14} {'g':4} {'ns/op':>8} {'x otter':>8}")
-for g in sorted({k[1] for c in rounds for k in c}, key=lambda g: int(g[1:])):
-    for who in ('larder-memory', 'larder-fetch', 'otter', 'ristretto'):
-        ns = [c[(who, g)] for c in rounds if (who, g) in c]
-        xs = [c[(who, g)] / c[('otter', g)] for c in rounds if (who, g) in c and c.get(('otter', g))]
-        if ns:
-            print(f"{who:14} {g:4} {statistics.median(ns):8.1f} {statistics.median(xs) if xs else float('nan'):8.2f}")
-EOF
-    exit 0
-fi
-python3 - "$out"/round*.txt <<'EOF'
-import re, sys, statistics
-line = re.compile(r'^Benchmark(\w+)/(\w[\w-]*)/([\w-]+)/(\w+)/(g\d+)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op.*?(\d+) allocs/op')
-def metric(name, l):
-    m = re.search(r'([\d.]+) ' + name + r'\s', l)
-    return float(m.group(1)) if m else 0.0
-rounds = []
-for path in sys.argv[1:]:
-    cells = {}
-    for l in open(path):
-        m = line.match(l)
-        if m:
-            store, op, who, size, g, ns, allocs = m.groups()
-            cells[(store, op, size, g, who)] = (float(ns), int(allocs), metric('cpu-ns/op', l), metric('server-cpu-ns/op', l),
-                                                metric('faults/op', l))
-    rounds.append(cells)
-keys = sorted({k[:4] for c in rounds for k in c})
-def ratio(k, i):
-    rs = [c[k + (w,)][i] / c[k + ('larder',)][i] for c in rounds for w in ('gomemcache', 'go-redis')
-          if k + (w,) in c and k + ('larder',) in c and c[k + ('larder',)][i] > 0]
-    return statistics.median(rs) if rs else float('nan')
+med = statistics.median
+if sys.argv[1] == '1':  # cells (MemoryHit, who, g)
+    print(f"{'who':14} {'g':4} {'ns/op':>8} {'x otter':>8}")
+    for g in sorted({k[2] for c in rounds for k in c if len(k) == 3}, key=lambda g: int(g[1:])):
+        otter = ('MemoryHit', 'otter', g)
+        for who in ('larder-memory', 'larder-fetch', 'otter', 'ristretto'):
+            k = ('MemoryHit', who, g)
+            ns = [c[k]['ns/op'] for c in rounds if k in c]
+            xs = [c[k]['ns/op'] / c[otter]['ns/op'] for c in rounds if k in c and c.get(otter, {}).get('ns/op')]
+            if ns:
+                print(f"{who:14} {g:4} {med(ns):8.1f} {med(xs) if xs else float('nan'):8.2f}")
+    sys.exit(0)
+# cells (store, op, who, size, g): a row per (store, op, size, g) with larder's side and the incumbent's
+incumbents = ('gomemcache', 'go-redis')
+def side(k, who):
+    return (k[0], k[1], who, k[2], k[3])
+def ratio(k, unit):
+    rs = [c[side(k, w)].get(unit, 0) / c[side(k, 'larder')][unit] for c in rounds for w in incumbents
+          if side(k, w) in c and c.get(side(k, 'larder'), {}).get(unit, 0) > 0]
+    return med(rs) if rs else float('nan')
+keys = sorted({(k[0], k[1], k[3], k[4]) for c in rounds for k in c if len(k) == 5})
 print(f"{'store':10} {'op':12} {'size':6} {'g':4} {'ratio':>6} {'cpu':>5} {'server':>6} {'faults':>6} {'larder ns':>10} {'incumb ns':>10} {'l allocs':>8} {'i allocs':>8}")
 for k in keys:
-    lard = [c[k + ('larder',)] for c in rounds if k + ('larder',) in c]
-    inc = [(who, c[k + (who,)]) for c in rounds for who in ('gomemcache', 'go-redis') if k + (who,) in c]
+    lard = [c[side(k, 'larder')] for c in rounds if side(k, 'larder') in c]
+    inc = [c[side(k, w)] for c in rounds for w in incumbents if side(k, w) in c]
     if not inc:
-        ln = statistics.median(x[0] for x in lard)
-        print(f"{k[0]:10} {k[1]:12} {k[2]:6} {k[3]:4} {'':>6} {'':>5} {'':>6} {'':>6} {ln:10.0f}")
+        print(f"{k[0]:10} {k[1]:12} {k[2]:6} {k[3]:4} {'':>6} {'':>5} {'':>6} {'':>6} {med(x['ns/op'] for x in lard):10.0f}")
         continue
-    print(f"{k[0]:10} {k[1]:12} {k[2]:6} {k[3]:4} {ratio(k, 0):6.2f} {ratio(k, 2):5.2f} {ratio(k, 3):6.2f} {ratio(k, 4):6.2f} "
-          f"{statistics.median(x[0] for x in lard):10.0f} {statistics.median(x[1][0] for x in inc):10.0f} "
-          f"{statistics.median(x[1] for x in lard):8.0f} {statistics.median(x[1][1] for x in inc):8.0f}")
+    print(f"{k[0]:10} {k[1]:12} {k[2]:6} {k[3]:4} {ratio(k, 'ns/op'):6.2f} {ratio(k, 'cpu-ns/op'):5.2f} "
+          f"{ratio(k, 'server-cpu-ns/op'):6.2f} {ratio(k, 'faults/op'):6.2f} "
+          f"{med(x['ns/op'] for x in lard):10.0f} {med(x['ns/op'] for x in inc):10.0f} "
+          f"{med(x.get('allocs/op', 0) for x in lard):8.0f} {med(x.get('allocs/op', 0) for x in inc):8.0f}")
 EOF

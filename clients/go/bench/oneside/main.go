@@ -17,23 +17,14 @@ import (
 	"os"
 	"runtime"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/bradfitz/gomemcache/memcache"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/larder-cache/larder/clients/go/bench"
 	"github.com/larder-cache/larder/clients/go/stores"
 )
-
-// usage is this process's user and system CPU time and minor page faults so far.
-func usage() (user, sys time.Duration, faults int64) {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0, 0, 0
-	}
-	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano()), ru.Minflt
-}
 
 type ops struct {
 	get, set func(ctx context.Context, key string) error
@@ -116,14 +107,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "warmed up; press enter")
 		_, _ = fmt.Scanln()
 	}
-	u0, s0, f0 := usage()
+	u0, s0, f0 := bench.Usage()
 	start := time.Now()
 	if err := run(*n); err != nil {
 		fmt.Fprintln(os.Stderr, "oneside:", err)
 		os.Exit(1)
 	}
 	elapsed := time.Since(start)
-	u1, s1, f1 := usage()
+	u1, s1, f1 := bench.Usage()
 	count := float64(*n * *goroutines)
 	fmt.Printf("%s %s %s %d B g%d: wall %.1f us/op, user %.1f us/op, sys %.1f us/op, %.1f faults/op\n",
 		*who, *store, *op, *size, *goroutines, float64(elapsed.Nanoseconds())/count/1e3,
