@@ -9,6 +9,7 @@
 #
 #   ruby clients/ruby/bench/memory_parts.rb            # 1 KiB values
 #   SIZE=65536 ruby clients/ruby/bench/memory_parts.rb
+#   clients/ruby/bench/memory_parts_instructions.sh   # instructions per call instead (CALLGRIND=1, callgrind)
 $LOAD_PATH.unshift File.expand_path("../lib", __dir__)
 require "active_support"
 require "active_support/cache"
@@ -22,9 +23,17 @@ def cpu
   Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
 end
 
-# `per`: the number of keys one call reads, to print µs per key.
+# `per`: the number of keys one call reads, to print µs per key. With CALLGRIND=1: one run of N calls, between two
+# calls of Process.getsid (which memory_parts_instructions.sh has callgrind dump its counts before), and the name.
 def part(name, per = 1, &)
   yield
+  if ENV["CALLGRIND"]
+    GC.start
+    Process.getsid
+    N.times(&)
+    return puts("#{name}\t#{per}")
+  end
+
   best = Array.new(5) do
     started = cpu
     N.times(&)
@@ -45,10 +54,14 @@ head = Larder::Header.value_head(1, 0, 0, nil, [])
 body = value.dup.freeze
 view = [larder, entry].freeze
 
-puts "ruby #{RUBY_VERSION}, ActiveSupport #{ActiveSupport::VERSION::STRING}, #{SIZE}-byte String, CPU µs per call"
-puts
-puts "| part | µs |"
-puts "|---|---|"
+unless ENV["CALLGRIND"]
+  puts "ruby #{RUBY_VERSION}, ActiveSupport #{ActiveSupport::VERSION::STRING}, #{SIZE}-byte String, CPU µs per call"
+  puts
+  puts "| part | µs |"
+  puts "|---|---|"
+end
+part("(an empty call, the loop's own cost)") { nil }
+at_exit { Process.getsid } # closes the last part's count
 part("MemoryStore#write") { memory.write("k0", value) }
 part("LarderStore#write") { larder.write("k0", value) }
 part("  ActiveSupport: instrument (an empty block)") { larder.send(:instrument, :write, "k0", {}) { nil } }
@@ -58,9 +71,13 @@ part("  larder: write_parts (a String held as head + itself)") do
   larder.send(:write_parts, "k0", entry, larder.options)
 end
 part("    of which Header.value_head") { Larder::Header.value_head(1, 0, 0, nil, []) }
-part("    of which the clock (Time.now, as ActiveSupport's)") { larder.send(:now_ms) }
+part("    of which the created_at (the clock ActiveSupport's Entry read)") { larder.send(:created_ms, entry) }
 part("    of which Keys.safe_key") { Larder::Keys.safe_key("k0") }
 part("    of which Memory#put_parts (LRU, capacity)") { larder.larder.put_parts("k0", head, body, nil, view) }
+part("    of which the MessagePack head") { Larder::Serializers.append_string_head(body, String.new) }
+part("    of which the Entry's copy of the value (dup_value!, as MemoryStore)") { entry.dup_value! && entry.value }
+part("    of which the header's times on the kept Entry") { larder.send(:entry_times, entry, 1_700_000_000_000, 0) }
+part("  larder: parts? (whether a write takes write_parts)") { larder.send(:parts?, value, larder.options) }
 part("  larder: serialize_entry (eager: values not held as parts)") do
   larder.send(:serialize_entry, entry, **larder.options)
 end

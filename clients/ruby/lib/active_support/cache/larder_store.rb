@@ -274,10 +274,11 @@ module ActiveSupport
       # a head) that will not be compressed (compression off, or the payload below the threshold).
       def parts?(value, options)
         return false unless value.instance_of?(String) && !options[:raw]
-        return false unless value.encoding == Encoding::BINARY ||
-                            (value.encoding == Encoding::UTF_8 && value.valid_encoding?)
 
-        compress = options.key?(:larder_compress) ? options[:larder_compress] : options.fetch(:compress, true)
+        encoding = value.encoding
+        return false unless encoding == Encoding::UTF_8 ? value.valid_encoding? : encoding == Encoding::BINARY
+
+        compress = options.fetch(:larder_compress) { options.fetch(:compress, true) }
         return true if compress == false || @compressor == "none"
 
         threshold = options[:compress_threshold] || Larder::DEFAULT_THRESHOLD
@@ -301,9 +302,12 @@ module ActiveSupport
         body = entry.value.freeze
         Larder::Serializers.append_string_head(body, head)
         entry_times(entry, created_at, expires_at)
-        failsafe(:write_entry, returning: false) do
+        # failsafe's rescue, without its block and keyword (2,000 instructions a call, counted by callgrind)
+        begin
           @larder.put_parts(larder_key(key), head, body, Larder::Header.hard_expiry(expires_at, stale),
                             [self, entry].freeze, unless_exist)
+        rescue Larder::StoreError => e
+          failed(:write_entry, false, e)
         end
       end
 
@@ -488,10 +492,15 @@ module ActiveSupport
       def failsafe(method, returning: nil)
         yield
       rescue Larder::StoreError => e
+        failed(method, returning, e)
+      end
+
+      # What failsafe does with a store's error: reported, logged, and `returning` answered in place of the result.
+      def failed(method, returning, error)
         if ActiveSupport.respond_to?(:error_reporter)
-          ActiveSupport.error_reporter&.report(e, handled: true, severity: :warning)
+          ActiveSupport.error_reporter&.report(error, handled: true, severity: :warning)
         end
-        logger&.error("LarderStore: #{method} failed, returned #{returning.inspect}: #{e.message}")
+        logger&.error("LarderStore: #{method} failed, returned #{returning.inspect}: #{error.message}")
         returning
       end
     end
