@@ -14,10 +14,10 @@ import (
 )
 
 // readBuffer is the size of a connection's read buffer (a reply line is at most maxLine, well within it). 64 KiB,
-// not 16: a Redis MGET of 100 x 1 KiB (a 103 KB reply, small values come through the buffer) took 7.2 reads per
-// call with 16 KiB, 4.3 with 32 KiB (go-redis's size: 4.1 reads and a liveness recvfrom), 2.1 with 64 KiB
-// (`strace -c -f`, 2,200 calls, 2026-11-25); 128 KiB read more often before the reply was all there (1.6 reads,
-// a quarter of them EAGAIN). A pool of 50 connections holds 3.2 MB of them.
+// not 16: a Redis MGET of 100 x 1 KiB (a 103 KB reply; small values come through the buffer) took 6.9 reads per
+// call with 16 KiB, 4.1 with 32 KiB (go-redis's size; go-redis makes 3.9 and a liveness recvfrom), 2.0-2.2 with
+// 64 KiB, 1.5 with 128 KiB (`strace -c -f`, 2,300 calls, 2026-11-25). 64 rather than 128: half a read per call
+// less is not worth twice the memory of every pooled connection (a pool of 50 holds 3.2 MB of buffers at 64).
 const readBuffer = 64 << 10
 
 // valueTail bounds what a large value's readv takes after the value: its CR LF, the next reply line, and at
