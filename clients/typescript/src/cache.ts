@@ -67,8 +67,8 @@ export interface ReadOptions {
 type Lookup = ["fresh" | "stale", Value] | ["miss"];
 
 /** What a read decoded from an entry's bytes: its header's verdict fields and, for an immutable value, the value
- * itself. Kept per bytes object (the memory store hands back the same Uint8Array until the key is rewritten), so a
- * memory-store hit skips the header and, for a string, number, boolean or null, the payload too. */
+ * itself. Over the memory store it is the entry's own note (Held.note: it goes when the key is rewritten), so a hit
+ * skips the header and, for a string, number, boolean or null, the payload too; over other stores, bytes_memo.ts. */
 interface Decoded {
   value: Value;
   immutable: boolean;
@@ -79,7 +79,6 @@ interface Decoded {
   payloadStart: number;
   compressed: boolean;
 }
-const decodedMemo = new WeakMap<Uint8Array, Decoded>();
 const MISS: Lookup = ["miss"];
 /** The options of a call that gave none (one object, not one per call). */
 const NO_OPTIONS: WriteOptions = Object.freeze({});
@@ -108,9 +107,8 @@ export class Cache {
   readonly defaultStaleMs: number;
   readonly lockTtlMs: number;
   private readonly shared: Shared;
-  /** Over larder's memory store, whose reads hand back the stored bytes themselves: decodes are memoized, and
+  /** Over larder's memory store, whose reads hand back the stored entry itself: decodes are kept as its note, and
    * reads are synchronous (a fetch hit resolves without awaiting the store). */
-  private readonly memoize: boolean;
   private readonly memory: MemoryStore | undefined;
 
   /** A cache over `store` (a Store or a store URL such as "memcached://127.0.0.1:11211"; default memory://). */
@@ -139,7 +137,6 @@ export class Cache {
     this.defaultStaleMs = options.defaultStaleMs ?? 0;
     this.lockTtlMs = options.lockTtlMs ?? DEFAULT_LOCK_TTL_MS;
     this.memory = this.shared.store instanceof MemoryStore ? this.shared.store : undefined;
-    this.memoize = this.memory !== undefined;
   }
 
   get store(): Store {
@@ -175,7 +172,12 @@ export class Cache {
 
   /** The key the store sees for `key` in this cache's namespace (FORMAT.md §5.1, §5.2). */
   storeKey(key: string): string {
-    return safeKey(this.namespace ? `${this.namespace}:${key}` : key);
+    return safeKey(this.namespacedKey(key));
+  }
+
+  /** `key` in this cache's namespace, not yet made safe (FORMAT.md §5.2). */
+  private namespacedKey(key: string): string {
+    return this.namespace ? `${this.namespace}:${key}` : key;
   }
 
   async close(): Promise<void> {
@@ -204,14 +206,15 @@ export class Cache {
   }
 
   /** What a read makes of the bytes a store returned: a miss for a corrupt entry (counted), another version, a
-   * response (not a value) or past its hard expiry; else fresh or stale. Counters read as numbers. */
-  private decodeRead(data: Uint8Array, version: string | undefined, storeKey?: string): Lookup {
+   * response (not a value) or past its hard expiry; else fresh or stale. Counters read as numbers. What it decoded
+   * is kept as `held`'s note when the bytes are the memory store's entry, else by `storeKey` in bytes_memo.ts. */
+  private decodeRead(data: Uint8Array, version: string | undefined, storeKey?: string, held?: Held): Lookup {
     let value: Value;
     let expiresAt: number;
     let staleMs: number;
     let entryVersion: string | undefined;
-    const memo = this.memoize
-      ? decodedMemo.get(data)
+    const memo = held
+      ? (held.note as Decoded | undefined)
       : storeKey === undefined
         ? undefined
         : this.shared.decoded.get(storeKey, data);
@@ -245,7 +248,7 @@ export class Cache {
         payloadStart: header.size,
         compressed: header.compressor !== "none",
       };
-      if (this.memoize) decodedMemo.set(data, decoded);
+      if (held) held.note = decoded;
       else if (immutable && storeKey !== undefined)
         this.shared.decoded.set(storeKey, data, decoded, 96 + (typeof value === "string" ? 2 * value.length : 8));
     } catch (e) {
@@ -283,14 +286,27 @@ export class Cache {
     }
   }
 
-  private async lookup(storeKey: string, version: string | undefined): Promise<Lookup> {
-    if (this.memory) return this.counted(this.memory.getNow(storeKey), version);
+  /** What a read of `key` finds, counted. */
+  private async lookup(key: string, version: string | undefined): Promise<Lookup> {
+    if (this.memory) {
+      const held = this.heldInMemory(this.memory, key);
+      return this.counted(held?.value, version, undefined, held);
+    }
+    const storeKey = this.storeKey(key);
     return this.counted(await this.getRaw(storeKey), version, storeKey);
   }
 
-  /** What a read of `raw` finds, counted as a hit or a miss. */
-  private counted(raw: Uint8Array | undefined, version: string | undefined, storeKey?: string): Lookup {
-    const found = raw === undefined ? MISS : this.decodeRead(raw, version, storeKey);
+  /** The memory store's live entry for `key`, asked first by the namespaced key as it is: a key the store holds
+   * passed its key check when stored, and safeKey leaves every such key unchanged (test/properties.test.ts), so the
+   * key is made safe (FORMAT.md §5.1) only when it is not found. Throws the store's InvalidKey as heldNow does. */
+  private heldInMemory(memory: MemoryStore, key: string): Held | undefined {
+    const namespaced = this.namespacedKey(key);
+    return memory.heldIfStored(namespaced) ?? memory.heldNow(safeKey(namespaced));
+  }
+
+  /** What a read of `raw` (`held`'s bytes over the memory store) finds, counted as a hit or a miss. */
+  private counted(raw: Uint8Array | undefined, version: string | undefined, storeKey?: string, held?: Held): Lookup {
+    const found = raw === undefined ? MISS : this.decodeRead(raw, version, storeKey, held);
     if (found[0] === "fresh") this.shared.stats.hits++;
     else this.shared.stats.misses++;
     return found;
@@ -300,7 +316,7 @@ export class Cache {
 
   /** The fresh value for `key` (of `version`, if given), else undefined. A store failure reads as a miss. */
   async get(key: string, o: ReadOptions = {}): Promise<Value | undefined> {
-    const found = await this.lookup(this.storeKey(key), o.version);
+    const found = await this.lookup(key, o.version);
     return found[0] === "fresh" ? found[1] : undefined;
   }
 
@@ -309,9 +325,13 @@ export class Cache {
     const found = new Map<string, Value>();
     if (keys.length === 0) return found;
     let raws: Array<Uint8Array | undefined>;
+    let held: Array<Held | undefined> | undefined;
     const storeKeys = keys.map((k) => this.storeKey(k));
     try {
-      raws = await this.store.getMany(storeKeys);
+      if (this.memory) {
+        held = this.memory.heldMany(storeKeys);
+        raws = held.map((h) => h?.value);
+      } else raws = await this.store.getMany(storeKeys);
     } catch (e) {
       if (!(e instanceof StoreError)) throw e;
       this.shared.stats.storeErrors++;
@@ -320,7 +340,7 @@ export class Cache {
     keys.forEach((key, i) => {
       const raw = raws[i];
       if (raw === undefined) return;
-      const r = this.decodeRead(raw, o.version, storeKeys[i]);
+      const r = this.decodeRead(raw, o.version, storeKeys[i], held?.[i]);
       if (r[0] === "fresh") found.set(key, r[1]);
     });
     this.shared.stats.hits += found.size;
@@ -329,7 +349,7 @@ export class Cache {
   }
 
   async has(key: string, o: ReadOptions = {}): Promise<boolean> {
-    return (await this.lookup(this.storeKey(key), o.version))[0] === "fresh";
+    return (await this.lookup(key, o.version))[0] === "fresh";
   }
 
   /** Stores `value`; rejects with StoreError (naming the server) if the store fails. */
@@ -407,21 +427,17 @@ export class Cache {
   fetch<T extends Value>(key: string, loader: () => T | Promise<T>, o?: WriteOptions): Promise<T> {
     if (this.memory === undefined) return this.fetchFromStore(key, loader, o ?? NO_OPTIONS);
     // The memory store answers at once: a hit is one resolved Promise, not a chain of awaits.
-    let storeKey: string;
     let held: Held | undefined;
     try {
-      storeKey = this.storeKey(key);
-      held = this.memory.heldNow(storeKey);
+      held = this.heldInMemory(this.memory, key);
     } catch (e) {
       return Promise.reject(e);
     }
     const version = o?.version;
-    const raw = held?.value;
-    if (held !== undefined && raw !== undefined) {
+    if (held !== undefined) {
       // The common hit, judged as judge() does on the memo of an immutable value decoded before, kept as the entry's
-      // note in the store: no tuple, no options object, no lookup, nothing allocated but the Promise.
-      const memo = (held.note ?? decodedMemo.get(raw)) as Decoded | undefined;
-      held.note = memo;
+      // note in the store: no tuple, no options object, nothing allocated but the Promise.
+      const memo = held.note as Decoded | undefined;
       if (
         memo?.immutable === true &&
         (version === undefined || memo.version === version) &&
@@ -433,12 +449,12 @@ export class Cache {
     }
     let found: Lookup;
     try {
-      found = this.counted(raw, version);
+      found = this.counted(held?.value, version, undefined, held);
     } catch (e) {
       return Promise.reject(e);
     }
     if (found[0] === "fresh") return Promise.resolve(found[1] as T);
-    return this.afterLookup(storeKey, found, loader, o ?? NO_OPTIONS);
+    return this.afterLookup(this.storeKey(key), found, loader, o ?? NO_OPTIONS);
   }
 
   private async fetchFromStore<T extends Value>(
@@ -447,7 +463,7 @@ export class Cache {
     o: WriteOptions,
   ): Promise<T> {
     const storeKey = this.storeKey(key);
-    const found = await this.lookup(storeKey, o.version);
+    const found = this.counted(await this.getRaw(storeKey), o.version, storeKey);
     if (found[0] === "fresh") return found[1] as T;
     return this.afterLookup(storeKey, found, loader, o);
   }
@@ -543,7 +559,8 @@ export class Cache {
   private async peek(storeKey: string, version: string | undefined): Promise<[Value] | undefined> {
     const raw = await this.getRaw(storeKey);
     if (raw === undefined) return undefined;
-    const found = this.decodeRead(raw, version, storeKey);
+    // The memory store's bytes are its entry's own: not copied into bytes_memo.ts (its reads keep a note instead).
+    const found = this.decodeRead(raw, version, this.memory ? undefined : storeKey);
     return found[0] === "fresh" ? [found[1]] : undefined;
   }
 

@@ -7,6 +7,7 @@ import { after, before, describe, test } from "node:test";
 import { Cache } from "../src/cache.js";
 import { decode } from "../src/entry.js";
 import { openStore, type Store } from "../src/stores/index.js";
+import { MemoryStore } from "../src/stores/memory.js";
 import { type ServerProcess, startMemcached, startPostgres, startRedis } from "./support/servers.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -208,5 +209,38 @@ describe("the lock policy across independent clients of one shared store", () =>
     assert.equal(await cache.fetch("k", () => 42), 42);
     assert.ok(cache.stats().storeErrors >= 2);
     await cache.close();
+  });
+});
+
+describe("Cache on memory: a read looks the namespaced key up before making it safe", () => {
+  test("safe and unsafe keys, namespaced or not, each read once from the store and counted once", async () => {
+    const store = new MemoryStore();
+    const plain = new Cache(store);
+    const spaced = plain.withNamespace("ns");
+    const unsafe = `a key with spaces ${"é".repeat(200)}`;
+    for (const [cache, key] of [
+      [plain, "k"],
+      [spaced, "k"],
+      [plain, unsafe],
+      [spaced, unsafe],
+    ] as const) {
+      const before = await store.stats();
+      assert.equal(await cache.fetch(key, () => `v ${cache.namespace}`), `v ${cache.namespace}`);
+      assert.equal(await cache.fetch(key, () => "never"), `v ${cache.namespace}`);
+      assert.equal(await cache.get(key), `v ${cache.namespace}`);
+      assert.deepEqual(await cache.getMany([key]), new Map([[key, `v ${cache.namespace}`]]));
+      assert.ok(store.getNow(cache.storeKey(key)), "stored under its safe key (FORMAT.md §5.1, §5.2)");
+      const after = await store.stats();
+      // The store is asked once per read: the first fetch's read and its read again under the lock miss; the
+      // second fetch, get, getMany and getNow above hit.
+      assert.equal(after.misses - before.misses, 2);
+      assert.equal(after.hits - before.hits, 4);
+    }
+    assert.equal(spaced.storeKey(unsafe).startsWith("ns:a#"), true);
+    assert.equal(await spaced.get(`${unsafe}!`), undefined);
+    await assert.rejects(
+      plain.fetch("\ud800", () => 1),
+      /InvalidKey|lone surrogate/,
+    );
   });
 });

@@ -1,6 +1,7 @@
 // Property tests of everything that reads untrusted bytes: whatever the input, decoders either give a value or
-// throw InvalidEntry (never a RangeError, a stack overflow or a hang), and never allocate past max_size; and
-// encode/decode round-trips for every serializer and compressor.
+// throw InvalidEntry (never a RangeError, a stack overflow or a hang), and never allocate past max_size; encode/decode
+// round-trips for every serializer and compressor; and the agreement of safeKey with the stores' key check that a
+// memory-store hit relies on (it looks a key up before making it safe).
 
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
@@ -10,9 +11,12 @@ import { decode, encode, encodeSerialized, encodeText } from "../src/entry.js";
 import { InvalidEntry } from "../src/errors.js";
 import { packHeader, readHeader } from "../src/header.js";
 import { parseJson } from "../src/json.js";
+import { safeKey } from "../src/keys.js";
 import { lz4CompressInto, lz4CompressJs, lz4CompressNative, lz4Decompress } from "../src/lz4.js";
 import { decodeMsgpack, encodeMsgpack, MsgpackError } from "../src/msgpack.js";
 import { inspectText } from "../src/report.js";
+import { checkKey } from "../src/stores/base.js";
+import { InvalidKey } from "../src/stores/errors.js";
 import { Float, type Value } from "../src/value.js";
 
 const RUNS = { numRuns: 300 };
@@ -328,5 +332,44 @@ describe("round trips", () => {
       ),
       RUNS,
     );
+  });
+});
+
+describe("keys", () => {
+  /** Strings near every edge of the rule: printable ASCII, spaces and controls, multi-byte and astral characters,
+   * lone surrogates, and lengths around 250 characters and bytes. */
+  const keys = fc.oneof(
+    fc.string({ unit: "binary", maxLength: 300 }),
+    fc.string({ unit: fc.integer({ min: 0, max: 0x9f }).map((c) => String.fromCharCode(c)), maxLength: 260 }),
+    fc.string({
+      unit: fc.constantFrom("a", "~", "!", "é", "€", "😀", " ", "\x7f", "\ud800", "\udc00"),
+      maxLength: 260,
+    }),
+    fc.integer({ min: 240, max: 260 }).map((n) => "k".repeat(n)),
+    fc.tuple(fc.integer({ min: 0, max: 250 }), fc.constantFrom("é", "€", "😀")).map(([n, c]) => "k".repeat(n) + c),
+  );
+  const accepted = (key: string): boolean => {
+    try {
+      checkKey("memory", key);
+      return true;
+    } catch (e) {
+      if (!(e instanceof InvalidKey)) throw e;
+      return false;
+    }
+  };
+
+  test("a key any store accepts is its own safe key, and every well-formed safe key is accepted", () => {
+    let seen = 0;
+    fc.assert(
+      fc.property(keys, (key) => {
+        if (accepted(key)) {
+          seen++;
+          assert.equal(safeKey(key), key);
+        }
+        if (key !== "" && key.isWellFormed()) assert.ok(accepted(safeKey(key)), JSON.stringify(key));
+      }),
+      { numRuns: 3000 },
+    );
+    assert.ok(seen > 300, `only ${seen} accepted keys were tried`);
   });
 });
