@@ -100,12 +100,19 @@ export function entryHeader(value: Uint8Array): Header | undefined {
   }
 }
 
-/** The entry's hard expiry (ms), or undefined for never or a value that is not an entry. */
-export function valueHardExpiry(value: Uint8Array): number | undefined {
+/** What a store reads of a value it writes, each part once: the entry's hard expiry (ms; undefined for never or a
+ * value that is not an entry) and, when its header has more than the fixed 23 bytes (a stale window, a version,
+ * tags), that header. A fixed-only header is read without building a Header (fixedOnlyExpiresAt). */
+export interface WriteFacts {
+  hardExpiry: number | undefined;
+  header: Header | undefined;
+}
+
+export function writeFacts(value: Uint8Array): WriteFacts {
   const fixed = fixedOnlyExpiresAt(value);
-  if (fixed !== null) return fixed === 0 ? undefined : Number(fixed);
+  if (fixed !== null) return { hardExpiry: fixed === 0 ? undefined : Number(fixed), header: undefined };
   const header = entryHeader(value);
-  return header === undefined ? undefined : entryHardExpiry(header);
+  return { hardExpiry: header === undefined ? undefined : entryHardExpiry(header), header };
 }
 
 /** The entry's tags; none for a value that is not an entry. */
@@ -114,13 +121,8 @@ export function entryTags(value: Uint8Array): string[] {
 }
 
 /** The moment (ms) past which `value` must not be returned: the earlier of now + ttl and the entry's hard expiry. */
-export function expiresAtMs(
-  value: Uint8Array,
-  ttlMs: number | undefined,
-  now: number,
-  header?: Header,
-): number | undefined {
-  return earlierExpiry(header === undefined ? valueHardExpiry(value) : entryHardExpiry(header), ttlMs, now);
+export function expiresAtMs(value: Uint8Array, ttlMs: number | undefined, now: number): number | undefined {
+  return earlierExpiry(writeFacts(value).hardExpiry, ttlMs, now);
 }
 
 /** The earlier of an entry's hard expiry (ms; undefined: never) and now + ttl (undefined: no ttl). */

@@ -6,7 +6,6 @@
 // goes through four routing hooks, which redis_cluster.ts overrides to spread the same operations over a Cluster.
 
 import { asBuffer } from "../bytes.js";
-import { fixedOnlyExpiresAt } from "../header.js";
 import { internalKey, storedKey } from "../keys.js";
 import {
   type Counter,
@@ -15,11 +14,9 @@ import {
   checkTtl,
   earlierExpiry,
   emptyStats,
-  entryHeader,
-  expiresAtMs,
-  isEntry,
   type Store,
   type StoreStats,
+  writeFacts,
 } from "./base.js";
 import { NotACounter, ServerError, type StoreError, TooLarge } from "./errors.js";
 import { RedisNode, type Request, SMALL, serverName } from "./redis_node.js";
@@ -196,9 +193,8 @@ export class RedisStore implements Store {
     for (const [key, value] of items) {
       const stored = this.key(key);
       if (value.length > this.maxValue) throw new TooLarge(this.backend, key, value.length, this.maxValue);
-      // The header is parsed only when it has more than its fixed part (a stale window, a version, tags).
-      const header = fixedOnlyExpiresAt(value) === null ? entryHeader(value) : undefined;
-      const expiry = expiresAtMs(value, ttlMs, now, header);
+      const { hardExpiry, header } = writeFacts(value);
+      const expiry = earlierExpiry(hardExpiry, ttlMs, now);
       if (expiry !== undefined && expiry <= now) {
         if (nx) return false;
         requests.push([pack("DEL", stored), SMALL, stored]);
@@ -346,14 +342,13 @@ export class RedisStore implements Store {
   async set(key: string, value: Uint8Array, ttlMs?: number): Promise<void> {
     // One SET of a value without tags (the common write) goes straight to its server: write()'s lists, tag
     // bookkeeping and batch grouping are for the rest.
-    const fixed = fixedOnlyExpiresAt(value);
-    if (fixed === null && isEntry(value)) return void (await this.write([[key, value]], ttlMs, false));
+    const { hardExpiry, header } = writeFacts(value);
+    if (header !== undefined && header.tags.length > 0) return void (await this.write([[key, value]], ttlMs, false));
     checkTtl(ttlMs);
     const stored = this.key(key);
     if (value.length > this.maxValue) throw new TooLarge(this.backend, key, value.length, this.maxValue);
-    const hard = fixed === null || fixed === 0 ? undefined : Number(fixed);
-    const now = ttlMs === undefined && hard === undefined ? 0 : Date.now();
-    const expiry = earlierExpiry(hard, ttlMs, now);
+    const now = ttlMs === undefined && hardExpiry === undefined ? 0 : Date.now();
+    const expiry = earlierExpiry(hardExpiry, ttlMs, now);
     if (expiry !== undefined && expiry <= now) return void (await this.write([[key, value]], ttlMs, false));
     const command = value.length >= SET_IN_PARTS ? setParts(stored, value, expiry) : setCommand(stored, value, expiry);
     this.answer((await this.run([[command, SMALL]], stored))[0] as RespValue);
