@@ -16,7 +16,7 @@ import pytest
 import zstandard
 
 import larder
-from larder.compressors import compress, decompress
+from larder.compressors import compress, compress_lz4, decompress, lz4_if_shorter
 from larder.serializers import deserialize, parse_json_text, serialize
 
 # --- MessagePack: the canonical form of FORMAT.md §2 ------------------------------------------------------------
@@ -174,6 +174,34 @@ def test_lz4_wire_form_is_a_size_prefix_and_one_block() -> None:
     packed = compress("lz4", DATA)
     assert struct.unpack("<I", packed[:4])[0] == len(DATA)
     assert lz4.block.decompress(packed[4:], uncompressed_size=len(DATA)) == DATA
+
+
+def _noise(n: int, seed: int) -> bytes:
+    """`n` bytes LZ4 cannot shrink (a linear congruential stream's high bytes)."""
+    out = bytearray(n)
+    x = seed
+    for i in range(n):
+        x = (x * 6364136223846793005 + 1442695040888963407) & (2**64 - 1)
+        out[i] = x >> 56
+    return bytes(out)
+
+
+@pytest.mark.parametrize(
+    "size", [1, 100, 1024, 4096, 32 * 1024 - 1, 32 * 1024, 32 * 1024 + 1, 64 * 1024, 256 * 1024, 256 * 1024 + 1]
+)
+def test_lz4_if_shorter_is_the_block_when_strictly_shorter(size: int) -> None:
+    """The LZ4 attempt of a write (`lz4_if_shorter`, in the thread's kept buffer, or given room for a shorter block
+    only): the bytes `compress_lz4` writes when they are strictly shorter, None when they are not, around every
+    size where its buffer changes."""
+    for data in (DATA * (size // len(DATA) + 1))[:size], _noise(size, size), b"x" * (size - 1) + _noise(1, 3):
+        whole = bytes(compress_lz4(data))
+        attempt = lz4_if_shorter(data)
+        if len(whole) < len(data):
+            assert attempt is not None
+            assert bytes(attempt) == whole
+            assert decompress("lz4", bytes(attempt), size) == data
+        else:
+            assert attempt is None
 
 
 @pytest.mark.parametrize(

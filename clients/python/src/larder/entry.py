@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .compressors import DEFAULT_MAX_SIZE, compress, compress_lz4, decompress
+from .compressors import DEFAULT_MAX_SIZE, compress, decompress, lz4_if_shorter
 from .header import (
     COMPRESSOR_OFFSET,
     COMPRESSORS,
@@ -240,8 +240,8 @@ def _build(
         tags=tags,
     )
     if compressor != "none" and len(payload) >= threshold:
-        compressed = compress_lz4(payload) if compressor == "lz4" else compress(compressor, payload, level)
-        if len(compressed) < len(payload):
+        compressed = lz4_if_shorter(payload) if compressor == "lz4" else compress(compressor, payload, level)
+        if compressed is not None and len(compressed) < len(payload):
             header[COMPRESSOR_OFFSET] = COMPRESSORS.index(compressor)
             return b"".join((header, compressed))
     return b"".join((header, payload))
@@ -293,11 +293,10 @@ def lz4_plain(entry: bytes, threshold: int) -> bytes:
     compressed form kept only if strictly shorter (the compressor byte then says lz4). The bytes
     `build_plain(serializer, payload, "lz4", threshold, ...)` makes of the same payload, without the copy of the
     payload `build_plain` is given (MessagePack's packer copies a str or bytes in and out)."""
-    n = len(entry) - _FIXED.size
-    if n < threshold:
+    if len(entry) - _FIXED.size < threshold:
         return entry
-    compressed = compress_lz4(memoryview(entry)[_FIXED.size :])
-    if len(compressed) >= n:
+    compressed = lz4_if_shorter(memoryview(entry)[_FIXED.size :])
+    if compressed is None:
         return entry
     header = bytearray(entry[: _FIXED.size])
     header[COMPRESSOR_OFFSET] = _LZ4_ID
@@ -367,8 +366,8 @@ def build_plain(
     if expires_at > U64_MAX:
         expires_at = U64_MAX
     if compressor_id and len(payload) >= threshold:
-        compressed = compress_lz4(payload) if compressor_id == 1 else compress(compressor, payload)
-        if len(compressed) < len(payload):
+        compressed = lz4_if_shorter(payload) if compressor_id == 1 else compress(compressor, payload)
+        if compressed is not None and len(compressed) < len(payload):
             header = _FIXED.pack(MAGIC, FORMAT_VERSION, 0, serializer_id, compressor_id, 0, created_at, expires_at)
             return b"".join((header, compressed))
     return b"".join((_FIXED.pack(MAGIC, FORMAT_VERSION, 0, serializer_id, 0, 0, created_at, expires_at), payload))
