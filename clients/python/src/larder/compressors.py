@@ -6,7 +6,7 @@ before anything is allocated, zstd must record its content size, and brotli and 
 an output limit. Every failure is an `InvalidEntry` of kind `too_large` or `corrupt_payload`.
 
 Compressor objects are expensive to set up next to a small value, so the zstd contexts are reused, one per thread, and
-so is the buffer the LZ4 attempt of a write is made in (`lz4_if_shorter`: cramjam's `compress_block` zeroes a new
+so is the buffer a large payload's LZ4 attempt is made in (`lz4_if_shorter`: cramjam's `compress_block` zeroes a new
 buffer of the worst-case size at every call, then copies every byte of a payload LZ4 cannot shrink into it).
 """
 
@@ -46,9 +46,9 @@ _LZ4_PREFIX = struct.Struct("<I")
 #: The largest payload whose LZ4 attempt is made in the thread's kept buffer (`lz4_if_shorter`); a larger one is
 #: compressed into a buffer of its own, so that no thread keeps more than about this much for it.
 _LZ4_KEPT_MAX: Final = 256 * 1024
-#: From this many bytes on, the LZ4 attempt is given room for a strictly shorter block only, so that on a payload it
-#: cannot shrink LZ4 stops before copying it out as literals (its failure costs a raised exception, ~0.5 µs: below
-#: this size the copy costs less; bench/RESULTS.md, fourth pass).
+#: From this many bytes on, the LZ4 attempt is made in a kept buffer with room for a strictly shorter block only
+#: (`lz4_if_shorter`): below it, the exception LZ4's failure raises (~0.5 µs) and the view cost more than the zeroed
+#: buffer and the copy of literals they save (bench/RESULTS.md, fourth pass).
 _LZ4_LIMITED_FROM: Final = 32 * 1024
 
 
@@ -98,29 +98,31 @@ def compress_lz4(data: bytes | memoryview) -> bytes | cramjam.Buffer:
     return cramjam.lz4.compress_block(data)
 
 
-def lz4_if_shorter(data: bytes | memoryview) -> memoryview | None:
+def lz4_if_shorter(data: bytes | memoryview) -> cramjam.Buffer | memoryview | None:
     """`compress_lz4(data)` if it is strictly shorter than `data` (FORMAT.md §3's rule for keeping it), else None.
-    The block is written into a buffer the thread keeps: the view returned is valid only until the thread's next
-    call, so the caller copies it out at once (joined into the entry). Two savings over `compress_lz4`: no new
-    buffer is zeroed at each call, and a payload of `_LZ4_LIMITED_FROM` bytes or more is given room for a shorter
-    block only, so LZ4 gives up on an incompressible one without writing it out as literals (64 KiB of random text:
-    5.0 -> 3.9 µs, and no 66 KB buffer zeroed and filled; a payload LZ4 shrinks gets the same bytes as before)."""
+    A payload of `_LZ4_LIMITED_FROM` bytes or more is compressed into a buffer the thread keeps, given room for a
+    strictly shorter block only: LZ4 then gives up on a payload it cannot shrink without writing it out as literals,
+    and no new buffer of the worst-case size is zeroed (`compress_lz4` does both at every call: 64 KiB of random text,
+    5.0 -> 3.9 µs). The view returned is valid only until the thread's next call: the caller copies it out at once
+    (joined into the entry). A payload LZ4 shrinks gets the same bytes as from `compress_lz4`."""
     n = len(data)
+    if n < _LZ4_LIMITED_FROM:
+        block = cramjam.lz4.compress_block(data)
+        return block if len(block) < n else None
     if n > _U32_MAX:
         raise ValueError(f"lz4 input of {n} bytes exceeds 4 GiB")
     if n > _LZ4_KEPT_MAX:
         out = memoryview(bytearray(n - 1))
     else:
         out = _contexts.lz4_out
-        if len(out) < n + n // 255 + 20:  # (LZ4_compressBound and the 4-byte prefix)
-            out = _contexts.lz4_out = memoryview(bytearray(max(n + n // 255 + 20, 4096)))
-        if n >= _LZ4_LIMITED_FROM:
-            out = out[: n - 1]
+        if len(out) < n - 1:
+            out = _contexts.lz4_out = memoryview(bytearray(n - 1))
+        out = out[: n - 1]
     try:
         size = cramjam.lz4.compress_block_into(data, out)
     except cramjam.CompressionError:
-        return None  # (room for a shorter block only, and LZ4 could not write one)
-    return out[:size] if size < n else None
+        return None  # (LZ4 could not write a block shorter than the payload)
+    return out[:size]
 
 
 def decompress(name: str, data: bytes | memoryview, max_size: int = DEFAULT_MAX_SIZE) -> bytes:

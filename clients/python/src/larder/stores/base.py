@@ -272,9 +272,7 @@ def stored_key(prefix: str, key: str) -> str:
 
 def checked_key(backend: str, prefix: str, key: str) -> str:
     """The stored key of a caller's `key`, once it is known to be one a store may take (else `InvalidKey`)."""
-    problem = key_problem(key)
-    if problem is not None:
-        raise InvalidKey(backend, key, problem)
+    check_key(backend, key)
     return safe_key(prefix + key) if prefix else key
 
 
@@ -384,8 +382,9 @@ class Health:
         self._probation = False
         self.errors = 0
 
-    def record(self, ok: bool, policy: FailurePolicy, now: int) -> bool:
-        """Records one request's outcome; True when this failure ejects the server."""
+    def record(self, ok: bool, policy: FailurePolicy, now: int = 0) -> bool:
+        """Records one request's outcome; True when this failure ejects the server. `now` (ms) is read for a failure
+        only: a success is recorded without it (callers skip reading the clock)."""
         if ok and not self._consecutive and not self._probation:
             return False  # a success on a healthy server changes nothing (as if it came just before a failure)
         with self._lock:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from time import monotonic
+from time import monotonic, time_ns
 from typing import Final
 
 from ..errors import InvalidEntry
@@ -275,7 +275,7 @@ class MemcachedStore(Store):
             self._ring = Ring(self.ring_servers, lambda i: not self.servers[i].health.is_ejected())
 
     def _route(self, stored: str) -> int:
-        now = now_ms()
+        now = time_ns() // 1_000_000
         if now >= self._next_readmit_check:
             self._next_readmit_check = now + 100
             changed = False
@@ -350,7 +350,7 @@ class MemcachedStore(Store):
                         raise self._error(server, failure) from None
                     retry += items
                     continue
-                server.health.record(True, self.policy, now_ms())
+                server.health.record(True, self.policy)
                 results += [(i, reply, server) for i, reply in zip(items, replies, strict=True)]
             if not retry:
                 break
@@ -421,7 +421,7 @@ class MemcachedStore(Store):
                 if server.health.record(False, self.policy, now_ms()):
                     self._rebuild()
                 raise self._error(server, failure) from None
-            server.health.record(True, self.policy, now_ms())
+            server.health.record(True, self.policy)
             results.append(replies)
         return results
 
@@ -502,7 +502,7 @@ class MemcachedStore(Store):
         """`set_many([(key, value)], ttl)`, without the batch."""
         stored = checked_key(BACKEND, self.prefix, key)
         self._check_size(stored, value)
-        now = now_ms()
+        now = time_ns() // 1_000_000
         exptime = memcached_exptime(expires_at_ms(value, ttl, now), now)
         request = _delete(stored) if exptime < 0 else _set(stored, value, exptime, "")
         server, reply = self._exchange(stored, request, _SET_REPLIES)

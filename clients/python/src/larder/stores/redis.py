@@ -208,7 +208,7 @@ class RedisStore(Store):
                     replies[i] = reply
         except WireFailure as failure:
             raise self._failed(failure) from None
-        self.health.record(True, self.policy, now_ms())
+        self.health.record(True, self.policy)
         return replies
 
     def _run_on(self, node: Node, command: bytes, limits: Limits) -> Any:
@@ -218,7 +218,7 @@ class RedisStore(Store):
             reply = node.call([command], [limits], monotonic() + self.timeout)[0]
         except WireFailure as failure:
             raise self._failed(failure) from None
-        self.health.record(True, self.policy, now_ms())
+        self.health.record(True, self.policy)
         return self._answer(reply)
 
     def _masters(self) -> list[Node]:

@@ -219,7 +219,7 @@ class SqlStore(Store):
             raise
         except psycopg.Error as e:
             raise ServerError(self.backend, str(e).strip(), self.server) from None
-        self.health.record(True, self.policy, now_ms())
+        self.health.record(True, self.policy)
         return result
 
     def _sql(self, text: str) -> str:
