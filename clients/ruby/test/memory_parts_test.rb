@@ -97,6 +97,19 @@ class MemoryPartsTest < Minitest::Test
     assert_equal "bar", store.fetch("k") { raise "a hit" }
   end
 
+  # The header's created_at is the clock ActiveSupport's Entry.new read (6.1 keeps it in @created_at), rounded to
+  # ms; an entry without one (7.x's keep 0.0) has the clock read at the write.
+  def test_the_created_at_is_the_entrys_clock_read_or_now
+    store = cache
+    entry = ActiveSupport::Cache::Entry.new("v", compress: false)
+    entry.instance_variable_set(:@created_at, 1_700_000_000.1234)
+    assert_equal 1_700_000_000_123, store.send(:created_ms, entry)
+    entry.instance_variable_set(:@created_at, 0.0)
+    assert_in_delta Larder.now_ms, store.send(:created_ms, entry), 1000
+    store.write("k", "v")
+    assert_in_delta Larder.now_ms, Larder::Header.read(store.larder.get("k")).created_at, 1000
+  end
+
   def test_capacity_counts_the_parts_the_view_and_a_join
     memory = Larder::Stores::Memory.new
     store = cache(memory)
