@@ -11,11 +11,12 @@ import string
 import time
 from typing import Any
 
+import msgpack
 import pytest
 
 import larder
 from larder import Cache
-from larder.entry import build_plain, build_plain_msgpack, lz4_plain
+from larder.entry import build_plain, build_plain_msgpack, lz4_plain, plain_head
 from larder.header import FIXED_HEADER_LEN, parse_header
 from larder.serializers import pack_msgpack
 from larder.stores import TooLarge
@@ -293,3 +294,18 @@ def test_purges_and_expiry_reach_parts() -> None:
     time.sleep(0.1)
     assert cache.get("short") is None
     assert cache.store.get("short") is None
+
+
+@pytest.mark.parametrize("text", [True, False])
+def test_plain_head_is_msgpacks_head_at_every_boundary(text: bool) -> None:
+    """`plain_head`: the fixed header, then MessagePack's own str (bin) head for each length where the head changes,
+    the largest MessagePack holds (4 GiB - 1: its head only), and None beyond."""
+    for n in (0, 1, 31, 32, 33, 255, 256, 65535, 65536, 65537):
+        value: str | bytes = "a" * n if text else b"a" * n
+        head = plain_head(text, n, 1_700_000_000_000, 0)
+        assert head is not None
+        assert head + (value.encode() if isinstance(value, str) else value) == build_plain(
+            "msgpack", msgpack.packb(value, use_bin_type=True), "none", 1024, 1_700_000_000_000, 0
+        )
+    assert plain_head(text, 2**32 - 1, 0, 0) == plain_head(text, 0x10000, 0, 0)[:-4] + b"\xff" * 4  # type: ignore[index]
+    assert plain_head(text, 2**32, 0, 0) is None
