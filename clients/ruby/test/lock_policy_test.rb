@@ -24,6 +24,26 @@ class LockPolicyTest < Minitest::Test
     end
   end
 
+  # A memory store on which "another process" finishes at the worst moment: the first time a waiter asks whether
+  # the lock is still held, the holder has just written its value and released the lock (after the waiter's last
+  # look at the key, before this answer).
+  class HolderFinishesBeforeTheLockCheck < Larder::Stores::Memory
+    def initialize(lock_key, key, entry)
+      super()
+      @lock_key = lock_key
+      @finish = [key, entry]
+    end
+
+    def get(key)
+      if key == @lock_key && @finish
+        set(*@finish)
+        delete(@lock_key)
+        @finish = nil
+      end
+      super
+    end
+  end
+
   # A store whose `add` fails as an unreachable server's does.
   class NoLockStore < Larder::Stores::Memory
     def add(*)
@@ -68,6 +88,31 @@ class LockPolicyTest < Minitest::Test
     calls = 0
     assert_equal "mine", @cache.fetch("gone", ttl: 60) { calls += 1 and "mine" }
     assert_equal [1, "mine"], [calls, @cache.read("gone")]
+  end
+
+  def test_a_value_written_just_before_the_lock_went_is_served_not_computed
+    store = HolderFinishesBeforeTheLockCheck.new(lock_key("late"), "app:late", Larder.encode("theirs", ttl_ms: 60_000))
+    hold("late", store)
+    cache = Larder::Cache.new(store, namespace: "app", lock_ttl: 5)
+    assert_equal "theirs", cache.fetch("late", ttl: 60) { flunk "computed though the holder had written the value" }
+    assert_equal [0, 1], [cache.stats[:loads], cache.stats[:coalesced_across_processes]]
+  end
+
+  def test_a_waiter_whose_holder_left_without_a_value_takes_the_lock_before_computing
+    hold("retake")
+    Thread.new do
+      sleep 0.05
+      @store.delete(lock_key("retake"))
+    end
+    seen = nil
+    computed = @cache.fetch("retake", ttl: 60) do
+      seen = @store.get(lock_key("retake"))
+      "mine"
+    end
+    assert_equal "mine", computed
+    refute_nil seen, "the waiter computed holding the lock, so other waiters wait on it"
+    refute_equal "0123456789abcdef", seen
+    assert_nil @store.get(lock_key("retake")), "and released it"
   end
 
   def test_a_lock_never_released_is_waited_for_lock_ttl_then_computed

@@ -14,13 +14,17 @@ module Larder
   #    then computes, writes, and releases the lock with `delete_if`, also when computing fails.
   # 4. Held by another process: a refresh serves the stale value; a cold miss polls the store for the other
   #    process's value (after 5 ms, each pause doubling up to 50 ms) until it appears, the lock disappears without
-  #    one, or `lock_ttl` passes; in the last two cases it computes itself.
+  #    one (looked for once more then), or `lock_ttl` passes. When the lock went without a value it tries to take
+  #    the lock itself (step 3), so that one waiter computes, not all of them; after `lock_ttl` it computes without.
   # 5. The store cannot answer: compute without a lock.
   class LockPolicy
     POLL_FIRST = 0.005
     POLL_MOST = 0.05
     # What `peek` answers when there is no fresh value, and `stale:` when there is no stale one to serve.
     NONE = Object.new.freeze
+    # What `await` answers when the other process's value did not come: its lock went without one, or lock_ttl passed.
+    LOCK_GONE = Object.new.freeze
+    WAITED_LOCK_TTL = Object.new.freeze
 
     # A computation in progress in this process: waiters block on it until the leader finishes.
     class Flight
@@ -106,25 +110,34 @@ module Larder
       flight.finish(value: value, error: error)
     end
 
-    def compute_as_leader(key, stale, peek)
+    def compute_as_leader(key, stale, peek, &)
       lock_key = self.class.lock_key(key)
       token = Stores::Base.token
-      taken = take(lock_key, token)
-      if taken == false
+      deadline = nil
+      loop do
+        taken = take(lock_key, token)
+        return compute_under(lock_key, token, taken, peek, &) unless taken == false
         return served_stale(stale) unless stale.equal?(NONE)
 
-        value = await(lock_key, peek)
-        return value unless value.equal?(NONE)
+        deadline ||= clock + @lock_ttl
+        value = await(lock_key, peek, deadline)
+        return compute_under(lock_key, token, nil, peek, &) if value.equal?(WAITED_LOCK_TTL)
+        return value unless value.equal?(LOCK_GONE)
+        # The lock went away without a value: take it, so that one waiter computes and the others wait on it.
       end
-      begin
-        value = taken ? peek.call : NONE
-        return value unless value.equal?(NONE)
+    end
 
-        @count.call(:loads)
-        yield
-      ensure
-        release(lock_key, token) if taken
+    # Computes holding the lock (`taken` true: looks once more first, since a holder that released just before may
+    # have written the value, and releases the lock however this ends), or without a lock (`taken` nil).
+    def compute_under(lock_key, token, taken, peek)
+      if taken
+        value = peek.call
+        return coalesced(value) unless value.equal?(NONE)
       end
+      @count.call(:loads)
+      yield
+    ensure
+      release(lock_key, token) if taken
     end
 
     # true when taken, false when another holds it, nil when the store did not answer.
@@ -141,20 +154,26 @@ module Larder
       @count.call(:store_errors)
     end
 
-    # The other process's value, or NONE once its lock is gone without one or lock_ttl has passed.
-    def await(lock_key, peek)
-      deadline = clock + @lock_ttl
+    # The other process's value; LOCK_GONE once its lock is gone without one, WAITED_LOCK_TTL once `deadline` passed.
+    def await(lock_key, peek, deadline)
       pause = POLL_FIRST
       loop do
         sleep pause
         pause = [pause * 2, POLL_MOST].min
         value = peek.call
-        unless value.equal?(NONE)
-          @count.call(:coalesced_across_processes)
-          return value
-        end
-        return NONE if clock >= deadline || !held?(lock_key)
+        return coalesced(value) unless value.equal?(NONE)
+        return WAITED_LOCK_TTL if clock >= deadline
+        next if held?(lock_key)
+
+        # The holder may have written the value between the look above and its release: look once more.
+        value = peek.call
+        return value.equal?(NONE) ? LOCK_GONE : coalesced(value)
       end
+    end
+
+    def coalesced(value)
+      @count.call(:coalesced_across_processes)
+      value
     end
 
     # A store that does not answer holds no lock one could wait for.
