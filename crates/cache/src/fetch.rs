@@ -73,7 +73,16 @@ impl<S: Store> Cache<S> {
                             CacheCounters::bump(&self.shared.counters.stale_served);
                             return Ok(stale);
                         }
-                        LockState::Acquired(lock) => Some(self.hold(lock)),
+                        LockState::Acquired(lock) => {
+                            let held = self.hold(lock);
+                            // A holder that released just before may have refreshed it (spec/STORES.md §3, step 3).
+                            if let Lookup::Fresh(value) = self.lookup::<T>(&store_key, version).await {
+                                held.release().await;
+                                lead.finish(Ok(Arc::new(value.clone())));
+                                return Ok(value);
+                            }
+                            Some(held)
+                        }
                         LockState::Unavailable => None,
                     };
                     let result = self.load_and_store(&store_key, options, take(&mut loader), lead).await;
