@@ -42,7 +42,8 @@ func WithNamespace(ns string) Option { return func(c *Cache) { c.namespace = ns 
 // WithSerializer chooses how values are serialized (default msgpack).
 func WithSerializer(s format.Serializer) Option { return func(c *Cache) { c.opts.Serializer = s } }
 
-// WithCompressor chooses the compressor tried on payloads of at least threshold bytes (default lz4, 1024).
+// WithCompressor chooses the compressor tried on payloads of at least threshold bytes (default lz4, 1024; none on
+// memory://, whose bytes never leave the process: spec/STORES.md §8).
 func WithCompressor(comp format.Compressor, threshold int) Option {
 	return func(c *Cache) { c.opts.Compressor, c.opts.Threshold = comp, threshold }
 }
@@ -57,6 +58,9 @@ func WithLockTTL(d time.Duration) Option { return func(c *Cache) { c.lockTTL = d
 func New(store stores.Store, options ...Option) *Cache {
 	c := &Cache{store: store, opts: format.DefaultOptions(), maxSize: format.DefaultMaxSize, lockTTL: 10 * time.Second,
 		shared: &shared{flights: map[string]*flight{}}}
+	if _, inProcess := store.(*stores.Memory); inProcess {
+		c.opts.Compressor = format.None
+	}
 	for _, o := range options {
 		o(c)
 	}

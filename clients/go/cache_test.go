@@ -316,3 +316,50 @@ func TestReadsAbsorbStoreFailures(t *testing.T) {
 		t.Fatalf("a failed write is not the store's error: %v", err)
 	}
 }
+
+// spec/STORES.md §8: a Cache on memory:// does not compress unless a compressor is named; on a shared store it
+// tries lz4.
+func TestCompressionByDefault(t *testing.T) {
+	ctx := context.Background()
+	text := strings.Repeat("larder ", 1000) // 7,000 bytes that LZ4 shrinks a lot
+	compressorOf := func(s stores.Store, key string) format.Compressor {
+		t.Helper()
+		data, err := s.Get(ctx, key)
+		if err != nil || data == nil {
+			t.Fatalf("%q not stored: %v", key, err)
+		}
+		h, err := format.ReadHeader(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.Compressor
+	}
+	memory := memoryCache(t)
+	if err := memory.Set(ctx, "plain", text); err != nil {
+		t.Fatal(err)
+	}
+	if got := compressorOf(memory.Store(), "plain"); got != format.None {
+		t.Fatalf("memory:// by default: compressor %v, want none", got)
+	}
+	named := larder.New(memory.Store(), larder.WithCompressor(format.LZ4, 1024))
+	if err := named.Set(ctx, "named", text); err != nil {
+		t.Fatal(err)
+	}
+	if got := compressorOf(memory.Store(), "named"); got != format.LZ4 {
+		t.Fatalf("memory:// with lz4 named: compressor %v", got)
+	}
+	if got, ok := memory.Get(ctx, "named"); !ok || got != text {
+		t.Fatal("a compressed entry reads back alike")
+	}
+	shared, err := larder.Open(ctx, "memcached://"+testservers.Memcached(t, "compress"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = shared.Close() }()
+	if err := shared.Set(ctx, "shared", text); err != nil {
+		t.Fatal(err)
+	}
+	if got := compressorOf(shared.Store(), "shared"); got != format.LZ4 {
+		t.Fatalf("memcached by default: compressor %v, want lz4", got)
+	}
+}

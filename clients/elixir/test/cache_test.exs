@@ -30,6 +30,31 @@ defmodule Larder.CacheTest do
     assert %{hits: 1, misses: 1, loads: 1} = Cache.stats(c)
   end
 
+  # spec/STORES.md §8: no compression attempt on memory:// unless a compressor is named; lz4 on a shared store.
+  test "a cache on memory:// stores uncompressed by default, a shared store's compresses with lz4" do
+    text = String.duplicate("larder ", 1000)
+
+    compressor = fn c, key ->
+      {:ok, <<_::binary-size(5), id, _::binary>>} =
+        Larder.Store.get(Cache.store(c), Cache.store_key(c, key))
+
+      id
+    end
+
+    memory = start_cache()
+    Cache.put(memory, "plain", text)
+    assert compressor.(memory, "plain") == 0
+
+    named = start_cache(compressor: :lz4)
+    Cache.put(named, "named", text)
+    assert compressor.(named, "named") == 1
+
+    shared = start_cache(store: memcached_url("compress#{System.unique_integer([:positive])}:"))
+    Cache.put(shared, "shared", text)
+    assert compressor.(shared, "shared") == 1
+    assert Cache.get(shared, "shared") == text
+  end
+
   test "atom keys come back as strings (values are MessagePack, readable by every language)" do
     c = start_cache()
     Cache.fetch(c, "k", fn -> %{id: 1, slug: "a"} end)

@@ -20,6 +20,21 @@ class CacheTest < Minitest::Test
     assert_equal entry.created_at + 60_000, entry.expires_at
   end
 
+  # spec/STORES.md §8: no compression attempt on memory:// unless a compressor is named; lz4 on a shared store.
+  def test_memory_is_not_compressed_unless_a_compressor_is_named
+    text = "larder " * 1000
+    @cache.write("plain", text)
+    assert_equal "none", Larder::Header.read(@store.get("app:plain")).compressor
+    Larder::Cache.new(@store, namespace: "app", compressor: "lz4").write("named", text)
+    assert_equal "lz4", Larder::Header.read(@store.get("app:named")).compressor
+    assert_equal text, @cache.read("named")
+    Dir.mktmpdir("larder-cache") do |root|
+      files = Larder::Stores::File.new(root)
+      Larder::Cache.new(files).write("shared", text)
+      assert_equal "lz4", Larder::Header.read(files.get("shared")).compressor, "a shared store compresses"
+    end
+  end
+
   def test_concurrent_misses_are_coalesced
     calls = Queue.new
     threads = Array.new(8) do

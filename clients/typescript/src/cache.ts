@@ -130,13 +130,14 @@ export class Cache {
     };
     this.namespace = options.namespace ?? "";
     this.serializer = options.serializer ?? "msgpack";
-    this.compressor = options.compressor ?? "lz4";
     this.compressThreshold = options.compressThreshold ?? DEFAULT_THRESHOLD;
     this.maxValueSize = options.maxValueSize ?? DEFAULT_MAX_SIZE;
     this.defaultTtlMs = options.defaultTtlMs;
     this.defaultStaleMs = options.defaultStaleMs ?? 0;
     this.lockTtlMs = options.lockTtlMs ?? DEFAULT_LOCK_TTL_MS;
     this.memory = this.shared.store instanceof MemoryStore ? this.shared.store : undefined;
+    // memory:// bytes never leave the process: no compression attempt unless one is named (spec/STORES.md §8).
+    this.compressor = options.compressor ?? (this.memory === undefined ? "lz4" : "none");
   }
 
   get store(): Store {

@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { Cache } from "../src/cache.js";
 import { decode } from "../src/entry.js";
+import { readHeader } from "../src/header.js";
 import { openStore, type Store } from "../src/stores/index.js";
 import { MemoryStore } from "../src/stores/memory.js";
 import { type ServerProcess, startMemcached, startPostgres, startRedis } from "./support/servers.js";
@@ -242,5 +243,32 @@ describe("Cache on memory: a read looks the namespaced key up before making it s
       plain.fetch("\ud800", () => 1),
       /InvalidKey|lone surrogate/,
     );
+  });
+});
+
+describe("compression by default (spec/STORES.md §8)", () => {
+  const text = "larder ".repeat(1000); // 7,000 bytes that LZ4 shrinks a lot
+  const compressorOf = (data: Uint8Array | undefined): string => {
+    assert.ok(data !== undefined, "stored");
+    return readHeader(data).compressor;
+  };
+
+  test("a Cache on memory:// stores uncompressed unless a compressor is named", async () => {
+    const store = new MemoryStore();
+    await new Cache(store).set("plain", text);
+    assert.equal(compressorOf(store.getNow("plain")), "none");
+    await new Cache(store, { compressor: "lz4" }).set("named", text);
+    assert.equal(compressorOf(store.getNow("named")), "lz4");
+    assert.equal(await new Cache(store).get("named"), text, "and reads what it did not write alike");
+  });
+
+  test("a Cache on a shared store compresses with lz4", async () => {
+    const url = `memcached://${memcached.address}?timeout=1s`;
+    const key = fresh("lz4");
+    const cache = new Cache(url);
+    await cache.set(key, text);
+    const store = openStore(url);
+    assert.equal(compressorOf(await store.get(key)), "lz4");
+    await Promise.all([cache.close(), store.close()]);
   });
 });

@@ -169,11 +169,17 @@ pub(crate) enum Lookup<T> {
 }
 
 impl<S: Store> Cache<S> {
+    /// A builder over `store`. The compressor is lz4 (FORMAT.md §3) except on the memory store, whose bytes never
+    /// leave the process: none there unless [`CacheBuilder::compressor`] names one (spec/STORES.md §8).
     pub fn builder(store: S) -> CacheBuilder<S> {
+        let mut encode = EncodeOptions::default();
+        if store.backend() == "memory" {
+            encode.compressor = Compressor::None;
+        }
         CacheBuilder {
             store,
             namespace: String::new(),
-            encode: EncodeOptions::default(),
+            encode,
             limits: DecodeLimits::default(),
             default_ttl: None,
             default_stale: Duration::ZERO,

@@ -408,3 +408,20 @@ async fn a_refresh_that_takes_the_lock_after_another_refreshed_serves_that_value
     assert_eq!(value.await.expect("a value"), "theirs");
     assert_eq!(cache.stats().loads, 0, "the loader did not run again");
 }
+
+/// spec/STORES.md §8: a cache on the memory store does not try to compress unless a compressor is named.
+#[tokio::test]
+async fn a_cache_on_the_memory_store_stores_uncompressed_unless_a_compressor_is_named() {
+    let text = "larder ".repeat(1000);
+    let plain = Cache::new(MemoryStore::builder().build().expect("valid"));
+    plain.write("page", &text, &WriteOptions::default()).await.expect("written");
+    let raw = plain.store().get_now("page").expect("stored");
+    assert_eq!(larder_format::Entry::parse(&raw).expect("an entry").header.compressor, larder_format::Compressor::None);
+    let named = Cache::builder(MemoryStore::builder().build().expect("valid"))
+        .compressor(larder_format::Compressor::Lz4)
+        .build();
+    named.write("page", &text, &WriteOptions::default()).await.expect("written");
+    let raw = named.store().get_now("page").expect("stored");
+    assert_eq!(larder_format::Entry::parse(&raw).expect("an entry").header.compressor, larder_format::Compressor::Lz4);
+    assert_eq!(named.read::<String>("page").await.expect("read"), Some(text));
+}

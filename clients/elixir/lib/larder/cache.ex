@@ -18,7 +18,7 @@ defmodule Larder.Cache do
 
   Options of `start_link/1`: `name` (required), `store` (a URL or a `Larder.Store` handle; default
   `memory://`), `namespace`, `lock_ttl` (ms, 10 000), `max_size` (largest value decoded, 64 MiB),
-  `compressor` (`:lz4`).
+  `compressor` (`:lz4`; `:none` on `memory://`, whose bytes never leave the node: spec/STORES.md §8).
   """
 
   use Supervisor
@@ -54,7 +54,8 @@ defmodule Larder.Cache do
       namespace: Keyword.get(opts, :namespace),
       lock_ttl: Keyword.get(opts, :lock_ttl, 10_000),
       max_size: Keyword.get(opts, :max_size, Larder.Compressors.default_max_size()),
-      compressor: Keyword.get(opts, :compressor, :lz4),
+      compressor:
+        Keyword.get(opts, :compressor, if(store.backend == "memory", do: :none, else: :lz4)),
       # A memory store is this node's alone: its callers are already coalesced here, so no store lock is needed.
       shared: store.backend != "memory",
       flights: :"#{name}.Flights",

@@ -23,11 +23,13 @@ module Larder
     attr_reader :store, :namespace_name, :stats
 
     # `store`: a store or a store URL. Times in seconds: `ttl` (nil = none), `stale` (the stale window), `lock_ttl`
-    # (the store lock's TTL: how long a computation may block other processes, default 10 s).
-    def initialize(store, namespace: nil, serializer: "msgpack", compressor: "lz4", threshold: DEFAULT_THRESHOLD,
+    # (the store lock's TTL: how long a computation may block other processes, default 10 s). `compressor`: lz4 by
+    # default, none on memory:// (its bytes never leave the process: spec/STORES.md §8).
+    def initialize(store, namespace: nil, serializer: "msgpack", compressor: nil, threshold: DEFAULT_THRESHOLD,
                    ttl: nil, stale: 0, lock_ttl: 10, max_size: Compressors::DEFAULT_MAX_SIZE, shared: nil)
       @store = store.is_a?(String) ? Stores.open(store) : store
       @namespace_name = namespace
+      compressor ||= @store.is_a?(Stores::Memory) ? "none" : "lz4"
       @encoding = { serializer: serializer, compressor: compressor, threshold: threshold }
       @ttl = ttl
       @stale = stale
