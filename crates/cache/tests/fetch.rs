@@ -3,11 +3,12 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use larder_cache::{Cache, CacheError, WriteOptions};
 use larder_store::{ManualClock, MemoryStore, Store, StoreError, StoreStats, Value};
+use larder_testkit::intercepted::{Intercepted, Op};
 use tokio::time::timeout;
 
 const T0: u64 = 1_700_000_000_000;
@@ -329,64 +330,8 @@ async fn an_unreachable_store_degrades_to_computing_every_time() {
     assert!(write.to_string().contains("memcached server 127.0.0.1:1: connection refused"), "{write}");
 }
 
-/// A memory store on which another process refreshes `key` at the worst moment for a stale read: after this
-/// process saw the entry stale, just before it takes the lock (the holder wrote and released in between).
-struct RefreshedJustBeforeTheLock {
-    inner: MemoryStore,
-    refresh: std::sync::Mutex<Option<(String, Vec<u8>)>>,
-}
-
-impl Store for RefreshedJustBeforeTheLock {
-    fn backend(&self) -> &'static str {
-        self.inner.backend()
-    }
-    async fn get(&self, key: &str) -> Result<Option<Value>, StoreError> {
-        self.inner.get(key).await
-    }
-    async fn get_many(&self, keys: &[&str]) -> Result<Vec<Option<Value>>, StoreError> {
-        self.inner.get_many(keys).await
-    }
-    async fn set(&self, key: &str, value: &[u8], ttl: Option<Duration>) -> Result<(), StoreError> {
-        self.inner.set(key, value, ttl).await
-    }
-    async fn add(&self, key: &str, value: &[u8], ttl: Option<Duration>) -> Result<bool, StoreError> {
-        let refresh = self.refresh.lock().expect("not poisoned").take();
-        if let Some((refreshed, bytes)) = refresh {
-            self.inner.set(&refreshed, &bytes, None).await?;
-        }
-        self.inner.add(key, value, ttl).await
-    }
-    async fn incr(
-        &self,
-        key: &str,
-        delta: i64,
-        ttl: Option<Duration>,
-        create: bool,
-    ) -> Result<Option<i64>, StoreError> {
-        self.inner.incr(key, delta, ttl, create).await
-    }
-    async fn delete_if(&self, key: &str, expected: &[u8]) -> Result<bool, StoreError> {
-        self.inner.delete_if(key, expected).await
-    }
-    async fn delete(&self, key: &str) -> Result<bool, StoreError> {
-        self.inner.delete(key).await
-    }
-    async fn delete_many(&self, keys: &[&str]) -> Result<usize, StoreError> {
-        self.inner.delete_many(keys).await
-    }
-    async fn clear(&self) -> Result<(), StoreError> {
-        self.inner.clear().await
-    }
-    async fn purge_prefix(&self, prefix: &str) -> Result<larder_store::Purged, StoreError> {
-        self.inner.purge_prefix(prefix).await
-    }
-    async fn purge_tag(&self, tag: &str) -> Result<larder_store::Purged, StoreError> {
-        self.inner.purge_tag(tag).await
-    }
-    async fn stats(&self) -> Result<StoreStats, StoreError> {
-        self.inner.stats().await
-    }
-}
+/// A key and the bytes another process writes under it.
+type Refresh = (String, Vec<u8>);
 
 /// spec/STORES.md §3, step 3, on a refresh: the process that takes the lock looks once more, and a value another
 /// process refreshed in the meantime is served, not computed again.
@@ -395,7 +340,19 @@ async fn a_refresh_that_takes_the_lock_after_another_refreshed_serves_that_value
     let clock = ManualClock::new(T0);
     let memory = || MemoryStore::builder().clock(clock.clone()).maintenance_interval(None).build().expect("valid");
     let options = WriteOptions::ttl(Duration::from_secs(10)).with_stale(Duration::from_secs(60));
-    let store = RefreshedJustBeforeTheLock { inner: memory(), refresh: std::sync::Mutex::new(None) };
+    // Another process refreshes the key at the worst moment for a stale read: after this process saw the entry
+    // stale, just before it takes the lock (that process wrote and released in between).
+    let refresh: Arc<Mutex<Option<Refresh>>> = Arc::default();
+    let (store, pending) = (memory(), refresh.clone());
+    let shared = store.clone();
+    let store = Intercepted::new(store, "memory", move |op| {
+        if let Op::Add(_) = op {
+            if let Some((key, bytes)) = pending.lock().expect("not poisoned").take() {
+                shared.set_now(&key, &bytes, None)?;
+            }
+        }
+        Ok(())
+    });
     let cache = Cache::builder(store).clock(clock.clone()).build();
     cache.write("page", "old", &options).await.expect("written");
     clock.advance_ms(15_000);
@@ -403,7 +360,7 @@ async fn a_refresh_that_takes_the_lock_after_another_refreshed_serves_that_value
     let other = Cache::builder(memory()).clock(clock.clone()).build();
     other.write("page", "theirs", &options).await.expect("written");
     let refreshed = other.store().get_now(&other.store_key("page")).expect("stored").to_vec();
-    *cache.store().refresh.lock().expect("not poisoned") = Some((cache.store_key("page"), refreshed));
+    *refresh.lock().expect("not poisoned") = Some((cache.store_key("page"), refreshed));
     let value = cache.fetch_with("page", &options, || async { Ok::<_, std::io::Error>("recomputed".to_owned()) });
     assert_eq!(value.await.expect("a value"), "theirs");
     assert_eq!(cache.stats().loads, 0, "the loader did not run again");

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use larder_proxy::{ProxyConfig, Server};
-use larder_store::{ManualClock, MemoryStore, Store, StoreError, StoreStats, SystemClock, Value};
+use larder_store::{ManualClock, MemoryStore, SystemClock};
+use larder_testkit::intercepted::{Intercepted, Op};
 use support::{cacheable, get, Larder, Origin};
 
 /// Proxies listen on different ports; clients name the site, which is what keys are made of.
@@ -86,60 +87,13 @@ async fn a_purge_through_one_proxy_is_seen_by_the_other() {
 }
 
 /// A memory store that says it is remote and counts the requests it gets, as a memcached or Redis server would.
-#[derive(Clone)]
-struct Remote {
-    inner: MemoryStore,
-    requests: Arc<AtomicUsize>,
-}
-
-impl Store for Remote {
-    fn backend(&self) -> &'static str {
-        "remote"
-    }
-    async fn get(&self, key: &str) -> Result<Option<Value>, StoreError> {
-        self.requests.fetch_add(1, Ordering::SeqCst);
-        self.inner.get(key).await
-    }
-    async fn get_many(&self, keys: &[&str]) -> Result<Vec<Option<Value>>, StoreError> {
-        self.requests.fetch_add(1, Ordering::SeqCst);
-        self.inner.get_many(keys).await
-    }
-    async fn set(&self, key: &str, value: &[u8], ttl: Option<Duration>) -> Result<(), StoreError> {
-        self.inner.set(key, value, ttl).await
-    }
-    async fn add(&self, key: &str, value: &[u8], ttl: Option<Duration>) -> Result<bool, StoreError> {
-        self.inner.add(key, value, ttl).await
-    }
-    async fn incr(
-        &self,
-        key: &str,
-        delta: i64,
-        ttl: Option<Duration>,
-        create: bool,
-    ) -> Result<Option<i64>, StoreError> {
-        self.inner.incr(key, delta, ttl, create).await
-    }
-    async fn delete_if(&self, key: &str, expected: &[u8]) -> Result<bool, StoreError> {
-        self.inner.delete_if(key, expected).await
-    }
-    async fn delete(&self, key: &str) -> Result<bool, StoreError> {
-        self.inner.delete(key).await
-    }
-    async fn delete_many(&self, keys: &[&str]) -> Result<usize, StoreError> {
-        self.inner.delete_many(keys).await
-    }
-    async fn clear(&self) -> Result<(), StoreError> {
-        self.inner.clear().await
-    }
-    async fn purge_prefix(&self, prefix: &str) -> Result<larder_store::Purged, StoreError> {
-        self.inner.purge_prefix(prefix).await
-    }
-    async fn purge_tag(&self, tag: &str) -> Result<larder_store::Purged, StoreError> {
-        self.inner.purge_tag(tag).await
-    }
-    async fn stats(&self) -> Result<StoreStats, StoreError> {
-        self.inner.stats().await
-    }
+fn remote(inner: MemoryStore, requests: Arc<AtomicUsize>) -> Intercepted {
+    Intercepted::new(inner, "remote", move |op| {
+        if matches!(op, Op::Get(_) | Op::GetMany(_)) {
+            requests.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(())
+    })
 }
 
 #[tokio::test]
@@ -149,7 +103,7 @@ async fn on_a_remote_store_a_vary_hit_takes_one_round_trip_and_never_a_stale_mar
             .await;
     let requests = Arc::new(AtomicUsize::new(0));
     let shared_store = shared();
-    let store = Remote { inner: shared_store.clone(), requests: requests.clone() };
+    let store = remote(shared_store.clone(), requests.clone());
     let config = ProxyConfig {
         upstream: origin.url(),
         listen: "127.0.0.1:0".parse().expect("addr"),
@@ -188,12 +142,8 @@ async fn on_a_remote_store_a_vary_hit_takes_one_round_trip_and_never_a_stale_mar
         admin: None,
         ..support::test_defaults()
     };
-    let other = Server::bind(
-        other,
-        Remote { inner: shared_store, requests: Arc::new(AtomicUsize::new(0)) },
-        Arc::new(SystemClock),
-    )
-    .expect("binds");
+    let other =
+        Server::bind(other, remote(shared_store, Arc::new(AtomicUsize::new(0))), Arc::new(SystemClock)).expect("binds");
     let other_url = format!("http://{}/v", other.local_addr().expect("addr"));
     let other_task = tokio::spawn(other.run(std::future::pending()));
     assert_eq!(support::send("PURGE", &other_url, &[("host", "shop.example")], "").await.status, 200);

@@ -12,7 +12,8 @@ use bytes::Bytes;
 use http::StatusCode;
 use larder_proxy::cache_status::Outcome;
 use larder_proxy::{ProxyConfig, Server};
-use larder_store::{MemoryStore, Store, StoreError, StoreStats, SystemClock, Value};
+use larder_store::{MemoryStore, StoreError, SystemClock};
+use larder_testkit::intercepted::{Intercepted, Op};
 use support::{cacheable, get, send, Larder, Origin};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -120,48 +121,13 @@ async fn an_unreachable_app_is_reported_not_bypassed() {
 }
 
 /// A real memory store whose writes fail, as a remote store's do when its server is down.
-struct FailingWrites(MemoryStore);
-
-impl Store for FailingWrites {
-    fn backend(&self) -> &'static str {
-        "failing"
-    }
-    async fn get(&self, key: &str) -> Result<Option<Value>, StoreError> {
-        self.0.get(key).await
-    }
-    async fn get_many(&self, keys: &[&str]) -> Result<Vec<Option<Value>>, StoreError> {
-        self.0.get_many(keys).await
-    }
-    async fn set(&self, _: &str, _: &[u8], _: Option<Duration>) -> Result<(), StoreError> {
-        Err(StoreError::Server { backend: "failing", server: "127.0.0.1:1".into(), message: "down".into() })
-    }
-    async fn add(&self, _: &str, _: &[u8], _: Option<Duration>) -> Result<bool, StoreError> {
-        Err(StoreError::Server { backend: "failing", server: "127.0.0.1:1".into(), message: "down".into() })
-    }
-    async fn incr(&self, _: &str, _: i64, _: Option<Duration>, _: bool) -> Result<Option<i64>, StoreError> {
-        Err(StoreError::Server { backend: "failing", server: "127.0.0.1:1".into(), message: "down".into() })
-    }
-    async fn delete_if(&self, key: &str, expected: &[u8]) -> Result<bool, StoreError> {
-        self.0.delete_if(key, expected).await
-    }
-    async fn delete(&self, key: &str) -> Result<bool, StoreError> {
-        self.0.delete(key).await
-    }
-    async fn delete_many(&self, keys: &[&str]) -> Result<usize, StoreError> {
-        self.0.delete_many(keys).await
-    }
-    async fn clear(&self) -> Result<(), StoreError> {
-        self.0.clear().await
-    }
-    async fn purge_prefix(&self, prefix: &str) -> Result<larder_store::Purged, StoreError> {
-        self.0.purge_prefix(prefix).await
-    }
-    async fn purge_tag(&self, tag: &str) -> Result<larder_store::Purged, StoreError> {
-        self.0.purge_tag(tag).await
-    }
-    async fn stats(&self) -> Result<StoreStats, StoreError> {
-        self.0.stats().await
-    }
+fn failing_writes() -> Intercepted {
+    Intercepted::new(MemoryStore::builder().build().expect("store"), "failing", |op| match op {
+        Op::Set(_) | Op::Add(_) | Op::Incr(_) => {
+            Err(StoreError::Server { backend: "failing", server: "127.0.0.1:1".into(), message: "down".into() })
+        }
+        _ => Ok(()),
+    })
 }
 
 #[tokio::test]
@@ -173,7 +139,7 @@ async fn store_failures_are_absorbed_and_counted() {
         admin: Some("127.0.0.1:0".parse().expect("addr")),
         ..support::test_defaults()
     };
-    let store = FailingWrites(MemoryStore::builder().build().expect("store"));
+    let store = failing_writes();
     let server = Server::bind(config, store, Arc::new(SystemClock)).expect("binds");
     let (addr, admin) = (server.local_addr().expect("addr"), server.admin_addr().expect("admin"));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

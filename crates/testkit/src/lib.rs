@@ -4,6 +4,7 @@
 
 pub mod behaviour;
 pub mod hostile;
+pub mod intercepted;
 mod memcached;
 mod postgres;
 mod process;
