@@ -98,7 +98,7 @@ def compress_lz4(data: bytes | memoryview) -> bytes | cramjam.Buffer:
     return cramjam.lz4.compress_block(data)
 
 
-def lz4_if_shorter(data: bytes | memoryview) -> cramjam.Buffer | memoryview | None:
+def lz4_if_shorter(data: bytes | memoryview) -> bytes | cramjam.Buffer | memoryview | None:
     """`compress_lz4(data)` if it is strictly shorter than `data` (FORMAT.md §3's rule for keeping it), else None.
     A payload of `_LZ4_LIMITED_FROM` bytes or more is compressed into a buffer the thread keeps, given room for a
     strictly shorter block only: LZ4 then gives up on a payload it cannot shrink without writing it out as literals,
@@ -107,7 +107,7 @@ def lz4_if_shorter(data: bytes | memoryview) -> cramjam.Buffer | memoryview | No
     (joined into the entry). A payload LZ4 shrinks gets the same bytes as from `compress_lz4`."""
     n = len(data)
     if n < _LZ4_LIMITED_FROM:
-        block = cramjam.lz4.compress_block(data)
+        block = compress_lz4(data)
         return block if len(block) < n else None
     if n > _U32_MAX:
         raise ValueError(f"lz4 input of {n} bytes exceeds 4 GiB")
