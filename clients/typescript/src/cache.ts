@@ -249,8 +249,14 @@ export class Cache {
         payloadStart: header.size,
         compressed: header.compressor !== "none",
       };
-      if (held) held.note = decoded;
-      else if (immutable && storeKey !== undefined)
+      if (held) {
+        held.note = decoded;
+        if (immutable) {
+          held.hitValue = value;
+          held.hitUntil = expiresAt;
+          held.hitVersion = entryVersion;
+        }
+      } else if (immutable && storeKey !== undefined)
         this.shared.decoded.set(storeKey, data, decoded, 96 + (typeof value === "string" ? 2 * value.length : 8));
     } catch (e) {
       if (!(e instanceof InvalidEntry)) throw e;
@@ -327,12 +333,17 @@ export class Cache {
     if (keys.length === 0) return found;
     let raws: Array<Uint8Array | undefined>;
     let held: Array<Held | undefined> | undefined;
-    const storeKeys = keys.map((k) => this.storeKey(k));
+    let storeKeys: string[] | undefined;
     try {
-      if (this.memory) {
-        held = this.memory.heldMany(storeKeys);
+      const memory = this.memory;
+      if (memory) {
+        // each key looked up as get's is: as it is first, made safe only when not found (heldInMemory)
+        held = keys.map((k) => this.heldInMemory(memory, k));
         raws = held.map((h) => h?.value);
-      } else raws = await this.store.getMany(storeKeys);
+      } else {
+        storeKeys = keys.map((k) => this.storeKey(k));
+        raws = await this.store.getMany(storeKeys);
+      }
     } catch (e) {
       if (!(e instanceof StoreError)) throw e;
       this.shared.stats.storeErrors++;
@@ -341,7 +352,7 @@ export class Cache {
     keys.forEach((key, i) => {
       const raw = raws[i];
       if (raw === undefined) return;
-      const r = this.decodeRead(raw, o.version, storeKeys[i], held?.[i]);
+      const r = this.decodeRead(raw, o.version, storeKeys?.[i], held?.[i]);
       if (r[0] === "fresh") found.set(key, r[1]);
     });
     this.shared.stats.hits += found.size;
@@ -426,35 +437,33 @@ export class Cache {
    * is stored. Within the stale window one caller recomputes while the others get the stale value. The loader's
    * rejection reaches every waiting caller and nothing is cached; store failures are absorbed. */
   fetch<T extends Value>(key: string, loader: () => T | Promise<T>, o?: WriteOptions): Promise<T> {
-    if (this.memory === undefined) return this.fetchFromStore(key, loader, o ?? NO_OPTIONS);
-    // The memory store answers at once: a hit is one resolved Promise, not a chain of awaits.
-    let held: Held | undefined;
-    try {
-      held = this.heldInMemory(this.memory, key);
-    } catch (e) {
-      return Promise.reject(e);
-    }
+    return this.memory === undefined
+      ? this.fetchFromStore(key, loader, o ?? NO_OPTIONS)
+      : this.fetchFromMemory(this.memory, key, loader, o);
+  }
+
+  /** fetch over the memory store, which answers at once. An async function that returns without awaiting: its
+   * Promise, awaited, cost ~10 ns less than a plain function's `Promise.resolve` (node 20, 66 against 76 ns a call
+   * in an awaited loop over a Map), which was most of what lru-cache's `fetch` hit was ahead by. */
+  private async fetchFromMemory<T extends Value>(
+    memory: MemoryStore,
+    key: string,
+    loader: () => T | Promise<T>,
+    o: WriteOptions | undefined,
+  ): Promise<T> {
+    const held = this.heldInMemory(memory, key);
     const version = o?.version;
     if (held !== undefined) {
-      // The common hit, judged as judge() does on the memo of an immutable value decoded before, kept as the entry's
-      // note in the store: no tuple, no options object, nothing allocated but the Promise.
-      const memo = held.note as Decoded | undefined;
-      if (
-        memo?.immutable === true &&
-        (version === undefined || memo.version === version) &&
-        (memo.expiresAt === 0 || Date.now() < memo.expiresAt)
-      ) {
+      // The common hit, judged as judge() does, on what an earlier read of these bytes decoded: an immutable value,
+      // kept in the store's slot itself (Held.hitValue), so nothing is read but the slot and nothing allocated.
+      const until = held.hitUntil;
+      if (until >= 0 && (version === undefined || held.hitVersion === version) && (until === 0 || Date.now() < until)) {
         this.shared.stats.hits++;
-        return Promise.resolve(memo.value as T);
+        return held.hitValue as T;
       }
     }
-    let found: Lookup;
-    try {
-      found = this.counted(held?.value, version, undefined, held);
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    if (found[0] === "fresh") return Promise.resolve(found[1] as T);
+    const found = this.counted(held?.value, version, undefined, held);
+    if (found[0] === "fresh") return found[1] as T;
     return this.afterLookup(this.storeKey(key), found, loader, o ?? NO_OPTIONS);
   }
 

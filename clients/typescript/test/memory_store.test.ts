@@ -4,6 +4,7 @@
 
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
+import fc from "fast-check";
 import { Cache } from "../src/cache.js";
 import { InvalidKey } from "../src/stores/errors.js";
 import { ENTRY_OVERHEAD, MemoryStore } from "../src/stores/memory.js";
@@ -84,5 +85,75 @@ describe("memory store recency", () => {
     const stats = cache.stats();
     assert.equal(stats.hits, 2);
     assert.equal(stats.loads, 1);
+  });
+
+  test("the recency list grows past its first arrays and reuses freed numbers in order", async () => {
+    const store = new MemoryStore({ maxEntries: 150 });
+    for (let i = 0; i < 300; i++) await store.set(`k${i}`, bytes(1)); // k0..k149 evicted
+    for (let i = 150; i < 200; i++) assert.ok(store.getNow(`k${i}`), `k${i}`); // now the newest
+    for (let i = 0; i < 50; i++) await store.set(`n${i}`, bytes(1)); // evicts k200..k249
+    const present = (from: number, to: number, prefix = "k") =>
+      Array.from({ length: to - from }, (_, i) => store.heldIfStored(`${prefix}${from + i}`) !== undefined);
+    assert.ok(present(0, 150).every((p) => !p));
+    assert.ok(present(150, 200).every((p) => p));
+    assert.ok(present(200, 250).every((p) => !p));
+    assert.ok(present(250, 300).every((p) => p));
+    assert.ok(present(0, 50, "n").every((p) => p));
+    assert.equal((await store.stats()).entries, 150);
+  });
+
+  test("any sequence of writes, reads, deletes, counters and clears evicts exactly as a plain LRU list would", async () => {
+    // The model: keys from least to most recently used, an array searched and spliced (recency.ts must agree).
+    const op = fc.oneof(
+      fc.record({ kind: fc.constant("set" as const), key: fc.integer({ min: 0, max: 9 }) }),
+      fc.record({ kind: fc.constant("get" as const), key: fc.integer({ min: 0, max: 9 }) }),
+      fc.record({ kind: fc.constant("delete" as const), key: fc.integer({ min: 0, max: 9 }) }),
+      fc.record({ kind: fc.constant("incr" as const), key: fc.integer({ min: 0, max: 9 }) }),
+      fc.record({ kind: fc.constant("clear" as const), key: fc.constant(0) }),
+    );
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 1, max: 6 }), fc.array(op, { maxLength: 80 }), async (max, ops) => {
+        const store = new MemoryStore({ maxEntries: max });
+        let order: string[] = [];
+        const use = (key: string) => {
+          order = order.filter((k) => k !== key);
+          order.push(key);
+        };
+        for (const { kind, key: n } of ops) {
+          const key = `k${n}`;
+          if (kind === "set") {
+            await store.set(key, bytes(1));
+            use(key);
+          } else if (kind === "get") {
+            assert.equal(store.getNow(key) !== undefined, order.includes(key), `get ${key}`);
+            if (order.includes(key)) use(key);
+          } else if (kind === "delete") {
+            assert.equal(await store.delete(key), order.includes(key), `delete ${key}`);
+            order = order.filter((k) => k !== key);
+          } else if (kind === "incr") {
+            // a counter over a 1-byte "x" value is refused; only a key holding a number or absent counts
+            const held = store.getNow(key);
+            if (held !== undefined) use(key);
+            if (held === undefined || /^[0-9]+$/.test(Buffer.from(held).toString())) {
+              await store.incr(key, 1);
+              use(key);
+            } else await assert.rejects(store.incr(key, 1));
+          } else {
+            await store.clear();
+            order = [];
+          }
+          while (order.length > max) order.shift();
+          const stats = await store.stats();
+          assert.equal(stats.entries, order.length);
+          const present = [];
+          for (const k of ["k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9"])
+            if (store.heldIfStored(k) !== undefined) present.push(k);
+          // heldIfStored made each found key the newest, in name order: the model follows
+          for (const k of present) use(k);
+          assert.deepEqual(present.sort(), [...order].sort());
+        }
+      }),
+      { numRuns: 300 },
+    );
   });
 });

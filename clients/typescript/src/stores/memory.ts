@@ -1,7 +1,8 @@
 // `memory://?capacity=256M&max_entries=N`: the process's own store (spec/STORES.md §8). Bounded by bytes (keys +
 // values + a fixed per-entry overhead) and optionally by a number of entries; the least recently used entry goes
-// first. Recency is a doubly linked list through the slots (a read relinks one slot: a few pointer writes, where
-// deleting and re-inserting a Map key cost ~170 ns a hit). Purges are exact. The largest value is 1/16 of capacity.
+// first. Recency is recency.ts's list of slot numbers in typed arrays (a read relinks one number: a few typed-array
+// writes, where deleting and re-inserting a Map key cost ~170 ns a hit, and relinking the slot objects themselves
+// ~10 ns). Purges are exact. The largest value is 1/16 of capacity.
 
 import { utf8 } from "../bytes.js";
 import {
@@ -20,18 +21,18 @@ import {
   saturate,
 } from "./base.js";
 import { NotACounter, TooLarge } from "./errors.js";
+import { Recency } from "./recency.js";
 import type { StoreUrl } from "./url.js";
 
 export const DEFAULT_CAPACITY = 256 * 1024 * 1024;
 export const ENTRY_OVERHEAD = 96;
 
-/** One entry, linked into the recency list: `older` toward the next to evict, `newer` toward the last read. */
+/** One entry and its number in the recency list (recency.ts). */
 interface Slot extends Held {
   key: string;
   expiresAt: number | undefined;
   weight: number;
-  older: Slot | undefined;
-  newer: Slot | undefined;
+  readonly number: number;
 }
 
 /** An entry as the store holds it, with a note its reader may keep beside it (a `Cache` keeps what it decoded from
@@ -39,6 +40,11 @@ interface Slot extends Held {
 export interface Held {
   readonly value: Uint8Array;
   note: unknown;
+  /** A reader's answer for a hit, kept in the slot itself (one object read per hit): the value, until when it is
+   * fresh (0: never expires; -1: none kept), and the version it carries. */
+  hitValue: unknown;
+  hitUntil: number;
+  hitVersion: string | undefined;
 }
 
 export interface MemoryOptions {
@@ -52,9 +58,9 @@ export class MemoryStore implements Store {
   readonly maxEntries: number;
   private readonly maxWeight: number;
   private readonly slots = new Map<string, Slot>();
-  /** The least and the most recently used slots (the ends of the recency list). */
-  private oldest: Slot | undefined;
-  private newest: Slot | undefined;
+  /** The slots' order of use, by number, and each number's slot. */
+  private readonly recency = new Recency();
+  private readonly numbered: Array<Slot | undefined> = [undefined];
   private weight = 0;
   private readonly counters: StoreStats;
 
@@ -90,26 +96,10 @@ export class MemoryStore implements Store {
     return slot;
   }
 
-  private unlink(slot: Slot): void {
-    if (slot.older === undefined) this.oldest = slot.newer;
-    else slot.older.newer = slot.newer;
-    if (slot.newer === undefined) this.newest = slot.older;
-    else slot.newer.older = slot.older;
-    slot.older = undefined;
-    slot.newer = undefined;
-  }
-
-  private linkNewest(slot: Slot): void {
-    slot.older = this.newest;
-    slot.newer = undefined;
-    if (this.newest === undefined) this.oldest = slot;
-    else this.newest.newer = slot;
-    this.newest = slot;
-  }
-
   private remove(key: string, slot: Slot): void {
     this.slots.delete(key);
-    this.unlink(slot);
+    this.recency.remove(slot.number);
+    this.numbered[slot.number] = undefined;
     this.weight -= slot.weight;
   }
 
@@ -142,10 +132,7 @@ export class MemoryStore implements Store {
       this.counters.expirations++;
       return undefined;
     }
-    if (slot !== this.newest) {
-      this.unlink(slot);
-      this.linkNewest(slot);
-    }
+    this.recency.touch(slot.number);
     this.counters.hits++;
     return slot;
   }
@@ -177,15 +164,25 @@ export class MemoryStore implements Store {
   }
 
   private insert(key: string, value: Uint8Array, expiresAt: number | undefined, weight: number): void {
-    const slot: Slot = { key, value, note: undefined, expiresAt, weight, older: undefined, newer: undefined };
+    const slot: Slot = {
+      key,
+      value,
+      note: undefined,
+      hitValue: undefined,
+      hitUntil: -1,
+      hitVersion: undefined,
+      expiresAt,
+      weight,
+      number: this.recency.add(),
+    };
     this.slots.set(key, slot);
-    this.linkNewest(slot);
+    this.numbered[slot.number] = slot;
     this.weight += weight;
   }
 
   private evict(): void {
     for (;;) {
-      const slot = this.oldest;
+      const slot = this.numbered[this.recency.oldest];
       if (slot === undefined) break;
       if (this.weight <= this.capacity && (this.maxEntries === 0 || this.slots.size <= this.maxEntries)) break;
       this.remove(slot.key, slot);
@@ -270,8 +267,8 @@ export class MemoryStore implements Store {
 
   async clear(): Promise<void> {
     this.slots.clear();
-    this.oldest = undefined;
-    this.newest = undefined;
+    this.recency.clear();
+    this.numbered.length = 1;
     this.weight = 0;
   }
 
