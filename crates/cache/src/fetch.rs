@@ -78,8 +78,7 @@ impl<S: Store> Cache<S> {
                             // A holder that released just before may have refreshed it (spec/STORES.md §3, step 3).
                             if let Lookup::Fresh(value) = self.lookup::<T>(&store_key, version).await {
                                 held.release().await;
-                                lead.finish(Ok(Arc::new(value.clone())));
-                                return Ok(value);
+                                return hand_found(value, lead);
                             }
                             Some(held)
                         }
@@ -168,10 +167,6 @@ impl<S: Store> Cache<S> {
         E: Into<BoxError>,
     {
         let deadline = tokio::time::Instant::now() + self.shared.lock_ttl;
-        let found = |value: T, lead: Lead<Outcome>| {
-            lead.finish(Ok(Arc::new(value.clone())));
-            Ok(value)
-        };
         loop {
             match self.try_lock(store_key, self.shared.lock_ttl).await {
                 LockState::Acquired(lock) => {
@@ -179,7 +174,7 @@ impl<S: Store> Cache<S> {
                     // A holder that released just before may have written the value.
                     if let Lookup::Fresh(value) = self.lookup::<T>(store_key, version).await {
                         held.release().await;
-                        return found(value, lead);
+                        return hand_found(value, lead);
                     }
                     let result = self.load_and_store(store_key, options, loader, lead).await;
                     held.release().await;
@@ -189,7 +184,7 @@ impl<S: Store> Cache<S> {
                 LockState::Held => match self.await_other_process::<T>(store_key, version, deadline).await {
                     Waited::Value(value) => {
                         CacheCounters::bump(&self.shared.counters.coalesced_across_processes);
-                        return found(value, lead);
+                        return hand_found(value, lead);
                     }
                     Waited::Released => continue,
                     Waited::TimedOut => return self.load_and_store(store_key, options, loader, lead).await,
@@ -276,6 +271,13 @@ enum Waited<T> {
     /// The lock went away without a value (its holder crashed, failed, or could not store).
     Released,
     TimedOut,
+}
+
+/// A value a leader found in the store (another process wrote it) rather than loaded: handed to the callers waiting on
+/// this process's lead, and returned.
+fn hand_found<T: Cacheable>(value: T, lead: Lead<Outcome>) -> Result<T, CacheError> {
+    lead.finish(Ok(Arc::new(value.clone())));
+    Ok(value)
 }
 
 /// The loader, which a caller uses at most once (every path that takes it returns).
