@@ -5,6 +5,7 @@
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import fc from "fast-check";
 import { MetaReader, type Reply } from "../src/stores/memcached.js";
 import { Received, type ReplyReader } from "../src/stores/received.js";
 import { type Limits, pack, RespReader, type RespValue } from "../src/stores/resp.js";
@@ -169,4 +170,29 @@ test("a packed command reads back as its parts (lengths across every digit count
     assert.deepEqual(Buffer.from(got[i] as Uint8Array), Buffer.from(p));
   });
   assert.equal(Buffer.from(got[parts.length] as Uint8Array).toString(), "1732500000000");
+});
+
+test("pack writes exactly RESP's bytes for any parts: ASCII up to and past 64 characters, any Unicode, numbers", () => {
+  const reference = (parts: Array<string | number | bigint | Uint8Array>): Buffer => {
+    const chunks = [Buffer.from(`*${parts.length}\r\n`)];
+    for (const part of parts) {
+      const bytes = part instanceof Uint8Array ? Buffer.from(part) : Buffer.from(String(part), "utf8");
+      chunks.push(Buffer.from(`$${bytes.length}\r\n`), bytes, Buffer.from("\r\n"));
+    }
+    return Buffer.concat(chunks);
+  };
+  const part = fc.oneof(
+    fc.string({ unit: "binary-ascii", minLength: 60, maxLength: 70 }),
+    fc.string({ unit: "binary", maxLength: 80 }),
+    fc.string({ unit: "grapheme", maxLength: 40 }),
+    fc.integer(),
+    fc.bigInt(),
+    fc.uint8Array({ maxLength: 100 }),
+  );
+  fc.assert(
+    fc.property(fc.array(part, { maxLength: 8 }), (parts) => {
+      assert.deepEqual(pack(...parts), reference(parts));
+    }),
+    { numRuns: 500 },
+  );
 });
