@@ -1,10 +1,9 @@
 // The memory store's recency order: a doubly linked list of slot numbers in two typed arrays, circular through a
 // sentinel at 0 (newer[0] is the oldest, older[0] the newest), as lru-cache keeps its own. A read makes its slot the
-// newest with six typed-array writes and no branch but "already the newest?"; the same list through the slot objects
-// (pointer fields, each write behind V8's write barrier, and the neighbours' objects touched) made an awaited
-// Cache.fetch hit over 1,000 keys ~10% slower than lru-cache's fetch, ~1% over it without relinking at all
-// (bench/_pattern.mjs-style interleaved rounds, node 20, 2026-11-25). Freed numbers are reused; the arrays double
-// when full.
+// newest with six typed-array writes and no branch but "already the newest?". The same list through the slot objects
+// (pointer fields, each write behind V8's write barrier, and the neighbours' objects touched) cost ~10% of an awaited
+// Cache.fetch hit over 1,000 keys, these arrays ~3% (paired rounds as bench/memory_fetch.ts takes them, node 20,
+// 2026-11-25). Freed numbers are reused; the arrays double when full.
 
 /** Slot numbers 1.. in least- to most-recently-used order. */
 export class Recency {

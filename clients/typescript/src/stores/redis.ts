@@ -32,6 +32,8 @@ const INFO: Limits = { maxBulk: 1 << 20, maxBytes: 1 << 20, maxElements: 0 };
 /** Values from this size are sent from where they lie, between their command's head and tail, not copied into it. */
 const SET_IN_PARTS = 16 * 1024;
 
+const none = (): void => {};
+
 function setCommand(key: string, value: Uint8Array, expiry: number | undefined): Buffer {
   return expiry === undefined ? pack("SET", key, value) : pack("SET", key, value, "PXAT", expiry);
 }
@@ -339,20 +341,32 @@ export class RedisStore implements Store {
     return reply as Array<Uint8Array | null>;
   }
 
-  async set(key: string, value: Uint8Array, ttlMs?: number): Promise<void> {
-    // One SET of a value without tags (the common write) goes straight to its server: write()'s lists, tag
-    // bookkeeping and batch grouping are for the rest.
-    const { hardExpiry, header } = writeFacts(value);
-    if (header !== undefined && header.tags.length > 0) return void (await this.write([[key, value]], ttlMs, false));
-    checkTtl(ttlMs);
-    const stored = this.key(key);
-    if (value.length > this.maxValue) throw new TooLarge(this.backend, key, value.length, this.maxValue);
-    const now = ttlMs === undefined && hardExpiry === undefined ? 0 : Date.now();
-    const expiry = earlierExpiry(hardExpiry, ttlMs, now);
-    if (expiry !== undefined && expiry <= now) return void (await this.write([[key, value]], ttlMs, false));
-    const command = value.length >= SET_IN_PARTS ? setParts(stored, value, expiry) : setCommand(stored, value, expiry);
-    this.answer((await this.run([[command, SMALL]], stored))[0] as RespValue);
+  /** Not an async function: the reply's Promise is handed on with one `then` (awaiting it in an async function
+   * cost ~30 ns more a write, node 20). */
+  set(key: string, value: Uint8Array, ttlMs?: number): Promise<void> {
+    try {
+      // One SET of a value without tags (the common write) goes straight to its server: write()'s lists, tag
+      // bookkeeping and batch grouping are for the rest.
+      const { hardExpiry, header } = writeFacts(value);
+      if (header !== undefined && header.tags.length > 0) return this.write([[key, value]], ttlMs, false).then(none);
+      checkTtl(ttlMs);
+      const stored = this.key(key);
+      if (value.length > this.maxValue) throw new TooLarge(this.backend, key, value.length, this.maxValue);
+      const now = ttlMs === undefined && hardExpiry === undefined ? 0 : Date.now();
+      const expiry = earlierExpiry(hardExpiry, ttlMs, now);
+      if (expiry !== undefined && expiry <= now) return this.write([[key, value]], ttlMs, false).then(none);
+      const command =
+        value.length >= SET_IN_PARTS ? setParts(stored, value, expiry) : setCommand(stored, value, expiry);
+      return this.run([[command, SMALL]], stored).then(this.answeredNothing);
+    } catch (e) {
+      return Promise.reject(e);
+    }
   }
+
+  /** A one-reply write's answer: nothing, or its error reply thrown. */
+  private readonly answeredNothing = (replies: RespValue[]): void => {
+    this.answer(replies[0] as RespValue);
+  };
 
   async setMany(items: ReadonlyArray<readonly [string, Uint8Array]>, ttlMs?: number): Promise<void> {
     if (items.length > 0) await this.write(items, ttlMs, false);
