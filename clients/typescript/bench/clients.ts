@@ -20,6 +20,7 @@ import { MemcachedStore } from "../src/stores/memcached.js";
 import { MemoryStore } from "../src/stores/memory.js";
 import { RedisStore } from "../src/stores/redis.js";
 import { startMemcached, startRedis } from "../test/support/servers.js";
+import { median, quantile } from "./stats.js";
 
 const arg = (name: string): string | undefined => {
   const at = process.argv.indexOf(name);
@@ -57,14 +58,6 @@ function syncRate(op: () => unknown): number {
   return done / ((performance.now() - start) / 1000);
 }
 
-const median = (xs: number[]): number => {
-  const sorted = [...xs].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 === 1
-    ? (sorted[mid] as number)
-    : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
-};
-
 /** Whether a contender is the one larder is held to: not larder's own variants, and not a reference figure shown
  * beside them (named "ref: …", such as lru-cache's synchronous `get` beside awaited fetches). */
 const isIncumbent = (name: string): boolean => !name.startsWith("larder") && !name.startsWith("ref: ");
@@ -81,10 +74,10 @@ async function line(what: string, contenders: Record<string, () => Promise<numbe
   const larder = figures[0];
   const best = Math.max(...figures.filter(([k]) => isIncumbent(k)).map(([, v]) => v));
   const larderRuns = runs.get(larder?.[0] ?? "") ?? [];
-  const roundRatios = larderRuns
-    .map((v, r) => v / Math.max(...[...runs].filter(([k]) => isIncumbent(k)).map(([, xs]) => xs[r] ?? 0)))
-    .sort((x, y) => x - y);
-  const quartile = (q: number): string => (roundRatios[Math.floor(q * (roundRatios.length - 1))] ?? 0).toFixed(2);
+  const roundRatios = larderRuns.map(
+    (v, r) => v / Math.max(...[...runs].filter(([k]) => isIncumbent(k)).map(([, xs]) => xs[r] ?? 0)),
+  );
+  const quartile = (q: number): string => quantile(roundRatios, q).toFixed(2);
   const shown = figures.map(([k, v]) => `${k} ${Math.round(v).toLocaleString("en")}/s`).join("  ");
   console.log(
     `${what.padEnd(34)} ${shown}  larder/best-other ${((larder?.[1] ?? 0) / best).toFixed(2)} ` +

@@ -15,6 +15,7 @@ import { KeyvLarder } from "../src/keyv.js";
 import { MemcachedStore } from "../src/stores/memcached.js";
 import { RedisStore } from "../src/stores/redis.js";
 import { startMemcached, startRedis } from "../test/support/servers.js";
+import { median } from "./stats.js";
 
 const arg = (name: string, fallback: string): string => {
   const at = process.argv.indexOf(name);
@@ -47,8 +48,6 @@ function processCpuUs(pid: string | undefined): number {
   const fields = (readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1] ?? "").split(" ");
   return (Number(fields[11]) + Number(fields[12])) * 10_000;
 }
-
-const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[xs.length >> 1] ?? 0;
 
 async function main(): Promise<void> {
   const [memcached, redis] = await Promise.all([startMemcached(), startRedis()]);

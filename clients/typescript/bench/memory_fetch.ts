@@ -8,6 +8,7 @@
 import { LRUCache } from "lru-cache";
 import { Cache } from "../src/cache.js";
 import { MemoryStore } from "../src/stores/memory.js";
+import { quantile } from "./stats.js";
 
 const pattern = process.argv[2] ?? "cyclic";
 const keyCount = Number(process.argv[3] ?? 1000);
@@ -50,6 +51,5 @@ for (let r = 0; r < rounds; r++) {
   const incumbent = await rate(() => lru.fetch(nextKey()));
   ratios.push(larder / incumbent);
 }
-ratios.sort((a, b) => a - b);
-const at = (q: number): string => (ratios[Math.floor(q * (ratios.length - 1))] ?? 0).toFixed(3);
+const at = (q: number): string => quantile(ratios, q).toFixed(3);
 console.log(`${pattern} ${keyCount} keys: larder/lru-cache fetch ${at(0.5)} (quartiles ${at(0.25)}–${at(0.75)})`);
