@@ -68,7 +68,9 @@ type Lookup = ["fresh" | "stale", Value] | ["miss"];
 
 /** What a read decoded from an entry's bytes: its header's verdict fields and, for an immutable value, the value
  * itself. Over the memory store it is the entry's own note (Held.note: it goes when the key is rewritten), so a hit
- * skips the header and, for a string, number, boolean or null, the payload too; over other stores, bytes_memo.ts. */
+ * skips the header and, for a string, number, boolean or null, the payload too; over other stores, bytes_memo.ts.
+ * For such an immutable value, fetch's hit reads a copy of its three verdict fields in the slot itself (Held.hitValue,
+ * hitUntil, hitVersion: one object read per hit, not two), written beside the note here in decodeRead. */
 interface Decoded {
   value: Value;
   immutable: boolean;
