@@ -16,15 +16,12 @@ LARDER_HOSTILE := $(CURDIR)/target/debug/larder-hostile
 	test-tour conformance lint-rust build-debug venv services \
 	ruby-packages rails-tests fuzz clean
 
-# Servers the store tests start on loopback (never as system services): binary -> Debian package.
-SERVICE_PACKAGES := memcached:memcached redis-server:redis-server redis-cli:redis-tools memcslap:libmemcached-tools \
-	/usr/lib/postgresql/15/bin/postgres:postgresql sqlite3:sqlite3 runuser:util-linux
-
-# The Ruby client's runtime and test dependencies: Debian's packages only (the RubyGems registry is not reachable).
-# Rails comes as its parts (ruby-railties, ruby-actionpack): Debian 12's `rails` package does not install here.
-RUBY_PACKAGES := ruby rake ruby-msgpack ruby-activesupport ruby-redis ruby-sqlite3 ruby-pg ruby-minitest rubocop \
-	ruby-railties ruby-actionpack ruby-rack ruby-webrick ruby-dalli ruby-connection-pool ruby-ffi \
-	liblz4-1 libzstd1 libsnappy1v5 libbrotli1
+# The Debian packages each suite needs are listed once, by group, in setup/debian-packages.txt;
+# setup/debian-packages.sh installs them and brings them (and what they depend on) to the version a fresh install
+# gets today, so that a machine set up last month tests what a new one would. setup/versions.py prints, at the start
+# of each suite, the versions it runs against.
+PACKAGES = CACHE_DIR="$(CACHE_DIR)" setup/debian-packages.sh
+VERSIONS = $(PYTHON) setup/versions.py
 
 # Where test downloads go (framework suites from PyPI and Debian's source packages): the user's cache directory,
 # never the repository. LARDER_CACHE_DIR overrides it.
@@ -37,34 +34,19 @@ demo:
 test: services lint-rust test-rust test-python test-django test-ruby test-activesupport test-typescript test-go test-elixir \
 	conformance test-tour
 
-# Installs (apt-get, only what is missing) the servers the tests start themselves through larder-testkit.
+# The servers the tests start themselves on loopback (never as system services), through larder-testkit.
 services:
-	@missing=""; for pair in $(SERVICE_PACKAGES); do \
-		binary=$${pair%%:*}; package=$${pair##*:}; \
-		command -v $$binary >/dev/null 2>&1 || [ -x "$$binary" ] || missing="$$missing $$package"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-		echo "installing:$$missing"; \
-		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
-		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends $$missing; \
-	fi
+	@$(PACKAGES) services
 
-# Installs the Debian packages of RUBY_PACKAGES that are missing.
 ruby-packages:
-	@missing=""; for package in $(RUBY_PACKAGES); do \
-		dpkg-query -W -f='$${Status}' $$package 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$package"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-		echo "installing:$$missing"; \
-		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
-		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends $$missing; \
-	fi
+	@$(PACKAGES) ruby
 
 lint-rust:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 
 test-rust:
+	@$(VERSIONS) rust
 	cargo test --workspace --locked
 
 build-debug:
@@ -80,6 +62,7 @@ venv: $(VENV_STAMP)
 
 # The Python suite also starts Ruby (values crossing between the two clients), hence ruby-packages.
 test-python: $(VENV_STAMP) build-debug services ruby-packages
+	@$(VERSIONS) python
 	cd clients/python && ../../$(VENV)/bin/ruff check . && ../../$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check spec bench
 	cd clients/python && ../../$(VENV)/bin/mypy
@@ -88,10 +71,12 @@ test-python: $(VENV_STAMP) build-debug services ruby-packages
 # Django's own cache backend tests on larder.django.LarderCache (the current LTS and the newest release), from sdists
 # that clients/python/django_tests/run.py downloads from PyPI into CACHE_DIR.
 test-django: $(VENV_STAMP) services
+	@$(VERSIONS) django
 	LARDER_DJANGO_WORK="$(CACHE_DIR)/django-tests" $(VENV)/bin/python clients/python/django_tests/run.py
 
 # The Ruby suite also runs Python (.venv) to read what Ruby wrote.
 test-ruby: ruby-packages services build-debug $(VENV_STAMP)
+	@$(VERSIONS) ruby
 	cd clients/ruby && LARDER_HOSTILE=$(LARDER_HOSTILE) rake test && rubocop
 
 # The TypeScript, Go and Elixir clients: each one's test.sh installs what it needs (npm ci from the lockfile, Go
@@ -115,6 +100,7 @@ rails-tests: ruby-packages
 	@clients/ruby/test/activesupport/fetch_rails_tests.sh "$(CACHE_DIR)" > /dev/null
 
 test-activesupport: rails-tests services
+	@$(VERSIONS) ruby
 	cd clients/ruby && RAILS_AS_TESTS=$$(test/activesupport/fetch_rails_tests.sh "$(CACHE_DIR)") rake activesupport
 
 # Every language against every file of spec/vectors, as one matrix (spec/conformance.py; each language's runner is

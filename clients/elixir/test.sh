@@ -9,22 +9,11 @@ set -euo pipefail
 
 root="$(pwd)"
 here="$root/clients/elixir"
-# gcc, libzstd-dev and libbrotli-dev build priv/bin/larder_codec (zstd and Brotli through a port, c_src/).
-# util-linux gives flock(1) for the file store; ruby and its libraries run the Ruby side of the cross-language tests
-# (the Python side uses the repository's .venv, which make test builds). erlang-p1-sqlite3 is the driver of sqlite://.
-packages=(elixir erlang-crypto erlang-inets erlang-public-key erlang-ssl erlang-p1-sqlite3 gcc libc6-dev libzstd-dev
-  libbrotli-dev memcached redis-server util-linux ruby ruby-msgpack ruby-sqlite3 liblz4-1 libzstd1 libsnappy1v5 libbrotli1)
-
-missing=()
-for package in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-  echo "installing: ${missing[*]}"
-  SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
-  $SUDO apt-get update -q
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
+# Elixir, the Erlang applications, gcc with the zstd and Brotli headers for the codec port (priv/bin/larder_codec),
+# erlang-p1-sqlite3 (sqlite://); the servers; Ruby, for the Ruby side of the cross-language tests (the Python side
+# uses the repository's .venv, which make test builds). Listed in setup/debian-packages.txt.
+"$root/setup/debian-packages.sh" elixir services ruby
+python3 "$root/setup/versions.py" elixir
 
 cache="${CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/larder}"
 export MIX_HOME="$cache/mix" HEX_HOME="$cache/hex" HEX_OFFLINE=1

@@ -19,7 +19,7 @@ export LARDER_HOSTILE="$(absolute "${LARDER_HOSTILE:-target/debug/larder-hostile
 STATICCHECK_VERSION=v0.8.2
 
 cd "$ROOT/clients/go"
-echo "go: $(go version)"
+python3 "$ROOT/setup/versions.py" go
 unformatted="$(gofmt -l .)"
 if [ -n "$unformatted" ]; then
     echo "gofmt would change: $unformatted" >&2

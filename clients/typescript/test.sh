@@ -13,13 +13,9 @@ export npm_config_update_notifier=false npm_config_fund=false npm_config_audit=f
 export LARDER_BIN="${LARDER_BIN:-$PWD/target/debug/larder}"
 export LARDER_HOSTILE="${LARDER_HOSTILE:-$PWD/target/debug/larder-hostile}"
 
-# The sqlite:// store calls the system SQLite (libsqlite3-0) through koffi; installed when missing.
-if ! dpkg-query -W -f='${Status}' libsqlite3-0 2>/dev/null | grep -q "install ok installed"; then
-  echo "installing: libsqlite3-0"
-  SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
-  $SUDO apt-get update -q
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends libsqlite3-0
-fi
+# The sqlite:// store calls the system SQLite (libsqlite3-0) through koffi (setup/debian-packages.txt).
+"$here/../../setup/debian-packages.sh" typescript
+python3 "$here/../../setup/versions.py" typescript
 
 cd "$here"
 npm ci --no-progress --loglevel=error
