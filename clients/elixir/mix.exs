@@ -18,6 +18,9 @@ defmodule Mix.Tasks.Compile.LarderCodec do
 
       case System.find_executable("cc") && System.cmd("cc", args, stderr_to_stdout: true) do
         {_, 0} ->
+          # Mix links _build/<env>/lib/larder/priv to priv/ only if priv/ existed when this compile began: on the
+          # first compile (a fresh checkout, or larder as another project's path dependency) it did not.
+          Mix.Project.build_structure()
           {:ok, []}
 
         _ ->
