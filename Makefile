@@ -13,7 +13,7 @@ LARDER_DEBUG := $(CURDIR)/target/debug/larder
 LARDER_HOSTILE := $(CURDIR)/target/debug/larder-hostile
 
 .PHONY: bench demo test test-rust test-python test-django test-ruby test-activesupport test-typescript test-go test-elixir \
-	test-tour conformance lint-rust build-debug venv services \
+	test-tour test-install conformance lint-rust build-debug venv services \
 	ruby-packages rails-tests fuzz clean
 
 # The Debian packages each suite needs are listed once, by group, in setup/debian-packages.txt;
@@ -32,7 +32,7 @@ demo:
 	./target/release/larder demo
 
 test: services lint-rust test-rust test-python test-django test-ruby test-activesupport test-typescript test-go test-elixir \
-	conformance test-tour
+	conformance test-tour test-install
 
 # The servers the tests start themselves on loopback (never as system services), through larder-testkit.
 services:
@@ -112,6 +112,13 @@ conformance: build-debug $(VENV_STAMP) ruby-packages test-typescript test-go tes
 # The README's quick tour, run as written in a fresh shell (docs/tour_test.py): it builds the release binary itself.
 test-tour:
 	$(PYTHON) docs/tour_test.py
+
+# Each client's README "## Install" section and first program, run as written in a fresh folder outside the
+# repository (docs/install_test.py; ONLY=ts,go for some). Its downloads go to the caches the suites use (CACHE_DIR).
+# Last in `test`: the TypeScript install runs `npm ci` in clients/typescript, which the suites above also use.
+test-install: ruby-packages
+	@$(PACKAGES) elixir
+	LARDER_CACHE_DIR="$(CACHE_DIR)" $(PYTHON) docs/install_test.py $(if $(ONLY),--only $(ONLY))
 
 # Every side-by-side benchmark in a row (bench/all.sh): tables in docs/benchmarks.md's form and SVG charts under
 # bench/results/<time>/ (QUICK=1: each one's smoke run; ONLY=peers,stores: some of them). Not part of `make test`.
