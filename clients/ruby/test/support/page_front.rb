@@ -28,10 +28,16 @@ class PageFront
 
   # A GET through the front (or straight to Rails with `direct: true`).
   def get(path, direct: false, headers: {})
+    exchange(path, direct: direct, headers: headers).first
+  end
+
+  # A GET as #get, and the header lines Net::HTTP actually sent with it ([lowercase name, value] pairs: the ones
+  # given and the ones it adds itself, such as Accept-Encoding, User-Agent and Host).
+  def exchange(path, direct: false, headers: {})
     port = direct ? @rails_port : @front_port
-    Net::HTTP.start("127.0.0.1", port) do |http|
-      http.request(Net::HTTP::Get.new(path, headers))
-    end
+    request = Net::HTTP::Get.new(path, headers)
+    response = Net::HTTP.start("127.0.0.1", port) { |http| http.request(request) }
+    [response, request.to_hash.flat_map { |name, values| values.map { |value| [name, value] } }]
   end
 
   # Requests that reached Ruby so far.
