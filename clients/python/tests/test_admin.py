@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any
 
 import pytest
@@ -256,7 +257,7 @@ def test_a_warning_from_larder_is_issued(recorder: Recorder) -> None:
         (401, {"error": "a bearer token is required"}, "a bearer token is required"),
         (413, {"error": "entry too large"}, "entry too large"),
         (502, b"<html>Bad Gateway</html>", "<html>Bad Gateway</html>"),
-        (503, b"", "Service Unavailable"),
+        (503, b"", HTTPStatus.SERVICE_UNAVAILABLE.phrase),  # the reason phrase http.server sends, at this Python
     ],
 )
 def test_error_statuses_carry_the_servers_message(
