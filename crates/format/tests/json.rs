@@ -270,6 +270,16 @@ fn json_values() -> impl Strategy<Value = serde_json::Value> {
     })
 }
 
+/// Whether the document holds a number that float64 cannot hold (its value overflows to infinity).
+fn has_number_beyond_f64(node: &JsonNode) -> bool {
+    match node {
+        JsonNode::Number(text) => text.parse::<f64>().is_ok_and(f64::is_infinite),
+        JsonNode::Array(items) => items.iter().any(has_number_beyond_f64),
+        JsonNode::Object(pairs) => pairs.iter().any(|(_, value)| has_number_beyond_f64(value)),
+        JsonNode::Null | JsonNode::Bool(_) | JsonNode::String(_) => false,
+    }
+}
+
 proptest! {
     /// What serde_json writes, this parser reads to the same document, and the compact writer writes back the same
     /// bytes, also pretty-printed input.
@@ -292,7 +302,8 @@ proptest! {
     ], 0..24)) {
         match (parse(&bytes), serde_json::from_slice::<serde_json::Value>(&bytes)) {
             (Ok(_), Ok(_)) | (Err(_), Err(_)) => {}
-            (Ok(_), Err(e)) => prop_assert!(e.to_string().contains("number out of range"), "serde_json: {}", e),
+            // The one difference allowed: a number beyond float64 (serde_json refuses it; its wording is its own).
+            (Ok(document), Err(e)) => prop_assert!(has_number_beyond_f64(&document), "serde_json: {}", e),
             (Err(e), Ok(_)) => prop_assert!(false, "refused what serde_json reads: {}", e),
         }
     }
