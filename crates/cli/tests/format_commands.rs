@@ -4,6 +4,8 @@
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
+mod support;
+
 /// Overrides terminal detection in `inspect` (spec/CLI.md).
 const FORCE_TTY: &str = "LARDER_FORCE_TTY";
 
@@ -248,7 +250,9 @@ fn no_subcommand_is_a_one_line_usage_error_and_help_still_prints() {
     assert_eq!(String::from_utf8_lossy(&out.stderr), "larder: a subcommand is required (see --help)\n");
     let help = larder(&["--help"], b"");
     assert_eq!(help.status.code(), Some(0));
-    assert!(stdout(&help).contains("Usage: larder"), "{}", stdout(&help));
+    // The help names the commands (its layout and headings are clap's).
+    let listed = stdout(&help);
+    assert!(["encode", "inspect", "key", "serve", "store"].iter().all(|c| listed.contains(c)), "{listed}");
     assert!(help.stderr.is_empty());
 }
 
@@ -422,19 +426,19 @@ fn inspect_detects_a_real_terminal() {
 #[test]
 fn help_lists_the_accepted_values_of_every_option_with_a_fixed_set() {
     let help = stdout(&larder(&["encode", "--help"], b""));
-    for values in [
-        "[possible values: raw, msgpack, json, text]",
-        "[possible values: none, lz4, snappy, zstd, brotli, gzip]",
-        "[possible values: value, response]",
+    for (option, values) in [
+        ("--serializer", &["raw", "msgpack", "json", "text"][..]),
+        ("--compressor", &["none", "lz4", "snappy", "zstd", "brotli", "gzip"][..]),
+        ("--kind", &["value", "response"][..]),
     ] {
-        assert!(help.contains(values), "{values} missing from\n{help}");
+        assert!(support::lists_values(&help, option, values), "{option}: {values:?} missing from\n{help}");
     }
     let help = stdout(&larder(&["bench", "hit-ratio", "--help"], b""));
-    assert!(help.contains("[possible values: arc, lirs, cache2k, oracle-general]"), "{help}");
-    // An unknown value is still a one-line usage error.
+    assert!(support::lists_values(&help, "--format", &["arc", "lirs", "cache2k", "oracle-general"]), "{help}");
+    // An unknown value is still a one-line usage error, larder's, naming the value and the option (in clap's words).
     let out = larder(&["encode", "--serializer", "yaml"], b"1");
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.starts_with("larder: invalid value 'yaml' for '--serializer <SERIALIZER>'"), "{err}");
+    assert!(err.starts_with("larder: ") && err.contains("yaml") && err.contains("--serializer"), "{err}");
     assert_eq!(err.lines().count(), 1);
 }
