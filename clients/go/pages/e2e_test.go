@@ -190,9 +190,13 @@ pc = PageCache(sys.argv[1], namespace="dead")
 found = pc.find(PageRequest("GET", "http", sys.argv[2], "/article/9?a=2&z=1"))
 sys.stdout.write(found[1].value.body.decode())
 `
-	out, err := exec.Command(py, "-c", script, storeURL, addr).CombinedOutput()
+	// Its stdout only: a warning on stderr is the interpreter's business, not part of the page.
+	var stderr strings.Builder
+	python := exec.Command(py, "-c", script, storeURL, addr)
+	python.Stderr = &stderr
+	out, err := python.Output()
 	if err != nil || string(out) != body {
-		t.Fatalf("Python reads Go's page: %v %q", err, out)
+		t.Fatalf("Python reads Go's page: %v %q %s", err, out, stderr.String())
 	}
 	// Purged from Go: the dead front has nothing left to serve.
 	if _, err := pc.PurgeTag(context.Background(), "articles"); err != nil {
