@@ -155,9 +155,11 @@ defmodule Larder.RemoteStoresTest do
     dir = Path.join(System.tmp_dir!(), "larder-ex-flock-#{System.unique_integer([:positive])}")
     {:ok, s} = Larder.Stores.open("file://#{dir}")
 
+    # The lock lives for a minute: twenty flock(1) processes may take seconds to start on a loaded machine, and a
+    # lock that expired before the last caller tried would rightly be won again.
     wins =
       1..20
-      |> Enum.map(fn i -> Task.async(fn -> Store.add(s, "lock", "t#{i}", 5000) end) end)
+      |> Enum.map(fn i -> Task.async(fn -> Store.add(s, "lock", "t#{i}", 60_000) end) end)
       |> Enum.map(&Task.await(&1, 15_000))
 
     assert Enum.count(wins, &(&1 == {:ok, true})) == 1
@@ -183,7 +185,9 @@ defmodule Larder.RemoteStoresTest do
   test "memcached: keys go where ketama sends them; a dead server is ejected and its keys move" do
     {a, pa} = TestServers.memcached()
     {b, pb} = TestServers.memcached()
-    u = "memcached://127.0.0.1:#{pa},127.0.0.1:#{pb}?timeout=200ms&retry_after=60s"
+    # A dead server refuses at once; the timeout only bounds A's answers, so it is long enough for a loaded
+    # machine (a slow A would be ejected too, as the rule says, and the test would measure the machine).
+    u = "memcached://127.0.0.1:#{pa},127.0.0.1:#{pb}?timeout=5s&failures=2&retry_after=60s"
     {:ok, s} = Larder.Stores.open(u)
     ring = Larder.Ring.new([{"127.0.0.1", pa, 1}, {"127.0.0.1", pb, 1}])
     keys = for i <- 1..40, do: "key#{i}"
@@ -199,10 +203,12 @@ defmodule Larder.RemoteStoresTest do
     on_a = Enum.filter(keys, &(Larder.Ring.server(ring, &1) == 0))
     on_b = keys -- on_a
 
-    # The first requests for B's keys fail (at most `failures`), then B is ejected and its keys go to A.
+    # STORES.md §4.3 with failures=2: the first request for one of B's keys fails and counts one failure; the
+    # second ejects B and is retried on the key's new server (A, where it is a miss); every later one goes to A.
     results = for k <- on_b, do: Store.get(s, k)
-    errors = Enum.count(results, &match?({:error, _}, &1))
-    assert errors <= 2
+    assert [{:error, %StoreError{server: server}} | rest] = results
+    assert server == "127.0.0.1:#{pb}"
+    assert Enum.all?(rest, &(&1 == :miss)), inspect(rest)
     for k <- on_a, do: assert({:ok, ^k} = Store.get(s, k))
     k = List.last(on_b)
     assert :ok = Store.set(s, k, "moved")
@@ -212,13 +218,14 @@ defmodule Larder.RemoteStoresTest do
 
   test "memcached: with every server down, requests fail fast with the server named" do
     {a, pa} = TestServers.memcached()
-    {:ok, s} = Larder.Stores.open("memcached://127.0.0.1:#{pa}?timeout=200ms&retry_after=60s")
+    {:ok, s} = Larder.Stores.open("memcached://127.0.0.1:#{pa}?timeout=10s&retry_after=60s")
     TestServers.stop(a, pa)
     assert {:error, %StoreError{server: server}} = Store.get(s, "k")
     assert server == "127.0.0.1:#{pa}"
     Store.get(s, "k")
+    # Ejected: refused without a connection attempt, so far below the 10 s timeout even on a loaded machine.
     {micros, result} = :timer.tc(fn -> Store.get(s, "k") end)
-    assert {:error, %StoreError{kind: :unavailable}} = result
-    assert micros < 50_000
+    assert {:error, %StoreError{kind: :unavailable, message: "every server is ejected"}} = result
+    assert micros < 2_000_000
   end
 end
