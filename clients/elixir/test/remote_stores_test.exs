@@ -185,6 +185,7 @@ defmodule Larder.RemoteStoresTest do
   test "memcached: keys go where ketama sends them; a dead server is ejected and its keys move" do
     {a, pa} = TestServers.memcached()
     {b, pb} = TestServers.memcached()
+
     # A dead server refuses at once; the timeout only bounds A's answers, so it is long enough for a loaded
     # machine (a slow A would be ejected too, as the rule says, and the test would measure the machine).
     u = "memcached://127.0.0.1:#{pa},127.0.0.1:#{pb}?timeout=5s&failures=2&retry_after=60s"
@@ -223,6 +224,7 @@ defmodule Larder.RemoteStoresTest do
     assert {:error, %StoreError{server: server}} = Store.get(s, "k")
     assert server == "127.0.0.1:#{pa}"
     Store.get(s, "k")
+
     # Ejected: refused without a connection attempt, so far below the 10 s timeout even on a loaded machine.
     {micros, result} = :timer.tc(fn -> Store.get(s, "k") end)
     assert {:error, %StoreError{kind: :unavailable, message: "every server is ejected"}} = result
