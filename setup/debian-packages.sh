@@ -9,7 +9,7 @@
 # run the same versions. The package lists are refreshed (`apt-get update`) when this script's last refresh is older
 # than LARDER_APT_MAX_AGE seconds (default 3600); a check whose answer cannot have changed since (no refresh, dpkg's
 # status untouched) is skipped. apt runs through sudo unless root, one run at a time, its output in
-# $CACHE_DIR/apt/apt.log. Used by the Makefile and clients/*/test.sh.
+# $CACHE_DIR/debian-packages/apt.log. Used by the Makefile and clients/*/test.sh.
 #
 #   setup/debian-packages.sh services ruby     # install and bring up to date
 #   setup/debian-packages.sh --list ruby       # print the packages of the groups, nothing else
@@ -40,7 +40,7 @@ fi
 command -v apt-get >/dev/null 2>&1 || { echo "$0: needs apt-get (Debian 12 or alike) to install: ${packages[*]}" >&2; exit 1; }
 SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
 export DEBIAN_FRONTEND=noninteractive
-state="${CACHE_DIR:-${LARDER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/larder}}/apt"
+state="${CACHE_DIR:-${LARDER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/larder}}/debian-packages"
 mkdir -p "$state"
 # One run at a time (two `make test` at once, or a suite beside another), and apt waits for any other dpkg user.
 exec 9>"$state/lock"

@@ -19,7 +19,9 @@ Exit status 0 when every run passed (skips are the listed exclusions), 1 otherwi
 from __future__ import annotations
 
 import argparse
+import fcntl
 import glob
+import importlib.metadata
 import os
 import re
 import shutil
@@ -150,11 +152,12 @@ def prepare(sdist: Path, work: Path, python: str) -> tuple[Path, Path]:
         shutil.rmtree(venv, ignore_errors=True)
         run([python, "-m", "venv", str(venv)])
         pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
-        # The pins minus Django and its own dependencies (requirements-dev.txt pins the LTS for the unit tests):
-        # this venv's Django is the one whose tests it runs, installed last with what it needs.
-        runtime = [line.split("#")[0].strip() for line in requirements.splitlines() if line.split("#")[0].strip()]
-        runtime = [pin for pin in runtime if pin.split("==")[0].lower() not in {"django", "asgiref", "sqlparse"}]
-        run([*pip, *runtime])
+        # larder's runtime dependencies at requirements-dev.txt's pins (not its test and lint tools, which these
+        # tests never run); this venv's Django is the one whose tests it runs, installed last with what it needs.
+        required = importlib.metadata.requires("larder-cache") or []
+        needed = {re.split(r"[<>=\[ ;]", d, maxsplit=1)[0].lower() for d in required if "extra ==" not in d}
+        pins = [line.split("#")[0].strip() for line in requirements.splitlines()]
+        run([*pip, *[pin for pin in pins if pin and pin.split("==")[0].lower() in needed]])
         run([*pip, str(tree)])
         run([*pip, "--no-deps", "-e", str(PACKAGE)])
         ready.write_text(requirements)
@@ -217,6 +220,9 @@ def main() -> int:
     if PACKAGE.parent.parent in [work, *work.parents]:
         sys.exit("the work directory must be outside the repository (Django's tests are not larder's code)")
     work.mkdir(parents=True, exist_ok=True)
+    # One run at a time in a work directory: two runs of make test on one machine share its venvs and trees.
+    lock = (work / ".lock").open("w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
     memcached = None
     store = args.store
     if store is None:

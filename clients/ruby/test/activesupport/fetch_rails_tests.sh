@@ -20,6 +20,10 @@ upstream=${upstream%%+*}
 upstream=${upstream%%-*}
 dir="$cache/rails-$upstream"
 tests="$dir/rails-$upstream/activesupport/test"
+mkdir -p "$cache"
+# One fetch at a time: two runs of make test on one machine share this cache.
+exec 9>"$dir.lock"
+flock 9
 if [ -f "$tests/cache/behaviors.rb" ]; then
     echo "$tests"
     exit 0
