@@ -13,8 +13,8 @@ LARDER_DEBUG := $(CURDIR)/target/debug/larder
 LARDER_HOSTILE := $(CURDIR)/target/debug/larder-hostile
 
 .PHONY: bench demo test test-rust test-python test-django test-ruby test-activesupport test-typescript test-go test-elixir \
-	test-tour test-install conformance lint-rust build-debug venv services \
-	ruby-packages rails-tests fuzz clean
+	test-tour test-install conformance conformance-matrix lint-rust build-debug release-build venv services \
+	ruby-packages elixir-packages rails-tests fuzz clean test-lane-native test-lane-clients
 
 # The Debian packages each suite needs are listed once, by group, in setup/debian-packages.txt;
 # setup/debian-packages.sh installs them and brings them (and what they depend on) to the version a fresh install
@@ -31,8 +31,28 @@ demo:
 	cargo build --release -p larder-cli
 	./target/release/larder demo
 
-test: services lint-rust test-rust test-python test-django test-ruby test-activesupport test-typescript test-go test-elixir \
-	conformance test-tour test-install
+# `make test` runs the suites in two lanes side by side, then what needs them all. Most suites spend their time
+# waiting on the servers, sockets and processes they start, so one lane left the second core idle for much of a run
+# (35 minutes on a fresh two-core machine in one lane; README gives the figure in two). Each lane's lines are prefixed
+# with its name; the lanes share only what is made before them (packages, .venv, the debug binaries), and a test
+# that fails only because the other lane is busy is a test defect (issue 31). LANES=1 runs the lanes one after the
+# other. The release build the tour starts with is made in the second lane, so the tour finds it built.
+test: services ruby-packages elixir-packages $(VENV_STAMP) build-debug
+	$(MAKE) --no-print-directory -j$(if $(filter 1,$(LANES)),1,2) test-lane-native test-lane-clients PREBUILT=1
+	$(MAKE) --no-print-directory conformance-matrix test-tour test-install
+
+# Rust (lint and tests), Python, Django's suite, Ruby and ActiveSupport's suite, one after another.
+test-lane-native:
+	$(MAKE) --no-print-directory -j1 lint-rust test-rust test-python test-django test-ruby test-activesupport 2>&1 \
+		| sed -u '/-j1 forced in submake/d; s/^/[rust py rb] /'
+
+# TypeScript, Go (which reads TypeScript's build), Elixir, and the release binary of the tour.
+test-lane-clients:
+	$(MAKE) --no-print-directory -j1 test-typescript test-go test-elixir release-build 2>&1 \
+		| sed -u '/-j1 forced in submake/d; s/^/[ts go ex] /'
+
+release-build:
+	cargo build --release -p larder-cli --locked
 
 # The servers the tests start themselves on loopback (never as system services), through larder-testkit.
 services:
@@ -40,6 +60,9 @@ services:
 
 ruby-packages:
 	@$(PACKAGES) ruby
+
+elixir-packages:
+	@$(PACKAGES) elixir
 
 lint-rust:
 	cargo fmt --all -- --check
@@ -49,8 +72,10 @@ test-rust:
 	@$(VERSIONS) rust
 	cargo test --workspace --locked
 
+# The binaries the suites run. In make test's lanes (PREBUILT=1) they are built already: a second cargo there would
+# wait for the other lane's cargo to let go of target/debug.
 build-debug:
-	cargo build -p larder-cli -p larder-testkit -p larder-conformance --bins --locked
+	$(if $(PREBUILT),@true,cargo build -p larder-cli -p larder-testkit -p larder-conformance --bins --locked)
 
 $(VENV_STAMP): clients/python/requirements-dev.txt clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -105,19 +130,22 @@ test-activesupport: rails-tests services
 
 # Every language against every file of spec/vectors, as one matrix (spec/conformance.py; each language's runner is
 # described in spec/vectors/README.md). The TypeScript, Go and Elixir runners are built by their test targets.
-conformance: build-debug $(VENV_STAMP) ruby-packages test-typescript test-go test-elixir
+conformance: test-typescript test-go test-elixir conformance-matrix
+
+# The matrix alone, on runners already built (make test builds them in its lanes first).
+conformance-matrix: build-debug $(VENV_STAMP) ruby-packages
 	$(PYTHON) spec/conformance.py
 	$(PYTHON) spec/storage_differential.py
 
-# The README's quick tour, run as written in a fresh shell (docs/tour_test.py): it builds the release binary itself.
+# The README's quick tour, run as written in a fresh shell (docs/tour_test.py): it builds the release binary itself
+# (in make test, release-build has made it by then).
 test-tour:
 	$(PYTHON) docs/tour_test.py
 
 # Each client's README "## Install" section and first program, run as written in a fresh folder outside the
 # repository (docs/install_test.py; ONLY=ts,go for some). Its downloads go to the caches the suites use (CACHE_DIR).
 # Last in `test`: the TypeScript install runs `npm ci` in clients/typescript, which the suites above also use.
-test-install: ruby-packages
-	@$(PACKAGES) elixir
+test-install: ruby-packages elixir-packages
 	LARDER_CACHE_DIR="$(CACHE_DIR)" $(PYTHON) docs/install_test.py $(if $(ONLY),--only $(ONLY))
 
 # Every side-by-side benchmark in a row (bench/all.sh): tables in docs/benchmarks.md's form and SVG charts under
