@@ -8,6 +8,9 @@ with its reason printed (SKIP below). The tour's background processes run in the
 killed at the end whatever happens.
 
     python3 docs/tour_test.py            # from anywhere; exit status 0 when the tour works
+
+`make test` runs it with CARGO_PROFILE_RELEASE_* set (the Makefile's TOUR_PROFILE: no LTO, opt-level 1), the same
+settings its second lane built the release binary with, so the tour's `cargo build --release` finds it built.
 """
 
 from __future__ import annotations
