@@ -1,8 +1,15 @@
 // The file store (STORES.md §7): one file per key under <root>/<h[0..2]>/<h[2..4]>/<h>, a small header
 // (magic LDR1, expiry, key) then the value; writes go to a temporary file renamed over the final name; add,
 // incr and delete_if hold a flock on the directory's .lock. A file store deletes only files it wrote: scans look
-// only at names of the layout, never follow a link, and check magic, key length and that the key hashes to the
-// name; anything else is foreign, left alone and counted.
+// only at names of the layout and check magic, key length and that the key hashes to the name; anything else is
+// foreign, left alone and counted.
+//
+// Links are never followed below the root, for any operation (§7, "Links are never followed below the root"):
+// every path below the root is walked one component at a time, each directory opened relative to its parent
+// with O_NOFOLLOW|O_DIRECTORY and each file with O_NOFOLLOW (file_dirs.go), because MkdirAll, open and rename
+// follow a link in every component but the last. A linked shard directory or entry makes a read a miss, a
+// delete a no-op and a write an error, and its target is never touched. Files are created with the URL's `mode`
+// (default 0600), directories with it plus a search bit wherever it has a read bit (0700).
 package stores
 
 import (
@@ -14,24 +21,29 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 const fileMagic = "LDR1"
+
+// maxFileSize bounds a file a read takes in: the format's default max_size, the header and the longest key.
+const maxFileSize = 64<<20 + 1<<16
 
 // File is the file store.
 type File struct {
 	root     string
 	prefix   string
-	capacity int64 // 0 = unbounded
+	capacity int64  // 0 = unbounded
+	fileMode uint32 // value, temporary and lock files
+	dirMode  uint32 // directories the store creates: fileMode plus x wherever it has r
 	total    atomic.Int64
 	scanMu   sync.Mutex
 	scanned  atomic.Int64 // ms of the last scan
@@ -52,18 +64,61 @@ func openFile(u *URL) (Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	mode := uint32(DefaultFileMode)
+	if text, ok := u.take("mode"); ok {
+		if mode, err = ParseFileMode(text); err != nil {
+			return nil, u.errorf("option mode=%q: %v", text, err)
+		}
+	}
 	if err := u.finish(); err != nil {
 		return nil, err
 	}
-	return NewFile(u.Path, prefix, capacity)
+	return NewFileMode(u.Path, prefix, capacity, mode)
 }
 
-// NewFile opens (creating) a directory as a file store.
+// DefaultFileMode is the mode of the files a file store creates unless its URL says `mode=`: a cache holds
+// private pages and values, so only the owner may read them.
+const DefaultFileMode = 0o600
+
+// ParseFileMode reads a `mode=` option: three or four octal digits, permission bits only, and the owner must
+// be able to read and write.
+func ParseFileMode(text string) (uint32, error) {
+	if len(text) < 3 || len(text) > 4 || strings.Trim(text, "01234567") != "" {
+		return 0, fmt.Errorf("three or four octal digits, such as 0600 or 0640")
+	}
+	var mode uint32
+	for _, c := range text {
+		mode = mode*8 + uint32(c-'0')
+	}
+	if mode > 0o777 {
+		return 0, fmt.Errorf("only permission bits: no set-user-ID, set-group-ID or sticky bit")
+	}
+	if mode&0o600 != 0o600 {
+		return 0, fmt.Errorf("the owner must be able to read and write (0600 at least)")
+	}
+	return mode, nil
+}
+
+// dirModeOf is a file mode plus a search bit wherever it has a read bit: 0600 gives 0700, 0640 gives 0750.
+func dirModeOf(mode uint32) uint32 {
+	return mode | (mode&0o444)>>2
+}
+
+// NewFile opens (creating) a directory as a file store whose files have the default mode (0600).
 func NewFile(root, prefix string, capacity int64) (*File, error) {
-	if err := os.MkdirAll(root, 0o755); err != nil {
+	return NewFileMode(root, prefix, capacity, DefaultFileMode)
+}
+
+// NewFileMode opens (creating) a directory as a file store whose files are created with mode (ParseFileMode's
+// rules) and directories with mode plus a search bit wherever it has a read bit. The root may be a link.
+func NewFileMode(root, prefix string, capacity int64, mode uint32) (*File, error) {
+	if mode > 0o777 || mode&0o600 != 0o600 {
+		return nil, &Error{Kind: BadURL, Backend: "file", Server: root, Msg: fmt.Sprintf("mode %04o: only permission bits, and the owner must read and write", mode)}
+	}
+	f := &File{root: root, prefix: prefix, capacity: capacity, fileMode: mode, dirMode: dirModeOf(mode)}
+	if err := os.MkdirAll(root, os.FileMode(f.dirMode)); err != nil {
 		return nil, &Error{Kind: Other, Backend: "file", Server: root, Err: err}
 	}
-	f := &File{root: root, prefix: prefix, capacity: capacity}
 	if capacity > 0 {
 		f.rescan()
 	}
@@ -83,8 +138,8 @@ func hashName(stored string) string {
 	return hex.EncodeToString(s[:])
 }
 
-func (f *File) dir(h string) string  { return filepath.Join(f.root, h[0:2], h[2:4]) }
-func (f *File) path(h string) string { return filepath.Join(f.dir(h), h) }
+// path is where a key's file lives, for messages only: every operation walks the components itself.
+func (f *File) path(h string) string { return filepath.Join(f.root, h[0:2], h[2:4], h) }
 
 func (f *File) stored(key string) (string, error) {
 	if err := CheckKey(key); err != nil {
@@ -93,53 +148,81 @@ func (f *File) stored(key string) (string, error) {
 	return StoredKey(f.prefix, key), nil
 }
 
-// readFile reads one file without following a link: its key, expiry and value, ok=false when it is not ours.
-func readFile(path string) (key string, expires int64, value []byte, ok bool, err error) {
-	fd, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+// fileData is one file of the store as read: its key, expiry and value, size and modification time.
+type fileData struct {
+	key     string
+	expires int64
+	value   []byte
+	size    int64
+	mtime   time.Time
+}
+
+// readAt reads the file name in the directory dirfd without following a link and without blocking on a FIFO;
+// ok=false when it is missing, a link, not a regular file or not one of the store's.
+func readAt(dirfd int, name string) (d fileData, ok bool, err error) {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ELOOP) {
-			return "", 0, nil, false, nil
+		if notOurs(err) {
+			return d, false, nil
 		}
-		return "", 0, nil, false, err
+		return d, false, err
 	}
-	defer fd.Close()
-	st, err := fd.Stat()
-	if err != nil || !st.Mode().IsRegular() || st.Size() > 64<<20+1<<16 {
-		return "", 0, nil, false, err
-	}
-	data, err := io.ReadAll(io.LimitReader(fd, st.Size()+1))
+	file := os.NewFile(uintptr(fd), name)
+	defer file.Close()
+	st, err := file.Stat()
 	if err != nil {
-		return "", 0, nil, false, err
+		return d, false, err
+	}
+	if !st.Mode().IsRegular() || st.Size() > maxFileSize {
+		return d, false, nil
+	}
+	data, err := io.ReadAll(io.LimitReader(file, st.Size()+1))
+	if err != nil {
+		return d, false, err
 	}
 	if len(data) < 14 || string(data[:4]) != fileMagic {
-		return "", 0, nil, false, nil
+		return d, false, nil
 	}
-	expires = int64(binary.LittleEndian.Uint64(data[4:12]))
 	kl := int(binary.LittleEndian.Uint16(data[12:14]))
 	if 14+kl > len(data) {
-		return "", 0, nil, false, nil
+		return d, false, nil
 	}
-	key = string(data[14 : 14+kl])
-	if hashName(key) != filepath.Base(path) {
-		return "", 0, nil, false, nil
+	d = fileData{key: string(data[14 : 14+kl]), expires: int64(binary.LittleEndian.Uint64(data[4:12])),
+		value: data[14+kl:], size: st.Size(), mtime: st.ModTime()}
+	if hashName(d.key) != name {
+		return fileData{}, false, nil
 	}
-	return key, expires, data[14+kl:], true, nil
+	return d, true, nil
+}
+
+// read reads a key's file by its hash: ok=false for a miss, which a link anywhere below the root is.
+func (f *File) read(h string) (fileData, bool, error) {
+	dir, err := f.shard(h, false)
+	if err != nil {
+		if notOurs(err) {
+			return fileData{}, false, nil
+		}
+		return fileData{}, false, f.errf(err)
+	}
+	defer unix.Close(dir)
+	d, ok, err := readAt(dir, h)
+	if err != nil {
+		return fileData{}, false, f.errf(fmt.Errorf("%s: %w", f.path(h), err))
+	}
+	return d, ok, nil
 }
 
 func (f *File) get(stored string) ([]byte, error) {
 	h := hashName(stored)
-	key, exp, v, ok, err := readFile(f.path(h))
-	if err != nil {
-		return nil, f.errf(err)
+	d, ok, err := f.read(h)
+	if err != nil || !ok || d.key != stored {
+		return nil, err
 	}
-	if !ok || key != stored {
+	if d.expires != 0 && d.expires <= nowMs() {
+		_ = f.removeEntry(h)
 		return nil, nil
 	}
-	if exp != 0 && exp <= nowMs() {
-		_ = os.Remove(f.path(h))
-		return nil, nil
-	}
-	return v, nil
+	return d.value, nil
 }
 
 func (f *File) Get(ctx context.Context, key string) ([]byte, error) {
@@ -165,30 +248,50 @@ func (f *File) GetMulti(ctx context.Context, keys []string) ([][]byte, error) {
 	return out, nil
 }
 
-// write puts a file in place atomically (temporary file, rename).
+// write puts a file in place atomically (temporary file, rename), in shard directories opened without
+// following links; a link (or anything but a regular file) at the entry's name is an error and left in place.
 func (f *File) write(stored string, value []byte, exp int64) error {
 	h := hashName(stored)
-	dir := f.dir(h)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return f.errf(err)
+	dir, err := f.shard(h, true)
+	if err != nil {
+		return f.errf(fmt.Errorf("%s: %w", filepath.Dir(f.path(h)), err))
 	}
+	defer unix.Close(dir)
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
-	tmp := filepath.Join(dir, "."+h+"."+hex.EncodeToString(rnd[:])+".tmp")
+	tmp := "." + h + "." + hex.EncodeToString(rnd[:]) + ".tmp"
 	buf := make([]byte, 14, 14+len(stored)+len(value))
 	copy(buf, fileMagic)
 	binary.LittleEndian.PutUint64(buf[4:], uint64(exp))
 	binary.LittleEndian.PutUint16(buf[12:], uint16(len(stored)))
 	buf = append(append(buf, stored...), value...)
-	if err := os.WriteFile(tmp, buf, 0o644); err != nil {
+	fd, err := unix.Openat(dir, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, f.fileMode)
+	if err != nil {
+		return f.errf(err)
+	}
+	file := os.NewFile(uintptr(fd), tmp)
+	_, err = file.Write(buf)
+	if cerr := file.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = unix.Unlinkat(dir, tmp, 0)
 		return f.errf(err)
 	}
 	old := int64(0)
-	if st, err := os.Lstat(f.path(h)); err == nil && st.Mode().IsRegular() {
-		old = st.Size()
+	var st unix.Stat_t
+	switch err := unix.Fstatat(dir, h, &st, unix.AT_SYMLINK_NOFOLLOW); {
+	case err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG:
+		old = st.Size
+	case err == nil:
+		_ = unix.Unlinkat(dir, tmp, 0)
+		return f.errf(fmt.Errorf("%s: %w", f.path(h), errNotFollowed))
+	case err != unix.ENOENT:
+		_ = unix.Unlinkat(dir, tmp, 0)
+		return f.errf(err)
 	}
-	if err := os.Rename(tmp, f.path(h)); err != nil {
-		_ = os.Remove(tmp)
+	if err := unix.Renameat(dir, tmp, dir, h); err != nil {
+		_ = unix.Unlinkat(dir, tmp, 0)
 		return f.errf(err)
 	}
 	f.total.Add(int64(len(buf)) - old)
@@ -199,26 +302,38 @@ func (f *File) write(stored string, value []byte, exp int64) error {
 // lock holds the flock of the key's directory for add, incr and delete_if.
 func (f *File) lock(stored string) (func(), error) {
 	h := hashName(stored)
-	if err := os.MkdirAll(f.dir(h), 0o755); err != nil {
-		return nil, f.errf(err)
-	}
-	fd, err := os.OpenFile(filepath.Join(f.dir(h), ".lock"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o644)
+	dir, err := f.shard(h, true)
 	if err != nil {
+		return nil, f.errf(fmt.Errorf("%s: %w", filepath.Dir(f.path(h)), err))
+	}
+	defer unix.Close(dir)
+	fd, err := unix.Openat(dir, ".lock", unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, f.fileMode)
+	if err != nil {
+		if err == unix.ELOOP {
+			err = errNotFollowed
+		}
+		return nil, f.errf(fmt.Errorf("%s: %w", filepath.Join(filepath.Dir(f.path(h)), ".lock"), err))
+	}
+	if err := flock(fd, unix.LOCK_EX); err != nil {
+		unix.Close(fd)
 		return nil, f.errf(err)
 	}
-	if err := syscall.Flock(int(fd.Fd()), syscall.LOCK_EX); err != nil {
-		fd.Close()
-		return nil, f.errf(err)
+	return func() { _ = flock(fd, unix.LOCK_UN); unix.Close(fd) }, nil
+}
+
+func flock(fd, how int) error {
+	for {
+		if err := unix.Flock(fd, how); err != unix.EINTR {
+			return err
+		}
 	}
-	return func() { _ = syscall.Flock(int(fd.Fd()), syscall.LOCK_UN); fd.Close() }, nil
 }
 
 func (f *File) set(stored string, value []byte, ttl time.Duration) (bool, error) {
 	now := nowMs()
 	exp := expiresAt(value, ttl, now)
 	if exp != 0 && exp <= now {
-		_ = os.Remove(f.path(hashName(stored)))
-		return false, nil
+		return false, f.removeEntry(hashName(stored))
 	}
 	return true, f.write(stored, value, exp)
 }
@@ -270,24 +385,23 @@ func (f *File) Incr(ctx context.Context, key string, delta int64, ttl time.Durat
 		return 0, false, err
 	}
 	defer unlock()
-	h := hashName(st)
-	k, exp, v, ok, err := readFile(f.path(h))
+	d, ok, err := f.read(hashName(st))
 	if err != nil {
-		return 0, false, f.errf(err)
+		return 0, false, err
 	}
-	if !ok || k != st || (exp != 0 && exp <= nowMs()) {
+	if !ok || d.key != st || (d.expires != 0 && d.expires <= nowMs()) {
 		if !create {
 			return 0, false, nil
 		}
 		_, err := f.set(st, []byte(itoa64(delta)), ttl)
 		return delta, err == nil, err
 	}
-	n, isCounter := parseCounter(v)
+	n, isCounter := parseCounter(d.value)
 	if !isCounter {
 		return 0, false, &Error{Kind: NotACounter, Backend: "file", Msg: "key " + key + " holds a value that is not a counter"}
 	}
 	n = saturatingAdd(n, delta)
-	return n, true, f.write(st, []byte(itoa64(n)), exp)
+	return n, true, f.write(st, []byte(itoa64(n)), d.expires)
 }
 
 func (f *File) DeleteIf(ctx context.Context, key string, expected []byte) (bool, error) {
@@ -297,6 +411,9 @@ func (f *File) DeleteIf(ctx context.Context, key string, expected []byte) (bool,
 	}
 	unlock, err := f.lock(st)
 	if err != nil {
+		if notOurs(err) {
+			return false, nil // a delete through a link is a no-op: nothing of the store's is there
+		}
 		return false, err
 	}
 	defer unlock()
@@ -304,18 +421,31 @@ func (f *File) DeleteIf(ctx context.Context, key string, expected []byte) (bool,
 	if err != nil || v == nil || string(v) != string(expected) {
 		return false, err
 	}
-	return true, f.remove(f.path(hashName(st)))
+	return true, f.removeEntry(hashName(st))
 }
 
-func (f *File) remove(path string) error {
-	st, err := os.Lstat(path)
+// removeEntry deletes a key's file when it is a regular file reached without following a link; a link (as a
+// shard directory or at the entry's name) is left alone, and so is what it points to.
+func (f *File) removeEntry(h string) error {
+	dir, err := f.shard(h, false)
 	if err != nil {
-		return nil
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if notOurs(err) {
+			return nil
+		}
 		return f.errf(err)
 	}
-	f.total.Add(-st.Size())
+	defer unix.Close(dir)
+	var st unix.Stat_t
+	if err := unix.Fstatat(dir, h, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil
+	}
+	if err := unix.Unlinkat(dir, h, 0); err != nil {
+		if err == unix.ENOENT {
+			return nil
+		}
+		return f.errf(err)
+	}
+	f.total.Add(-st.Size)
 	return nil
 }
 
@@ -328,7 +458,7 @@ func (f *File) Delete(ctx context.Context, key string) (bool, error) {
 	if err != nil || v == nil {
 		return false, err
 	}
-	return true, f.remove(f.path(hashName(st)))
+	return true, f.removeEntry(hashName(st))
 }
 
 func (f *File) DeleteMulti(ctx context.Context, keys []string) (int, error) {
@@ -359,36 +489,49 @@ func isHex(s string, n int) bool {
 	return true
 }
 
-// ourFile is one file of the store found by a scan.
+// ourFile is one file of the store found by a scan, and the directory (an open descriptor, valid during the
+// visit) it is in.
 type ourFile struct {
-	path    string
-	key     string
-	value   []byte
-	expires int64
-	size    int64
-	mtime   time.Time
+	fileData
+	name string
+	dir  int
 }
 
 // walk visits the store's own files (and counts foreign ones): <root>/<2 hex>/<2 hex>/<64 hex>, regular files
-// only, links neither followed nor touched.
+// only, each directory opened relative to its parent without following a link; links are neither followed nor
+// touched.
 func (f *File) walk(visit func(o ourFile)) (foreign int64) {
-	level1, _ := os.ReadDir(f.root)
+	root, err := openDir(f.root)
+	if err != nil {
+		return 0
+	}
+	defer root.Close()
+	level1, _ := root.ReadDir(-1)
 	for _, d1 := range level1 {
-		p1 := filepath.Join(f.root, d1.Name())
 		if !d1.IsDir() || !isHex(d1.Name(), 2) {
-			if d1.Type()&fs.ModeSymlink != 0 || !strings.HasPrefix(d1.Name(), ".") {
+			if d1.Type()&os.ModeSymlink != 0 || !strings.HasPrefix(d1.Name(), ".") {
 				foreign++
 			}
 			continue
 		}
-		level2, _ := os.ReadDir(p1)
+		dir1, err := openDirAt(root, d1.Name())
+		if err != nil {
+			foreign++
+			continue
+		}
+		level2, _ := dir1.ReadDir(-1)
 		for _, d2 := range level2 {
-			p2 := filepath.Join(p1, d2.Name())
 			if !d2.IsDir() || !isHex(d2.Name(), 2) {
 				foreign++
 				continue
 			}
-			files, _ := os.ReadDir(p2)
+			dir2, err := openDirAt(dir1, d2.Name())
+			if err != nil {
+				foreign++
+				continue
+			}
+			files, _ := dir2.ReadDir(-1)
+			fd := int(dir2.Fd())
 			for _, fe := range files {
 				name := fe.Name()
 				if strings.HasPrefix(name, ".") {
@@ -398,19 +541,16 @@ func (f *File) walk(visit func(o ourFile)) (foreign int64) {
 					foreign++
 					continue
 				}
-				path := filepath.Join(p2, name)
-				key, exp, value, ok, err := readFile(path)
+				d, ok, err := readAt(fd, name)
 				if err != nil || !ok {
 					foreign++
 					continue
 				}
-				info, err := fe.Info()
-				if err != nil {
-					continue
-				}
-				visit(ourFile{path, key, value, exp, info.Size(), info.ModTime()})
+				visit(ourFile{d, name, fd})
 			}
+			dir2.Close()
 		}
+		dir1.Close()
 	}
 	return foreign
 }
@@ -439,17 +579,36 @@ func (f *File) enforceCapacity() {
 	defer f.scanMu.Unlock()
 	var files []ourFile
 	var total int64
-	f.walk(func(o ourFile) { o.value = nil; files = append(files, o); total += o.size })
+	f.walk(func(o ourFile) { o.value, o.dir = nil, -1; files = append(files, o); total += o.size })
 	sort.Slice(files, func(i, j int) bool { return files[i].mtime.Before(files[j].mtime) })
 	for _, o := range files {
 		if total <= f.capacity*9/10 {
 			break
 		}
-		if os.Remove(o.path) == nil {
+		if f.unlinkOurs(o.name) {
 			total -= o.size
 		}
 	}
 	f.total.Store(total)
+}
+
+// unlinkOurs deletes a file a scan found, by its name (its hash), reached again without following a link.
+func (f *File) unlinkOurs(h string) bool {
+	dir, err := f.shard(h, false)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(dir)
+	return unlinkRegular(dir, h)
+}
+
+// unlinkRegular deletes name in dirfd if it is a regular file (never a link).
+func unlinkRegular(dirfd int, name string) bool {
+	var st unix.Stat_t
+	if unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return false
+	}
+	return unix.Unlinkat(dirfd, name, 0) == nil
 }
 
 func (f *File) purge(match func(o ourFile) bool) Purged {
@@ -459,7 +618,7 @@ func (f *File) purge(match func(o ourFile) bool) Purged {
 		if !strings.HasPrefix(o.key, f.prefix) || !match(o) {
 			return
 		}
-		if os.Remove(o.path) == nil {
+		if unlinkRegular(o.dir, o.name) {
 			f.total.Add(-o.size)
 			if o.expires == 0 || o.expires > now {
 				n++
@@ -503,3 +662,7 @@ func (f *File) Stats(ctx context.Context) (Stats, error) {
 	})
 	return st, nil
 }
+
+// errNotFollowed is the error of a write that met a link (or a file that is not a directory where a shard
+// directory belongs, or anything but a regular file at an entry's name) below the root.
+var errNotFollowed = errors.New("a symbolic link (or not a directory or file of the store's) below the root: not followed")
