@@ -202,6 +202,9 @@ func behave(t *testing.T, open func(t *testing.T) stores.Store, recorded bool) {
 			}
 		}
 	})
+	t.Run("wire-bytes-are-the-checked-bytes", func(t *testing.T) {
+		checkWireBytes(t, open(t), unique(t))
+	})
 	t.Run("too-large", func(t *testing.T) {
 		s, p := open(t), unique(t)
 		if s.MaxValue() > 64<<20 {

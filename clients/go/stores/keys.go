@@ -1,9 +1,13 @@
 // The keys a store writes (STORES.md §2): a caller's key checked and prefixed, and the internal keys of the
-// store's own bookkeeping (locks, tag records, the prefix list), which no caller's key can equal.
+// store's own bookkeeping (locks, tag records, the prefix list), which no caller's key can equal. A Go string is
+// its bytes: the bytes checked are the bytes every store writes (no store converts a key), and a string that is
+// not valid UTF-8 (what an unpaired surrogate is elsewhere) is refused, never repaired ("Wire bytes are the
+// checked bytes").
 package stores
 
 import (
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/larder-cache/larder/clients/go/keys"
 )
@@ -16,6 +20,9 @@ func CheckKey(key string) error {
 	if !keys.IsSafe(key) {
 		return &Error{Kind: InvalidKey, Msg: fmt.Sprintf("key %q is not a safe key (at most 250 bytes, no byte 0x00-0x20 or 0x7F): use keys.SafeKey", truncate(key))}
 	}
+	if !utf8.ValidString(key) {
+		return &Error{Kind: InvalidKey, Msg: fmt.Sprintf("key %q is not valid UTF-8", truncate(key))}
+	}
 	return nil
 }
 
@@ -23,6 +30,9 @@ func CheckKey(key string) error {
 func CheckPrefix(prefix string) error {
 	if prefix != "" && !keys.IsSafe(prefix) {
 		return &Error{Kind: InvalidKey, Msg: fmt.Sprintf("prefix %q is not a safe key prefix", truncate(prefix))}
+	}
+	if !utf8.ValidString(prefix) {
+		return &Error{Kind: InvalidKey, Msg: fmt.Sprintf("prefix %q is not valid UTF-8", truncate(prefix))}
 	}
 	return nil
 }

@@ -422,14 +422,15 @@ func (r *Redis) delStored(ctx context.Context, stored []string) (int64, error) {
 	return n, err
 }
 
-// globPrefix escapes SCAN's glob characters in a prefix and adds *.
+// globPrefix escapes SCAN's glob characters in a prefix and adds *, byte for byte (ranging over runes would
+// write U+FFFD for a byte that is not UTF-8: bytes the check never saw).
 func globPrefix(p string) string {
 	var b strings.Builder
-	for _, c := range p {
-		if strings.ContainsRune(`*?[]\`, c) {
+	for i := 0; i < len(p); i++ {
+		if strings.IndexByte(`*?[]\`, p[i]) >= 0 {
 			b.WriteByte('\\')
 		}
-		b.WriteRune(c)
+		b.WriteByte(p[i])
 	}
 	return b.String() + "*"
 }
