@@ -6,13 +6,14 @@ defmodule Larder.Stores.File.Capacity do
   taken by a scan when the directory is opened and every minute after, and moved by its own writes and deletes.
 
   Only the store's own files are scanned, counted and evicted (`Larder.Stores.File.Scan`): everything else under the
-  root is foreign and left alone.
+  root is foreign and left alone, and a file is deleted through its shard directory opened without a link
+  (`Larder.Stores.File.Tree`), so a shard directory swapped for a link after the scan redirects nothing.
 
   Erlang reports modification times in whole seconds: files written within one second are evicted in no set order
   among themselves.
   """
 
-  alias Larder.Stores.File.Scan
+  alias Larder.Stores.File.{Scan, Tree}
 
   defstruct [:bytes, :usage]
 
@@ -68,18 +69,23 @@ defmodule Larder.Stores.File.Capacity do
 
   defp evict(%__MODULE__{usage: u} = c, root) do
     before = :atomics.get(u, @total)
-    files = root |> Scan.candidates() |> Enum.flat_map(&stat/1)
-    scanned = Enum.reduce(files, 0, fn {_, size, _}, n -> n + size end)
+    files = Scan.entries(root)
+    scanned = Enum.reduce(files, 0, fn {_, _, _, size, _}, n -> n + size end)
     target = div(c.bytes, 10) * 9
 
     left =
       files
-      |> Enum.sort_by(fn {_, _, mtime} -> mtime end)
-      |> Enum.reduce_while(scanned, fn {path, size, _}, total ->
+      |> Enum.sort_by(fn {_, _, _, _, mtime} -> mtime end)
+      |> Enum.reduce_while(scanned, fn {a, b, name, size, _}, total ->
         cond do
-          total <= target -> {:halt, total}
-          File.rm(path) == :ok -> {:cont, total - size}
-          true -> {:cont, total}
+          total <= target ->
+            {:halt, total}
+
+          match?({:ok, _}, Tree.within(root, [a, b], nil, &Tree.remove(&1, name))) ->
+            {:cont, total - size}
+
+          true ->
+            {:cont, total}
         end
       end)
 
@@ -94,20 +100,9 @@ defmodule Larder.Stores.File.Capacity do
   def rescan(nil, _root), do: :ok
 
   def rescan(%__MODULE__{usage: u}, root) do
-    total =
-      root
-      |> Scan.candidates()
-      |> Enum.flat_map(&stat/1)
-      |> Enum.reduce(0, fn {_, s, _}, n -> n + s end)
+    total = root |> Scan.entries() |> Enum.reduce(0, fn {_, _, _, s, _}, n -> n + s end)
 
     :atomics.put(u, @total, total)
     :atomics.put(u, @scanned_at, Larder.Store.now_ms())
-  end
-
-  defp stat(path) do
-    case File.lstat(path, time: :posix) do
-      {:ok, %{type: :regular, size: size, mtime: mtime}} -> [{path, size, mtime}]
-      _ -> []
-    end
   end
 end
