@@ -136,6 +136,37 @@ defmodule Larder.Store.URL do
     end
   end
 
+  @doc """
+  Takes a file mode (`mode=0640`): three or four octal digits, permission bits only (no setuid, setgid or sticky),
+  giving the owner read and write (spec/STORES.md §7). Raises ArgumentError otherwise.
+  """
+  def take_mode(url, name, default) do
+    case take(url, name) do
+      {nil, url} ->
+        {default, url}
+
+      {text, url} ->
+        mode = if text =~ ~r/\A[0-7]{3,4}\z/, do: String.to_integer(text, 8)
+
+        cond do
+          mode == nil ->
+            raise ArgumentError,
+                  "#{redact(url)}: option #{name}: #{inspect(text)} is not three or four octal digits (0600, 0640)"
+
+          mode > 0o777 ->
+            raise ArgumentError,
+                  "#{redact(url)}: option #{name}: #{text} sets setuid, setgid or sticky bits; give permission bits only (0600, 0640)"
+
+          Bitwise.band(mode, 0o600) != 0o600 ->
+            raise ArgumentError,
+                  "#{redact(url)}: option #{name}: #{text} does not give the owner read and write"
+
+          true ->
+            {mode, url}
+        end
+    end
+  end
+
   @doc "Takes a non-negative integer."
   def take_integer(url, name, default) do
     case take(url, name) do

@@ -33,8 +33,6 @@ defmodule Larder.Stores.File do
 
   @behaviour Larder.Store
 
-  import Bitwise
-
   alias Larder.{Keys, Store, StoreError}
   alias Larder.Stores.File.{Capacity, Scan, Tree}
 
@@ -54,8 +52,7 @@ defmodule Larder.Stores.File do
       do: raise(ArgumentError, "#{Store.URL.redact(url)}: file:// needs a directory")
 
     {prefix, url} = Store.URL.take(url, "prefix", "")
-    {mode, url} = Store.URL.take(url, "mode")
-    mode = parse_mode(url, mode)
+    {mode, url} = Store.URL.take_mode(url, "mode", @default_mode)
 
     # 0, as in the other languages, is unbounded.
     {capacity, url} = Store.URL.take_size(url, "capacity", 0)
@@ -82,29 +79,6 @@ defmodule Larder.Stores.File do
         dir_mode: Tree.dir_mode(mode)
       }
     }
-  end
-
-  defp parse_mode(_url, nil), do: @default_mode
-
-  defp parse_mode(url, text) do
-    mode = if text =~ ~r/\A[0-7]{3,4}\z/, do: String.to_integer(text, 8)
-
-    cond do
-      mode == nil ->
-        raise ArgumentError,
-              "#{Store.URL.redact(url)}: option mode: #{inspect(text)} is not three or four octal digits (0600, 0640)"
-
-      mode > 0o777 ->
-        raise ArgumentError,
-              "#{Store.URL.redact(url)}: option mode: #{text} sets setuid, setgid or sticky bits; give permission bits only (0600, 0640)"
-
-      (mode &&& 0o600) != 0o600 ->
-        raise ArgumentError,
-              "#{Store.URL.redact(url)}: option mode: #{text} does not give the owner read and write"
-
-      true ->
-        mode
-    end
   end
 
   # Makes the root when it is missing, with the directory mode (a root that exists keeps its own).
