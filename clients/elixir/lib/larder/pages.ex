@@ -6,9 +6,12 @@ defmodule Larder.Pages do
 
   - **Which responses**: the ones the front's own rules would store (`Larder.HTTPRules`, spec/HTTP.md §1). A
     handler opts in with `front_headers/2`: `Surrogate-Control: max-age=…`, which larder honours and never passes on.
-  - **Under which key**: spec/FORMAT.md §5.3 from the request as the app received it (GET, its scheme, its Host,
-    its path and query as sent, the front's `--namespace` and dropped query parameters); a response with `Vary`
-    goes under a variant key behind a marker (§5.4), as the front writes them.
+  - **Under which key**: spec/FORMAT.md §5.3 from the request as the app received it (GET, its scheme, its
+    authority, its path and query as sent, the front's `--namespace` and dropped query parameters); a response
+    with `Vary` goes under a variant key behind a marker (§5.4), as the front writes them. The authority is the
+    configured `site`, else the request's Host; forwarded fields count only from `trusted_proxies`; a Host that is
+    not a plain `host[:port]`, or that is not the site's, stores nothing (`{:not_stored, "host"}`), because the front
+    would serve the page to everyone asking for the authority it names (`Larder.Pages.Authority`).
   - **What**: the entry the front would have made (its `prepare`): end-to-end headers without Content-Length, `Age`
     and the fields meant for larder (`Surrogate-*`, `Cache-Tag`), the body's coding, `Age` and `Date`, freshness
     and stale window from the rules, tags from `Surrogate-Key` (space-separated) and `Cache-Tag`
@@ -25,6 +28,7 @@ defmodule Larder.Pages do
 
   alias Larder.{Entry, Header, HTTPRules, Keys, Response, Store}
   alias Larder.HTTPRules.Date
+  alias Larder.Pages.Authority
 
   @default_max_body 8 * 1024 * 1024
   # Always hop-by-hop (RFC 9110 §7.6.1), whatever Connection says: never stored.
@@ -33,13 +37,15 @@ defmodule Larder.Pages do
   # Fields that steer larder, not passed on by the front (respond.rs CONSUMED), nor stored.
   @consumed ~w(surrogate-control surrogate-key cache-tag)
   @outcomes ~w(stored errors too-large method status no-store request-no-store private authorization
-               set-cookie vary-star no-explicit-freshness)
+               set-cookie vary-star no-explicit-freshness host)
 
   defstruct [
     :store,
     :counters,
     namespace: nil,
     drop: nil,
+    site: nil,
+    trusted_proxies: [],
     rules: %HTTPRules.Rules{},
     max_body: @default_max_body
   ]
@@ -48,17 +54,22 @@ defmodule Larder.Pages do
 
   defmodule Request do
     @moduledoc """
-    A request as the app received it: `target` is the path and query as sent (not decoded); `headers` its
-    `{name, value}` lines in order (names in any case).
+    A request as the app received it: `authority` its Host field; `target` the request target as sent (the path and
+    query, not decoded, or an absolute URL); `headers` its `{name, value}` lines in order (names in any case);
+    `peer` the address it came from (an IP tuple or its text; only a peer in the page cache's `trusted_proxies`
+    may name the scheme and host through forwarded fields).
     """
     @enforce_keys [:method, :authority, :target]
-    defstruct [:method, :authority, :target, scheme: "http", headers: []]
+    defstruct [:method, :authority, :target, scheme: "http", headers: [], peer: nil]
   end
 
   @doc """
   A page cache over `store` (a `Larder.Store` handle or a store URL). Options, set as the front is set:
   `namespace` (`--namespace`), `drop` (`--drop-query-params`, default larder's list), `rules` (a
-  `Larder.HTTPRules.Rules` or its settings), `max_body` (`--max-body`, default 8 MiB).
+  `Larder.HTTPRules.Rules` or its settings), `max_body` (`--max-body`, default 8 MiB), `site` (the authority the
+  app serves, `shop.example` or `shop.example:8443`: pages are keyed on it, and a request whose Host is another is
+  not stored), `trusted_proxies` (addresses or CIDRs whose `X-Forwarded-Host`, `X-Forwarded-Proto` and
+  `Forwarded` are believed, as `--trusted-proxies`; default none). Raises ArgumentError for a bad option.
   """
   def new(store, opts \\ [])
 
@@ -78,12 +89,21 @@ defmodule Larder.Pages do
     unless is_integer(max_body) and max_body >= 0,
       do: raise(ArgumentError, "max_body must be a non-negative integer")
 
+    site = Keyword.get(opts, :site)
+
+    unless site == nil or Authority.valid?(site),
+      do: raise(ArgumentError, "site must be a plain host[:port], not #{inspect(site)}")
+
+    trusted = Authority.networks(Keyword.get(opts, :trusted_proxies, []))
+
     {:ok,
      %__MODULE__{
        store: store,
        counters: :counters.new(length(@outcomes), [:write_concurrency]),
        namespace: Keyword.get(opts, :namespace),
        drop: Keyword.get(opts, :drop, Keys.default_drop()),
+       site: site,
+       trusted_proxies: trusted,
        rules: rules,
        max_body: max_body
      }}
@@ -123,19 +143,41 @@ defmodule Larder.Pages do
       if tags == [], do: [], else: [{"surrogate-key", Enum.join(tags, " ")}]
   end
 
-  @doc "The key the front looks `request` up under (FORMAT.md §5.3); for a varying page, its marker's."
-  def key(%__MODULE__{} = pages, %Request{} = r),
-    do: Keys.http_key("GET", r.scheme, r.authority, r.target, key_opts(pages))
+  @doc """
+  The key the front looks `request` up under (FORMAT.md §5.3; for a varying page, its marker's): `{:ok, key}`, or
+  `{:not_stored, "host"}` when the request names no authority a page may be stored under (`Larder.Pages.Authority`).
+  """
+  def key(%__MODULE__{} = pages, %Request{} = r) do
+    case Authority.resolve(r, pages.site, pages.trusted_proxies) do
+      {scheme, authority, target} ->
+        {:ok, Keys.http_key("GET", scheme, authority, target, key_opts(pages))}
+
+      :host ->
+        {:not_stored, "host"}
+    end
+  end
 
   defp key_opts(pages), do: [namespace: pages.namespace, drop: pages.drop]
 
   @doc """
   Stores a rendered response if the front's rules allow it. `{:ok, key}` (the key it went under), `{:not_stored,
-  reason}` (a reason of `Larder.HTTPRules.storage/7`, or `"too-large"`), or `{:error, reason}` when the store
-  failed. `request_time_ms` is when the app started on the request.
+  reason}` (`"host"` for a request whose authority may not be keyed on, a reason of `Larder.HTTPRules.storage/7`,
+  or `"too-large"`), or `{:error, reason}` when the store failed. `request_time_ms` is when the app started on the
+  request.
   """
   def save(%__MODULE__{} = pages, %Request{} = r, status, headers, body, request_time_ms)
       when is_integer(status) and is_list(headers) and is_binary(body) do
+    case key(pages, r) do
+      {:ok, base} ->
+        save(pages, r, base, status, headers, body, request_time_ms)
+
+      {:not_stored, reason} ->
+        count(pages, reason)
+        {:not_stored, reason}
+    end
+  end
+
+  defp save(pages, r, base, status, headers, body, request_time_ms) do
     now = Store.now_ms()
     response_lines = HTTPRules.lowercase(headers)
 
@@ -157,7 +199,7 @@ defmodule Larder.Pages do
         {:not_stored, "too-large"}
 
       {:store, plan} ->
-        case write(pages, r, status, response_lines, body, plan, now) do
+        case write(pages, r, base, status, response_lines, body, plan, now) do
           {:ok, key} ->
             count(pages, "stored")
             {:ok, key}
@@ -177,10 +219,9 @@ defmodule Larder.Pages do
   defp count(pages, outcome),
     do: :counters.add(pages.counters, Enum.find_index(@outcomes, &(&1 == outcome)) + 1, 1)
 
-  defp write(pages, r, status, lines, body, plan, now) do
+  defp write(pages, r, base, status, lines, body, plan, now) do
     {response, tags} = prepare(status, lines, body, plan, now)
     meta = {now, max(now + plan.fresh_ms, 1), plan.keep_stale_ms}
-    base = key(pages, r)
 
     with {:ok, entry} <- encode(fn -> Entry.encode_response(response, entry_opts(meta, tags)) end) do
       if plan.vary == [],
@@ -249,9 +290,8 @@ defmodule Larder.Pages do
   `:miss` (a store failure or an entry that does not decode is a miss).
   """
   def find(%__MODULE__{} = pages, %Request{} = r) do
-    base = key(pages, r)
-
-    with {:ok, raw} <- Store.get(pages.store, base),
+    with {:ok, base} <- key(pages, r),
+         {:ok, raw} <- Store.get(pages.store, base),
          {:ok, e} <- Entry.decode(raw) do
       case e do
         %{kind: :response} ->

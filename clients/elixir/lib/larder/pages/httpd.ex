@@ -12,7 +12,11 @@ defmodule Larder.Pages.HTTPD do
 
   alias Larder.Pages
 
-  @doc "The `Larder.Pages.Request` of an `:httpd` callback's `mod` record (scheme `http`)."
+  @doc """
+  The `Larder.Pages.Request` of an `:httpd` callback's `mod` record (scheme `http`): the target as the request line
+  sent it (`:httpd` rewrites an absolute-form target to its path, which would hide the authority it names), the
+  Host field, every header line, and the peer's address (for `trusted_proxies`).
+  """
   def request(data) do
     headers = for {n, v} <- mod(data, :parsed_header), do: {to_bin(n), to_bin(v)}
 
@@ -25,10 +29,28 @@ defmodule Larder.Pages.HTTPD do
     %Pages.Request{
       method: to_bin(mod(data, :method)),
       authority: authority,
-      target: to_bin(mod(data, :request_uri)),
-      headers: headers
+      target: target(data),
+      headers: headers,
+      peer: peer(mod(data, :init_data))
     }
   end
+
+  defp target(data) do
+    case data |> mod(:request_line) |> to_bin() |> :binary.split(" ", [:global]) do
+      [_method, target, _version] -> target
+      _ -> to_bin(mod(data, :request_uri))
+    end
+  end
+
+  # :httpd's init_data record: {:init_data, {port, address text}, sockname, resolve}.
+  defp peer({:init_data, {_port, address}, _, _}) when is_list(address) do
+    case :inet.parse_strict_address(address) do
+      {:ok, ip} -> ip
+      _ -> nil
+    end
+  end
+
+  defp peer(_), do: nil
 
   @doc """
   Saves the page (`Larder.Pages.save/6`) and answers `:httpd` with it: `headers` are `{name, value}` binaries,
