@@ -145,3 +145,75 @@ fn bad_settings_get_one_clear_line() {
     assert!(support::lists_values(&help, "--compress", &["off", "gzip", "br", "zstd"]), "{help}");
     assert!(help.contains("LARDER_TRUSTED_PROXIES") && help.contains("--access-log"));
 }
+
+/// Issue 32, finding 6: `--admin-token` is readable by every local user in `/proc/PID/cmdline`. The token comes
+/// from a file instead (`--admin-token-file`, `LARDER_ADMIN_TOKEN_FILE`, `admin_token_file`), and the help says
+/// never to pass it as an argument.
+#[test]
+fn the_admin_token_comes_from_a_file_and_never_shows_in_the_process_list() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("dir");
+    let token_file = dir.path().join("admin-token");
+    let token = "file-token-5d1f0c2a";
+    std::fs::write(&token_file, format!("{token}\n")).expect("write");
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let app = slow_app(Duration::ZERO);
+    let (listen, admin) = (free_port(), free_port());
+    let child = larder()
+        .args(["serve", "--upstream", &app, "--listen", &listen.to_string(), "--admin", &admin.to_string()])
+        .args(["--workers", "1", "--admin-token-file", &token_file.display().to_string()])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("larder starts");
+    let running = Running(child);
+    let started = Instant::now();
+    while TcpStream::connect(admin).is_err() {
+        assert!(started.elapsed() < Duration::from_secs(10), "the admin API did not listen on {admin}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", running.0.id())).expect("cmdline");
+    assert!(!String::from_utf8_lossy(&cmdline).contains(token), "the token is in the process list");
+    let status = |authorization: &str| {
+        let mut stream = TcpStream::connect(admin).expect("connect");
+        let request = format!("GET /metrics HTTP/1.1\r\nhost: {admin}\r\n{authorization}connection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).expect("write");
+        stream.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        answer.get(9..12).unwrap_or("").to_owned()
+    };
+    assert_eq!(status(&format!("authorization: Bearer {token}\r\n")), "200", "the file's token, without its newline");
+    assert_eq!(status(&format!("authorization: Bearer {token}x\r\n")), "401");
+    assert_eq!(status(""), "401");
+    drop(running);
+    // A file that is empty, missing or writable by every user is refused at start, with one clear line.
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, "\n").expect("write");
+    let open = dir.path().join("open");
+    std::fs::write(&open, token).expect("write");
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    let missing = dir.path().join("missing");
+    for (file, says) in [(&empty, "is empty"), (&open, "writable by every user"), (&missing, "cannot read")] {
+        let output = larder()
+            .args(["serve", "--upstream=http://a", "--admin-token-file", &file.display().to_string()])
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{file:?}: {stderr}");
+        assert!(stderr.starts_with("larder: ") && stderr.contains(says), "{file:?}: {stderr}");
+    }
+    let both = larder()
+        .args(["serve", "--upstream=http://a", "--admin-token=x", "--admin-token-file", &empty.display().to_string()])
+        .output()
+        .expect("runs");
+    assert_eq!(both.status.code(), Some(2), "one token, not two");
+    let help = larder().args(["serve", "--help"]).output().expect("runs");
+    let help = String::from_utf8_lossy(&help.stdout).replace('\n', " ");
+    assert!(help.contains("--admin-token-file") && help.contains("LARDER_ADMIN_TOKEN_FILE"), "{help}");
+    assert!(
+        help.contains("Never pass the token itself as an argument") && help.contains("/proc/PID/cmdline"),
+        "{help}"
+    );
+}

@@ -12,14 +12,21 @@
 //!   URL that starts with it), `{"prefix": …}` (store keys that start with it), `{"tag": …}` or
 //!   `{"tags": […]}`. A purge that matches nothing says why it may have missed.
 //! - `GET /metrics` (Prometheus text), `GET /health` (the process, and the upstream as larder last found it),
-//!   `GET /ready` (503 while the upstream cannot be reached).
+//!   `GET /ready` (503 while the upstream cannot be reached). Without the token (or from a browser page), both say
+//!   only `ok`/`degraded` and ready or not: the upstream's and the store servers' addresses and errors are for the
+//!   operator, not for every local process.
+//!
+//! A refused request (401, 403, 421, 415) is answered with `Connection: close` and its connection closed: a
+//! client without the token cannot keep a connection, and so a slot, by sending a request and idling. Idle
+//! connections are closed after `limits.admin_idle_timeout_secs`, and one client address holds at most
+//! `limits.admin_connections_per_client` (server.rs, per_client.rs).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{AUTHORIZATION, CONTENT_TYPE, HOST, ORIGIN};
+use http::header::{AUTHORIZATION, CONNECTION, CONTENT_TYPE, HOST, ORIGIN};
 use http::{HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
@@ -73,8 +80,15 @@ impl<S: Store> Admin<S> {
         Admin { proxy, token: token.filter(|t| !t.is_empty()), bound }
     }
 
-    /// The answer that refuses `request`, if it must be refused before anything else is looked at.
+    /// The answer that refuses `request`, if it must be refused before anything else is looked at; it closes the
+    /// connection, so that a refused client cannot hold one open by idling after its answer.
     fn refusal(&self, request: &Request<Incoming>) -> Option<Response<ProxyBody>> {
+        let mut refusal = self.refusal_of(request)?;
+        refusal.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
+        Some(refusal)
+    }
+
+    fn refusal_of(&self, request: &Request<Incoming>) -> Option<Response<ProxyBody>> {
         let headers = request.headers();
         if let Some(token) = &self.token {
             if !bearer_matches(headers.get(AUTHORIZATION), token) {
@@ -145,8 +159,10 @@ impl<S: Store> Admin<S> {
         let path = request.uri().path().to_owned();
         let method = request.method().clone();
         match (&method, path.as_str()) {
-            (&Method::GET, "/health") => return self.health(),
-            (&Method::GET, "/ready") => return self.ready().await,
+            // Anyone may ask whether larder is up (load balancers, probes); only an authorised request is told the
+            // upstream's and the store servers' names and errors.
+            (&Method::GET, "/health") => return self.health(self.refusal_of(&request).is_none()),
+            (&Method::GET, "/ready") => return self.ready(self.refusal_of(&request).is_none()).await,
             _ => {}
         }
         if let Some(refusal) = self.refusal(&request) {
@@ -180,7 +196,8 @@ impl<S: Store> Admin<S> {
         }
     }
 
-    fn health(&self) -> Response<ProxyBody> {
+    /// `{"status": "ok"|"degraded"}`, with the details when `detailed` (an authorised request).
+    fn health(&self, detailed: bool) -> Response<ProxyBody> {
         let report = self.proxy.health.report();
         let state = match report.up {
             None => "unknown",
@@ -191,6 +208,9 @@ impl<S: Store> Admin<S> {
         // "degraded": serving, but an upstream or store server is failing (requests then go to the app, or are
         // answered stale; nothing fails for clients, but the operator should know).
         let status = if report.up == Some(false) || !store_ok { "degraded" } else { "ok" };
+        if !detailed {
+            return respond::json(StatusCode::OK, json!({ "status": status }).to_string());
+        }
         let body = json!({
             "status": status,
             "upstream": {
@@ -225,11 +245,16 @@ impl<S: Store> Admin<S> {
         (json!({"backend": cache.backend(), "servers": servers}), all_up)
     }
 
-    /// 503 while the upstream cannot be reached. The store is reported but does not decide: without it requests
-    /// go to the app, which is what a cache that fails must do.
-    async fn ready(&self) -> Response<ProxyBody> {
+    /// 503 while the upstream cannot be reached. The store is reported (when `detailed`) but does not decide:
+    /// without it requests go to the app, which is what a cache that fails must do.
+    async fn ready(&self, detailed: bool) -> Response<ProxyBody> {
+        let reachable = self.proxy.upstream.reachable(READY_CONNECT).await;
+        if !detailed {
+            let status = if reachable.is_ok() { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+            return respond::json(status, json!({ "ready": reachable.is_ok() }).to_string());
+        }
         let (store, _) = self.store_report();
-        match self.proxy.upstream.reachable(READY_CONNECT).await {
+        match reachable {
             Ok(()) => respond::json(StatusCode::OK, json!({"ready": true, "store": store}).to_string()),
             Err(reason) => respond::json(
                 StatusCode::SERVICE_UNAVAILABLE,

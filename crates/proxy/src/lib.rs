@@ -21,6 +21,7 @@ mod marker_hints;
 mod metrics;
 pub mod origin;
 mod path;
+mod per_client;
 mod prepared;
 mod request;
 mod respond;

@@ -28,6 +28,7 @@ use crate::admin::Admin;
 use crate::config::{ConfigError, ProxyConfig};
 use crate::connection::{self, ConnState, RequestGuard, Timeouts, Tracked};
 use crate::handler::Proxy;
+use crate::per_client::PerClient;
 
 /// Connections the admin API serves at once.
 const ADMIN_CONNECTIONS: usize = 256;
@@ -66,7 +67,7 @@ impl<S: Store> Server<S> {
             Some(addr) => {
                 let listener = listen(addr)?;
                 let bound = listener.local_addr().map_err(|source| ServeError::Bind { addr, source })?;
-                Some((listener, Arc::new(Admin::new(proxy.clone(), config.admin_token.clone(), bound))))
+                Some((listener, Arc::new(Admin::new(proxy.clone(), config.admin_token()?, bound))))
             }
             None => None,
         };
@@ -187,14 +188,14 @@ fn listen(addr: SocketAddr) -> Result<std::net::TcpListener, ServeError> {
     bind().map_err(|source| ServeError::Bind { addr, source })
 }
 
-/// The HTTP settings every connection gets.
-fn http_builder(config: &ProxyConfig) -> Arc<auto::Builder<TokioExecutor>> {
+/// The HTTP settings every connection gets (`timeouts.header`: the longest a request head may take).
+fn http_builder(config: &ProxyConfig, timeouts: &Timeouts) -> Arc<auto::Builder<TokioExecutor>> {
     let limits = &config.limits;
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(limits.header_read_timeout_secs))
+        .header_read_timeout(timeouts.header)
         .max_buf_size(limits.max_header_bytes.max(8192))
         .keep_alive(true);
     builder
@@ -214,6 +215,15 @@ fn timeouts(config: &ProxyConfig) -> Timeouts {
         idle: Duration::from_secs(limits.idle_timeout_secs),
         grace: Duration::from_secs(limits.shutdown_grace_secs),
     }
+}
+
+/// The admin API's deadlines: a request head, and a connection with no request under way, get
+/// `admin_idle_timeout_secs` (seconds, not the main listener's minute), so connections that send nothing, or
+/// idle after a request, cannot hold its slots.
+fn admin_timeouts(config: &ProxyConfig) -> Timeouts {
+    let short = Duration::from_secs(config.limits.admin_idle_timeout_secs);
+    let main = timeouts(config);
+    Timeouts { header: main.header.min(short), idle: main.idle.min(short), grace: main.grace }
 }
 
 /// Accepts and serves client connections on the current runtime until told to stop, then drains them.
@@ -241,7 +251,8 @@ async fn serve_main<S: Store>(
             }
         })
     };
-    accept(listener, &config, permits, slots, stop, make).await;
+    let timeouts = timeouts(&config);
+    accept(listener, &config, timeouts, permits, None, slots, stop, make).await;
 }
 
 /// Serves the admin API on the current runtime until told to stop.
@@ -263,15 +274,21 @@ async fn serve_admin<S: Store>(
             }
         })
     };
-    accept(listener, &config, Arc::new(Semaphore::new(ADMIN_CONNECTIONS)), 1, stop, make).await;
+    let per_client = Some(PerClient::new(config.limits.admin_connections_per_client));
+    let timeouts = admin_timeouts(&config);
+    accept(listener, &config, timeouts, Arc::new(Semaphore::new(ADMIN_CONNECTIONS)), per_client, 1, stop, make).await;
 }
 
 /// Accepts connections while permits last (the rest wait in the backlog) and until told to stop; then waits for
-/// the connections to drain, up to the grace period.
+/// the connections to drain, up to the grace period. With `per_client`, a client address past its share is
+/// answered 503 and closed at once (per_client.rs).
+#[allow(clippy::too_many_arguments)]
 async fn accept<F, Svc>(
     listener: std::net::TcpListener,
     config: &ProxyConfig,
+    timeouts: Timeouts,
     permits: Arc<Semaphore>,
+    per_client: Option<PerClient>,
     upstream_slots: usize,
     mut stop: watch::Receiver<bool>,
     make_service: F,
@@ -292,8 +309,7 @@ async fn accept<F, Svc>(
             return;
         }
     };
-    let builder = http_builder(config);
-    let timeouts = timeouts(config);
+    let builder = http_builder(config, &timeouts);
     // Every connection holds a receiver; when all are gone, the connections have drained.
     let (alive_tx, alive_rx) = watch::channel(());
     loop {
@@ -317,11 +333,22 @@ async fn accept<F, Svc>(
             _ = stop.changed() => break,
         };
         let _ = stream.set_nodelay(true);
+        let share = match &per_client {
+            Some(per_client) => match per_client.admit(remote.ip()) {
+                Some(share) => Some(share),
+                None => {
+                    per_client.refuse(&stream, remote.ip());
+                    continue;
+                }
+            },
+            None => None,
+        };
         let state = ConnState::new(upstream_slots);
         let service = make_service(remote, &state);
         let (builder, stop, alive) = (builder.clone(), stop.clone(), alive_rx.clone());
         tokio::spawn(async move {
             connection::drive(stream, builder, service, state, timeouts, stop).await;
+            drop(share);
             drop(alive);
             drop(permit);
         });

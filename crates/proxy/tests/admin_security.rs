@@ -131,3 +131,33 @@ async fn with_a_token_the_browser_rules_still_hold() {
     let wrong_length = [("authorization", "Bearer s3cret-and-more"), ("content-type", "application/json")];
     assert_eq!(send("POST", &purge, &wrong_length, body()).await.status, StatusCode::UNAUTHORIZED);
 }
+
+/// Issue 32, finding 6: `/health` and `/ready` are open (load balancers and probes carry no token), so without the
+/// token they say only whether larder is well, never the upstream's address, the store's servers or their errors.
+#[tokio::test]
+async fn health_without_the_token_says_only_ok_or_degraded() {
+    let origin = Origin::start(cacheable(vec![])).await;
+    let larder = Larder::start(&origin.url(), |c| {
+        c.admin_no_token = false;
+        c.admin_token = Some("s3cret".into());
+    })
+    .await;
+    let upstream_port = origin.url().rsplit(':').next().map(|p| p.trim_end_matches('/').to_owned()).expect("port");
+    for (path, minimal) in [("/health", r#"{"status":"ok"}"#), ("/ready", r#"{"ready":true}"#)] {
+        let open = get(&larder.admin_url(path), &[]).await;
+        assert_eq!((open.status, open.text().trim()), (StatusCode::OK, minimal), "{path} without the token");
+        assert!(!open.text().contains(&upstream_port), "{path} names the upstream: {}", open.text());
+        let wrong = get(&larder.admin_url(path), &[("authorization", "Bearer wrong")]).await;
+        assert_eq!(wrong.text().trim(), minimal, "{path} with a wrong token");
+        let full = get(&larder.admin_url(path), &[("authorization", "Bearer s3cret")]).await;
+        assert_eq!(full.status, StatusCode::OK);
+        assert!(full.text().contains("\"store\""), "{path} with the token has the details: {}", full.text());
+    }
+    let full = get(&larder.admin_url("/health"), &[("authorization", "Bearer s3cret")]).await.text();
+    assert!(full.contains(&upstream_port), "the operator is told the upstream: {full}");
+    // Without a token configured (a loopback API left open), a browser page still gets only the status.
+    let open_api = Larder::start(&origin.url(), |_| {}).await;
+    let from_a_page = get(&open_api.admin_url("/health"), &[("origin", "http://evil.example")]).await;
+    assert_eq!(from_a_page.text().trim(), r#"{"status":"ok"}"#);
+    assert!(get(&open_api.admin_url("/health"), &[]).await.text().contains(&upstream_port), "a local program is told");
+}

@@ -26,8 +26,9 @@ use crate::Failure;
 /// cached unless --heuristic-max is set. SIGTERM, SIGHUP or Ctrl-C stops accepting and lets in-flight requests
 /// finish. Sizes accept K, M, G, T and decimals (1.5G); durations accept ms, s, m, h (5m), a bare number being the
 /// setting's own unit (seconds, or milliseconds where it says so); booleans accept true/false, yes/no, on/off, 1/0.
-/// The admin API needs --admin-token (or --admin-no-token on loopback). docs/security.md lists what larder does with
-/// hostile requests.
+/// The admin API needs a token: --admin-token-file FILE (or LARDER_ADMIN_TOKEN), or --admin-no-token on loopback.
+/// Never pass the token itself as an argument: --admin-token shows in /proc/PID/cmdline and `ps` to every local
+/// user. docs/security.md lists what larder does with hostile requests.
 #[derive(Args)]
 pub struct ServeArgs {
     /// TOML settings file.
@@ -45,9 +46,22 @@ pub struct ServeArgs {
     /// Do not start the admin API.
     #[arg(long, conflicts_with = "admin")]
     no_admin: bool,
-    /// Bearer token the admin API requires (it does not start without one, unless --admin-no-token).
-    #[arg(long, env = "LARDER_ADMIN_TOKEN", value_name = "TOKEN", hide_env_values = true)]
+    /// Bearer token the admin API requires (it does not start without one, unless --admin-no-token). As a flag it
+    /// shows in /proc/PID/cmdline and `ps` to every local user: give LARDER_ADMIN_TOKEN or --admin-token-file
+    /// instead.
+    #[arg(
+        long,
+        env = "LARDER_ADMIN_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true,
+        conflicts_with = "admin_token_file"
+    )]
     admin_token: Option<String>,
+    /// A file holding the admin API's bearer token (at most one trailing newline), read once at start: the way to
+    /// give the token without it showing in the process list. Refused when empty or writable by every user; make it
+    /// readable by larder alone (chmod 600).
+    #[arg(long, env = "LARDER_ADMIN_TOKEN_FILE", value_name = "FILE")]
+    admin_token_file: Option<String>,
     /// Run a loopback admin API without a token: every local process may push and purge (browsers still cannot:
     /// see docs/security.md). Refused when --admin is not a loopback address [default: false].
     #[arg(long, env = "LARDER_ADMIN_NO_TOKEN", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
@@ -184,6 +198,13 @@ pub struct ServeArgs {
     /// Seconds to let in-flight requests finish after SIGTERM, SIGHUP or Ctrl-C [default: 30].
     #[arg(long, env = "LARDER_SHUTDOWN_GRACE", value_name = "DURATION", value_parser = parse_secs)]
     shutdown_grace: Option<u64>,
+    /// Seconds an admin API connection may take to send a request head, and may stay open with no request under
+    /// way [default: 5].
+    #[arg(long, env = "LARDER_ADMIN_IDLE_TIMEOUT", value_name = "DURATION", value_parser = parse_secs)]
+    admin_idle_timeout: Option<u64>,
+    /// Admin API connections one client address may hold at once; a further one gets 503 [default: 16].
+    #[arg(long, env = "LARDER_ADMIN_CONNECTIONS_PER_CLIENT", value_name = "N")]
+    admin_connections_per_client: Option<usize>,
 }
 
 /// Each setting of the TOML file, with the flag and environment variable that set it (the tests check this list
@@ -194,6 +215,7 @@ const SETTINGS: &[(&str, &str, &str)] = &[
     ("listen", "listen", "LARDER_LISTEN"),
     ("admin", "admin", "LARDER_ADMIN"),
     ("admin_token", "admin-token", "LARDER_ADMIN_TOKEN"),
+    ("admin_token_file", "admin-token-file", "LARDER_ADMIN_TOKEN_FILE"),
     ("admin_no_token", "admin-no-token", "LARDER_ADMIN_NO_TOKEN"),
     ("namespace", "namespace", "LARDER_NAMESPACE"),
     ("drop_query_params", "drop-query-params", "LARDER_DROP_QUERY_PARAMS"),
@@ -233,6 +255,8 @@ const SETTINGS: &[(&str, &str, &str)] = &[
     ("limits.upstream_timeout_secs", "upstream-timeout", "LARDER_UPSTREAM_TIMEOUT"),
     ("limits.upstream_idle_timeout_secs", "upstream-idle-timeout", "LARDER_UPSTREAM_IDLE_TIMEOUT"),
     ("limits.shutdown_grace_secs", "shutdown-grace", "LARDER_SHUTDOWN_GRACE"),
+    ("limits.admin_idle_timeout_secs", "admin-idle-timeout", "LARDER_ADMIN_IDLE_TIMEOUT"),
+    ("limits.admin_connections_per_client", "admin-connections-per-client", "LARDER_ADMIN_CONNECTIONS_PER_CLIENT"),
 ];
 
 /// `true`/`false`, `yes`/`no`, `on`/`off`, `1`/`0` (any case); anything else is an error that lists them.
@@ -269,8 +293,14 @@ impl ServeArgs {
         } else if let Some(admin) = self.admin {
             c.admin = Some(admin);
         }
+        // A token given here replaces the file's setting of either form, so the two never both apply.
         if let Some(token) = &self.admin_token {
             c.admin_token = Some(token.clone());
+            c.admin_token_file.clear();
+        }
+        if let Some(file) = &self.admin_token_file {
+            c.admin_token_file = file.clone();
+            c.admin_token = None;
         }
         set(&mut c.admin_no_token, self.admin_no_token);
         set(&mut c.namespace, self.namespace.clone());
@@ -313,6 +343,8 @@ impl ServeArgs {
         set(&mut limits.upstream_timeout_secs, self.upstream_timeout);
         set(&mut limits.upstream_idle_timeout_secs, self.upstream_idle_timeout);
         set(&mut limits.shutdown_grace_secs, self.shutdown_grace);
+        set(&mut limits.admin_idle_timeout_secs, self.admin_idle_timeout);
+        set(&mut limits.admin_connections_per_client, self.admin_connections_per_client);
         config.validate().map_err(|e| Failure::input(e.to_string()))?;
         Ok(config)
     }

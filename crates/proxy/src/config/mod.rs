@@ -4,6 +4,7 @@
 
 pub mod duration;
 pub mod size;
+mod token;
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
@@ -27,8 +28,12 @@ pub struct ProxyConfig {
     /// The admin API (push, purge, metrics, health); loopback by default.
     #[serde(deserialize_with = "deserialize_optional_addr")]
     pub admin: Option<SocketAddr>,
-    /// Bearer token for the admin API: required, unless `admin_no_token` opens a loopback admin API without one.
+    /// Bearer token for the admin API: required (or `admin_token_file`), unless `admin_no_token` opens a loopback
+    /// admin API without one. A flag shows in `/proc/PID/cmdline` to every local user: prefer the file.
     pub admin_token: Option<String>,
+    /// A file holding the admin API's bearer token (and at most one trailing newline), read once at start; refused
+    /// when empty, unreadable or writable by every user (empty = none).
+    pub admin_token_file: String,
     /// Run a loopback admin API without a token, open to every process on this host (browsers are still refused:
     /// JSON bodies, same-origin requests and the listener's own Host only). Refused for a non-loopback address.
     pub admin_no_token: bool,
@@ -154,6 +159,12 @@ pub struct LimitsSection {
     /// Seconds to let in-flight requests finish after SIGTERM or SIGHUP.
     #[serde(deserialize_with = "duration::deserialize_secs")]
     pub shutdown_grace_secs: u64,
+    /// Seconds an admin API connection may take to send a request head (from accept and from its first byte) and
+    /// may stay open with no request under way: short, so idle connections cannot hold the admin API's slots.
+    #[serde(deserialize_with = "duration::deserialize_secs")]
+    pub admin_idle_timeout_secs: u64,
+    /// Admin API connections one client address may hold at once; a further one is answered 503 and closed.
+    pub admin_connections_per_client: usize,
 }
 
 impl Default for ProxyConfig {
@@ -163,6 +174,7 @@ impl Default for ProxyConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             admin: Some(SocketAddr::from(([127, 0, 0, 1], 8081))),
             admin_token: None,
+            admin_token_file: String::new(),
             admin_no_token: false,
             namespace: String::new(),
             drop_query_params: larder_format::key::DEFAULT_DROP_PARAMS.iter().map(|s| (*s).to_owned()).collect(),
@@ -218,6 +230,8 @@ impl Default for LimitsSection {
             upstream_timeout_secs: 30,
             upstream_idle_timeout_secs: 30,
             shutdown_grace_secs: 30,
+            admin_idle_timeout_secs: 5,
+            admin_connections_per_client: 16,
         }
     }
 }
@@ -234,8 +248,9 @@ pub enum ConfigError {
     )]
     Upstream(String),
     #[error(
-        "the admin API ({0}) needs a token: give --admin-token TOKEN (or LARDER_ADMIN_TOKEN, or admin_token in the \
-         file); --admin-no-token leaves a loopback admin API open to every local process; --no-admin turns it off"
+        "the admin API ({0}) needs a token: give --admin-token-file FILE (or LARDER_ADMIN_TOKEN_FILE, or \
+         admin_token_file in the file), or LARDER_ADMIN_TOKEN (--admin-token TOKEN shows in the process list); \
+         --admin-no-token leaves a loopback admin API open to every local process; --no-admin turns it off"
     )]
     AdminWithoutToken(SocketAddr),
     #[error("--admin-no-token is for a loopback admin API only, and {0} is not loopback: give --admin-token")]
@@ -320,6 +335,8 @@ impl ProxyConfig {
             ("limits.upstream_timeout_secs", self.limits.upstream_timeout_secs),
             ("limits.upstream_idle_timeout_secs", self.limits.upstream_idle_timeout_secs),
             ("limits.request_body_timeout_secs", self.limits.request_body_timeout_secs),
+            ("limits.admin_idle_timeout_secs", self.limits.admin_idle_timeout_secs),
+            ("limits.admin_connections_per_client", self.limits.admin_connections_per_client as u64),
         ];
         for (field, value) in at_least_one {
             if value == 0 {
@@ -342,7 +359,7 @@ impl ProxyConfig {
         }
         // Last, so that a mistake in another setting is reported first.
         if let Some(admin) = self.admin {
-            let has_token = !self.admin_token.as_deref().unwrap_or("").is_empty();
+            let has_token = self.admin_token()?.is_some();
             if self.admin_no_token && !admin.ip().is_loopback() {
                 return Err(ConfigError::AdminOpenBeyondLoopback(admin));
             }
@@ -351,6 +368,21 @@ impl ProxyConfig {
             }
         }
         Ok(())
+    }
+
+    /// The admin API's bearer token: `admin_token`, or the contents of `admin_token_file` (read now); `None` when
+    /// neither is given. Both at once is an error: one of them would be silently ignored.
+    pub fn admin_token(&self) -> Result<Option<String>, ConfigError> {
+        let given = self.admin_token.as_deref().filter(|t| !t.is_empty());
+        match (given, self.admin_token_file.as_str()) {
+            (Some(_), file) if !file.is_empty() => Err(ConfigError::Invalid {
+                field: "admin_token_file",
+                message: "give the admin token once: admin_token or admin_token_file, not both".into(),
+            }),
+            (Some(token), _) => Ok(Some(token.to_owned())),
+            (None, "") => Ok(None),
+            (None, file) => token::read_token_file(std::path::Path::new(file)).map(Some),
+        }
     }
 
     /// The caching rules these settings describe.
