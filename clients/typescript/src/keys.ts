@@ -23,9 +23,12 @@ function safeAscii(key: string): boolean {
   return true;
 }
 
-/** `key` unchanged if memcached accepts it, else its readable prefix, `#`, and the SHA-256 of the whole key. */
+/** `key` unchanged if memcached accepts it, else its readable prefix, `#`, and the SHA-256 of the whole key's UTF-8.
+ * A string with an unpaired surrogate has no UTF-8 to check or hash (an encoder would put U+FFFD in its place, the
+ * bytes of another key): it is returned as it is, for the store to refuse as invalid_key (STORES.md §2). */
 export function safeKey(key: string): string {
   if (key.length <= MAX_KEY_LEN && safeAscii(key)) return key;
+  if (!key.isWellFormed()) return key;
   const raw = utf8(key);
   if (raw.length <= MAX_KEY_LEN && raw.every((b) => b > 0x20 && b !== 0x7f)) return key;
   let prefix = 0;
@@ -178,14 +181,23 @@ export function urlKeys(baseKey: string): string[] {
 /** Why a store may not take `key` (STORES.md §2), or undefined when it may. */
 const PLAIN_KEY = /^[\x21-\x7e]{1,250}$/;
 
+/** The rule is checked on the key's UTF-8 bytes, the bytes every store writes (STORES.md §2, "wire bytes are the
+ * checked bytes"): a string that has none (an unpaired surrogate) is refused before it is encoded. */
 export function keyProblem(key: string): string | undefined {
   if (PLAIN_KEY.test(key)) return undefined; // the common case, without encoding: ASCII is its own UTF-8
   if (key.length === 0) return "the key is empty";
+  if (!key.isWellFormed()) return "the key holds a lone surrogate (it has no UTF-8 form)";
   const raw = utf8(key);
   if (raw.length > MAX_KEY_LEN) return `the key is ${raw.length} bytes, at most ${MAX_KEY_LEN}`;
   if (!raw.every((b) => b > 0x20 && b !== 0x7f)) return "the key holds a space or a control character";
-  if (!key.isWellFormed()) return "the key holds a lone surrogate";
   return undefined;
+}
+
+/** Why a store may not take `tag` for purge_tag, or undefined: tags are free UTF-8 (STORES.md §2), so only a string
+ * without a UTF-8 form (an unpaired surrogate, which an encoder would turn into another tag's U+FFFD) is refused. */
+export function tagProblem(tag: string): string | undefined {
+  if (typeof tag !== "string") return "a tag is a string";
+  return tag.isWellFormed() ? undefined : "the tag holds a lone surrogate (it has no UTF-8 form)";
 }
 
 /** Why a store may not take `prefix` for purge_prefix, or undefined (the empty prefix is allowed). */

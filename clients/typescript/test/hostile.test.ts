@@ -1,5 +1,5 @@
 // Replies are hostile too (spec/STORES.md §2): the memcached, Redis and Redis Cluster stores against larder-hostile, a server that answers
-// every data command with one kind of bad reply. Each read fails within the timeout plus a small margin with the
+// every data command with one kind of bad reply, on every command the stores send. Each read fails within the timeout plus a small margin with the
 // store's own error (never a parser's exception or a hang), within the size bound, and counts against the server.
 
 import assert from "node:assert/strict";
@@ -46,6 +46,13 @@ describe("stores against larder-hostile", () => {
           ["add", () => store.add("k", new Uint8Array([1]))],
           ["incr", () => store.incr("k", 1)],
           ["deleteIf", () => store.deleteIf("k", new Uint8Array([1]))],
+          // every other command's reply is bounded too (STORES.md §2, whole replies)
+          ["delete", () => store.delete("k")],
+          ["deleteMany", () => store.deleteMany(["a", "b"])],
+          ["purgePrefix", () => store.purgePrefix("p")],
+          ["purgeTag", () => store.purgeTag("t")],
+          ["clear", () => store.clear()],
+          ["stats", () => store.stats()],
         ];
         for (const [name, run] of operations) {
           const e = await failsInTime(`${behaviour} ${name}`, run);

@@ -58,6 +58,24 @@ function contract(name: string, open: () => Store, exactPurges: boolean): void {
       }
       await assert.rejects(store.purgePrefix("a\nb"), (e: StoreError) => e.kind === "invalid_key");
     });
+    test("a key is stored under its UTF-8 alone; strings without a UTF-8 form are refused (issue 32)", async () => {
+      // U+010D U+010A are CR LF under latin1: a store that wrote them so would run a flush_all here
+      const key = `${fresh("smuggle")}\u010d\u010aflush_all\u010d\u010amn`;
+      const other = fresh("other");
+      await store.set(other, bytes("safe"));
+      await store.set(key, bytes("v"));
+      assert.deepEqual(await store.getMany([key, other]), [bytes("v"), bytes("safe")]);
+      assert.equal(await store.delete(key), true);
+      const refused = (e: StoreError) => e.kind === "invalid_key";
+      for (const bad of ["\ud800", `${fresh("s")}\udc00`, "\u0120".repeat(126)]) {
+        await assert.rejects(store.get(bad), refused);
+        await assert.rejects(store.set(bad, bytes("v")), refused);
+        await assert.rejects(store.incr(bad, 1), refused);
+      }
+      await assert.rejects(store.purgePrefix(`${fresh("p")}\ud800`), refused);
+      await assert.rejects(store.purgeTag(`${fresh("t")}\udbff`), refused);
+      assert.deepEqual(await store.get(other), bytes("safe"));
+    });
     test("an entry leaves once past its hard expiry, without a ttl", async () => {
       const key = fresh("exp");
       await store.set(key, encode("v", { createdAt: Date.now(), expiresAt: Date.now() + 1000 }));

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import fc from "fast-check";
-import { MetaReader, type Reply } from "../src/stores/memcached.js";
+import { type MetaLimits, MetaReader, metaLimits, type Reply } from "../src/stores/memcached.js";
 import { Received, type ReplyReader } from "../src/stores/received.js";
 import { type Limits, pack, RespReader, type RespValue } from "../src/stores/resp.js";
 import { WireFailure } from "../src/stores/wire.js";
@@ -135,6 +135,11 @@ test("bounds are enforced when announced, before the bytes arrive", () => {
   assert.throws(() => resp([...endless.subarray(0, 8300)].map((b) => Buffer.from([b]))), /longer than 8192/);
   // bytes after the replies asked for
   assert.throws(() => resp([Buffer.from("+OK\r\n+OK\r\n")], WIDE, 1), /nobody asked/);
+  // lines inside an array count against the reply's bytes as bulk strings do (with one line, 8 KiB, of slack)
+  const lines = (n: number) => Buffer.from(`*${n}\r\n${`+${"y".repeat(1000)}\r\n`.repeat(n)}`);
+  const tight: Limits = { maxBulk: 1024, maxBytes: 1024, maxElements: 100 };
+  assert.equal((resp([lines(9)], tight)[0] as RespValue[]).length, 9);
+  assert.throws(() => resp([lines(10)], tight), /more bytes than/);
 });
 
 test("a memcached value split at every byte, among pipelined replies, reads the same", () => {
@@ -143,7 +148,7 @@ test("a memcached value split at every byte, among pipelined replies, reads the 
   for (let cut = 1; cut < stream.length; cut += cut < 40 ? 1 : 101) {
     const first = read(stream.subarray(0, cut));
     const second = read(stream.subarray(cut));
-    const got = readAll<Reply, undefined>(new MetaReader(1 << 20), [first, second], undefined);
+    const got = readAll<Reply, MetaLimits>(new MetaReader(), [first, second], metaLimits(1 << 20, 4));
     assert.deepEqual(
       got.map((r) => r.code),
       ["HD", "VA", "EN", "VA"],
@@ -156,9 +161,32 @@ test("a memcached value split at every byte, among pipelined replies, reads the 
     assert.equal((got[3] as Reply).data?.length, 0);
   }
   assert.throws(
-    () => readAll<Reply, undefined>(new MetaReader(1000), [Buffer.from("VA 1001\r\n")], undefined),
+    () => readAll<Reply, MetaLimits>(new MetaReader(), [Buffer.from("VA 1001\r\n")], metaLimits(1000)),
     /1001 bytes/,
   );
+});
+
+test("memcached replies are bounded per command when announced, and a request's replies in total", () => {
+  const meta = (reads: string[], limits: MetaLimits): Reply[] =>
+    readAll<Reply, MetaLimits>(
+      new MetaReader(),
+      reads.map((r) => Buffer.from(r)),
+      limits,
+    );
+  // a write's reply carries no value: a VA to an ms is refused at its line, before any of its bytes
+  assert.throws(() => meta(["VA 1000000\r\n"], metaLimits(0)), /1000000 bytes/);
+  // a counter is at most 20 digits
+  assert.throws(() => meta(["VA 21 t\r\n"], metaLimits(20)), /21 bytes/);
+  assert.equal(meta(["VA 2\r\n17\r\n"], metaLimits(20))[0]?.code, "VA");
+  // lines count against the request's bytes: lines of 100 bytes within 950 bytes fail at the tenth
+  const line = `STAT ${"x".repeat(93)}\r\n`;
+  assert.equal(meta([line.repeat(9)], { maxValue: 0, left: 950 }).length, 9);
+  assert.throws(() => meta([line.repeat(10)], { maxValue: 0, left: 950 }), /more bytes than/);
+  // values too: two replies' budget does not take three values
+  const va = "VA 10\r\n0123456789\r\n";
+  const two = { maxValue: 10, left: 2 * va.length };
+  assert.equal(meta([va.repeat(2)], two).length, 2);
+  assert.throws(() => meta([va.repeat(3)], { maxValue: 10, left: 2 * va.length }), /more bytes than/);
 });
 
 test("a packed command reads back as its parts (lengths across every digit count)", () => {
@@ -191,7 +219,10 @@ test("pack writes exactly RESP's bytes for any parts: ASCII up to and past 64 ch
   );
   fc.assert(
     fc.property(fc.array(part, { maxLength: 8 }), (parts) => {
-      assert.deepEqual(pack(...parts), reference(parts));
+      // a string without a UTF-8 form (an unpaired surrogate) is refused, never written as U+FFFD
+      if (parts.some((p) => typeof p === "string" && !p.isWellFormed()))
+        assert.throws(() => pack(...parts), /lone surrogate/);
+      else assert.deepEqual(pack(...parts), reference(parts));
     }),
     { numRuns: 500 },
   );

@@ -4,7 +4,7 @@
 import { entryHardExpiry } from "../entry.js";
 import { InvalidEntry } from "../errors.js";
 import { fixedOnlyExpiresAt, type Header, MAGIC, readHeader } from "../header.js";
-import { keyProblem, prefixProblem } from "../keys.js";
+import { keyProblem, prefixProblem, tagProblem } from "../keys.js";
 import { InvalidKey } from "./errors.js";
 
 export interface StoreStats {
@@ -76,6 +76,14 @@ export function checkPrefix(backend: string, prefix: string): string {
   const problem = prefixProblem(prefix);
   if (problem !== undefined) throw new InvalidKey(backend, prefix, problem);
   return prefix;
+}
+
+/** A purge_tag tag, refused (invalid_key) when it has no UTF-8 form: the tag reaches the store as UTF-8 (a hashed
+ * internal key, an SQL parameter), and an encoder would make another tag of it. */
+export function checkTag(backend: string, tag: string): string {
+  const problem = tagProblem(tag);
+  if (problem !== undefined) throw new InvalidKey(backend, String(tag), problem);
+  return tag;
 }
 
 export function checkTtl(ttlMs: number | undefined): void {

@@ -33,6 +33,7 @@ import {
   type Counter,
   checkKey,
   checkPrefix,
+  checkTag,
   checkTtl,
   counterValue,
   emptyStats,
@@ -565,6 +566,7 @@ export class FileStore implements Store {
   }
 
   async purgeTag(tag: string): Promise<number> {
+    checkTag(this.backend, tag);
     return this.purge(this.prefix, tag);
   }
 

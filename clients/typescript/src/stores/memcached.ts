@@ -3,8 +3,14 @@
 // that fails `failures` times in a row is ejected for `retry_after` and its keys move to the others (the failing
 // request is retried once on the key's new server); purges are records checked on read (§4.4).
 //
-// Replies are bounded as §2 says: a line of 8 KiB, a value of max_item (refused when its length is announced), only
-// the replies the command can get; the timeout is a total deadline for each request, connecting included.
+// Replies are bounded as §2 says, whole replies of every command and not only gets: a line of 8 KiB, a value of what
+// the command can get back (max_item for a get, 20 digits for a counter, nothing for a write: refused when its length
+// is announced), the bytes all of a request's replies take together (stats: 64 KiB in at most 1,024 lines), and only
+// the replies the command can get; a reply past a bound fails the connection. The timeout is a total deadline for
+// each request, connecting included.
+//
+// Keys go on the wire as the UTF-8 bytes their check read (STORES.md §2, "wire bytes are the checked bytes"):
+// commands are encoded as UTF-8, never latin1, which made U+010D U+010A U+0120 of a checked key CR LF and a space.
 
 import { internalKey, storedKey } from "../keys.js";
 import { Ring, type RingServer } from "../ring.js";
@@ -12,6 +18,7 @@ import {
   type Counter,
   checkKey,
   checkPrefix,
+  checkTag,
   checkTtl,
   counterValue,
   emptyStats,
@@ -33,8 +40,14 @@ const BACKEND = "memcached";
 /** memcached's per-item overhead (48-byte header + CAS) that counts against its item size. */
 export const ITEM_OVERHEAD = 56;
 const MAX_LINE = 8192;
+/** What one reply may take besides its value: its line and the value's CRLF. */
+const REPLY_ALLOWANCE = MAX_LINE + 2;
 const MAX_PREFIX_LINES = 1000;
-const MAX_STAT_LINES = 10_000;
+/** `stats` answers some 90 lines of a few dozen bytes: these bound it generously, and far below memory that matters. */
+const MAX_STAT_LINES = 1024;
+const MAX_STAT_BYTES = 64 * 1024;
+/** The longest counter an `ma` returns: an unsigned 64-bit number. */
+const MAX_COUNTER = 20;
 const GET_REPLIES = new Set(["VA", "EN"]);
 const SET_REPLIES = new Set(["HD", "NS", "NF", "EX"]);
 const DELETE_REPLIES = new Set(["HD", "NF", "EX"]);
@@ -54,12 +67,23 @@ function flag(reply: Reply, letter: string): string | undefined {
   return reply.flags.find((f) => f.startsWith(letter))?.slice(1);
 }
 
-/** Reads the meta replies of one connection to a server whose values are at most `maxValue` bytes; a value is a view
- * of the socket read it came in (received.ts). */
-export class MetaReader implements ReplyReader<Reply, undefined> {
+/** The bounds of one request's replies: the longest value one reply may carry, and the bytes (lines and values) all
+ * of them may still take, counted down as each reply is read (one object per request, shared by its replies). */
+export interface MetaLimits {
+  maxValue: number;
+  left: number;
+}
+
+/** Bounds for `replies` replies that carry values of at most `maxValue` bytes. */
+export function metaLimits(maxValue: number, replies = 1): MetaLimits {
+  return { maxValue, left: replies * (maxValue + REPLY_ALLOWANCE) };
+}
+
+/** Reads the meta replies of one connection, each within its request's MetaLimits; a value is a view of the socket
+ * read it came in (received.ts). */
+export class MetaReader implements ReplyReader<Reply, MetaLimits> {
   end = 0;
   need = 1;
-  constructor(private readonly maxValue: number) {}
 
   private more(pos: number, need: number): typeof MORE {
     this.end = pos;
@@ -67,7 +91,17 @@ export class MetaReader implements ReplyReader<Reply, undefined> {
     return MORE;
   }
 
-  read(buf: Buffer, pos: number): Reply | typeof MORE {
+  /** `n` value bytes announced by a line ending at `end`: refused past the request's bounds before any is read. */
+  private static checkValue(n: number, lineBytes: number, limits: MetaLimits): void {
+    if (n > limits.maxValue)
+      throw new WireFailure(
+        `malformed reply: a value of ${n} bytes (this request's replies carry at most ${limits.maxValue})`,
+      );
+    if (lineBytes + n + 2 > limits.left)
+      throw new WireFailure("malformed reply: more bytes than the request's replies may take");
+  }
+
+  read(buf: Buffer, pos: number, limits: MetaLimits): Reply | typeof MORE {
     let end = buf.indexOf(13, pos); // memchr for CR; a CR without LF inside a line falls back to the full search
     if (end !== -1 && end + 1 < buf.length && buf[end + 1] !== 10) end = buf.indexOf("\r\n", end + 1, "latin1");
     else if (end !== -1 && end + 1 >= buf.length) end = -1;
@@ -88,14 +122,14 @@ export class MetaReader implements ReplyReader<Reply, undefined> {
       }
       const digits = i - pos - 3;
       if (digits >= 1 && digits <= 12 && (i === end || buf[i] === 0x20)) {
-        if (n > this.maxValue)
-          throw new WireFailure(`malformed reply: a value of ${n} bytes (max_item is ${this.maxValue})`);
+        MetaReader.checkValue(n, end + 2 - pos, limits);
         const start = end + 2;
         if (buf.length < start + n + 2) return this.more(pos, start + n + 2 - pos);
         if (buf[start + n] !== 13 || buf[start + n + 1] !== 10)
           throw new WireFailure("malformed reply: a value without CRLF");
         const flags = i === end ? [] : buf.toString("latin1", i + 1, end).split(" ");
         this.end = start + n + 2;
+        limits.left -= this.end - pos;
         return { code: "VA", data: view(buf, start, start + n), flags };
       }
     }
@@ -107,15 +141,18 @@ export class MetaReader implements ReplyReader<Reply, undefined> {
       if (!/^[0-9]{1,12}$/.test(length))
         throw new WireFailure(`malformed reply: ${JSON.stringify(line.slice(0, 100))}`);
       const n = Number(length);
-      if (n > this.maxValue)
-        throw new WireFailure(`malformed reply: a value of ${n} bytes (max_item is ${this.maxValue})`);
+      MetaReader.checkValue(n, end + 2 - pos, limits);
       const start = end + 2;
       if (buf.length < start + n + 2) return this.more(pos, start + n + 2 - pos);
       if (buf[start + n] !== 13 || buf[start + n + 1] !== 10)
         throw new WireFailure("malformed reply: a value without CRLF");
       this.end = start + n + 2;
+      limits.left -= this.end - pos;
       return { code, data: view(buf, start, start + n), flags: tokens.slice(2) };
     }
+    if (end + 2 - pos > limits.left)
+      throw new WireFailure("malformed reply: more bytes than the request's replies may take");
+    limits.left -= end + 2 - pos;
     this.end = end + 2;
     if (STATUS.has(code) || code === "STAT") return { code, flags: tokens.slice(1) };
     if (ERRORS.has(code)) return { code: "ERROR", flags: [], message: line };
@@ -125,33 +162,33 @@ export class MetaReader implements ReplyReader<Reply, undefined> {
 
 class Server {
   readonly health = new Health();
-  readonly pool: ConnectionPool<Reply>;
+  readonly pool: ConnectionPool<Reply, MetaLimits>;
   constructor(
     readonly name: string,
     host: string,
     port: number,
     poolSize: number,
-    maxValue: number,
     connectTimeoutMs: number,
     onFailure: (server: Server) => void,
   ) {
     this.pool = new ConnectionPool(
       poolSize,
       () =>
-        new Connection<Reply>(
+        new Connection<Reply, MetaLimits>(
           { host, port, connectTimeoutMs, onFailure: () => onFailure(this) },
-          new MetaReader(maxValue),
+          new MetaReader(),
         ),
     );
   }
 
   /** Sends `request` and reads `expect` replies (or, without, until END/OK, at most `most`), each of a code in
-   * `allowed` or an error answer; anything else is a failure of the server. */
+   * `allowed` or an error answer, all within `limits`; anything else is a failure of the server. */
   exchange(
     request: WireRequest,
     expect: number | undefined,
     timeoutMs: number,
     allowed: Set<string>,
+    limits: MetaLimits,
     most = 1,
   ): Promise<Reply[]> {
     return this.pool.pick().request(
@@ -166,9 +203,16 @@ class Server {
         return false;
       },
       timeoutMs,
-      undefined,
+      limits,
     );
   }
+}
+
+/** The bytes of command lines: UTF-8, so a key goes out as exactly the bytes its check read (its only encoding; a
+ * checked key is well-formed, and a string that is not is refused here too rather than written as U+FFFD). */
+export function commandBytes(text: string): Buffer {
+  if (!text.isWellFormed()) throw new RangeError("a memcached command with a lone surrogate has no UTF-8 form");
+  return Buffer.from(text, "utf8");
 }
 
 const getCmd = (key: string, flags: string): string => `mg ${key} ${flags}\r\n`;
@@ -177,18 +221,18 @@ const deleteCmd = (key: string, flags = ""): string => `md ${key}${flags ? ` ${f
 const SET_IN_PARTS = 16 * 1024;
 const CRLF = Buffer.from("\r\n");
 
+function setLine(key: string, value: Uint8Array, exptime: number, mode: string): Buffer {
+  return commandBytes(`ms ${key} ${value.length} T${exptime} F0${mode ? ` ${mode}` : ""}\r\n`);
+}
+
 function setCmd(key: string, value: Uint8Array, exptime: number, mode: string): Buffer {
-  return Buffer.concat([
-    Buffer.from(`ms ${key} ${value.length} T${exptime} F0${mode ? ` ${mode}` : ""}\r\n`, "latin1"),
-    value,
-    CRLF,
-  ]);
+  return Buffer.concat([setLine(key, value, exptime, mode), value, CRLF]);
 }
 
 /** setCmd for one request: a large value as its own part of the write (no copy). */
 function setRequest(key: string, value: Uint8Array, exptime: number, mode: string): WireRequest {
   if (value.length < SET_IN_PARTS) return setCmd(key, value, exptime, mode);
-  return [Buffer.from(`ms ${key} ${value.length} T${exptime} F0${mode ? ` ${mode}` : ""}\r\n`, "latin1"), value, CRLF];
+  return [setLine(key, value, exptime, mode), value, CRLF];
 }
 
 export interface MemcachedOptions {
@@ -237,7 +281,7 @@ export class MemcachedStore implements Store {
     this.ringServers = hosts.map(([host, port], i) => ({ host, port, weight: weights[i] ?? 1 }));
     this.servers = hosts.map(([host, port]) => {
       const bare = host.startsWith("[") ? host.slice(1, -1) : host;
-      return new Server(`${host}:${port}`, bare, port, o.pool ?? 2, this.maxItem, o.connectTimeoutMs ?? 500, (s) =>
+      return new Server(`${host}:${port}`, bare, port, o.pool ?? 2, o.connectTimeoutMs ?? 500, (s) =>
         this.recordFailure(s),
       );
     });
@@ -325,11 +369,16 @@ export class MemcachedStore implements Store {
    */
   /** One request for one key, as batched() sends a group of one (retried once on the rebuilt ring when the failure
    * ejected its server), without the grouping: the hot path of a single get or set. */
-  private async exchange(routeKey: string, request: WireRequest, allowed: Set<string>): Promise<[Server, Reply[]]> {
+  private async exchange(
+    routeKey: string,
+    request: WireRequest,
+    allowed: Set<string>,
+    maxValue: number,
+  ): Promise<[Server, Reply[]]> {
     for (let attempt = 0; ; attempt++) {
       const server = this.servers[this.route(routeKey)] as Server;
       try {
-        const replies = await server.exchange(request, 1, this.timeoutMs, allowed);
+        const replies = await server.exchange(request, 1, this.timeoutMs, allowed, metaLimits(maxValue));
         server.health.record(true, this.policy, Date.now());
         return [server, replies];
       } catch (e) {
@@ -362,6 +411,7 @@ export class MemcachedStore implements Store {
     keys: readonly string[],
     requestFor: (indexes: readonly number[]) => Buffer,
     allowed: Set<string>,
+    maxValue: number,
   ): Promise<Array<[number, Reply, Server]>> {
     const results: Array<[number, Reply, Server]> = [];
     let groups = this.groups(keys);
@@ -371,7 +421,13 @@ export class MemcachedStore implements Store {
       const send = async ([index, indexes]: [number, number[]]): Promise<void> => {
         const server = this.servers[index] as Server;
         try {
-          const replies = await server.exchange(requestFor(indexes), indexes.length, this.timeoutMs, allowed);
+          const replies = await server.exchange(
+            requestFor(indexes),
+            indexes.length,
+            this.timeoutMs,
+            allowed,
+            metaLimits(maxValue, indexes.length),
+          );
           server.health.record(true, this.policy, Date.now());
           for (const [n, i] of indexes.entries()) results.push([i, replies[n] as Reply, server]);
         } catch (e) {
@@ -398,8 +454,9 @@ export class MemcachedStore implements Store {
     // One `mg <key> v` per key, each reply (VA or EN) paired with its key by position.
     const replies = await this.batched(
       keys,
-      (indexes) => Buffer.from(indexes.map((i) => getCmd(keys[i] as string, "v")).join(""), "latin1"),
+      (indexes) => commandBytes(indexes.map((i) => getCmd(keys[i] as string, "v")).join("")),
       GET_REPLIES,
+      this.maxItem,
     );
     for (const [i, reply, server] of replies) values[i] = MemcachedStore.valueOf(server, reply);
     return values;
@@ -418,10 +475,11 @@ export class MemcachedStore implements Store {
         Buffer.concat(
           indexes.map((i) => {
             const [k, v, exptime] = items[i] as [string, Uint8Array, number];
-            return exptime < 0 ? Buffer.from(deleteCmd(k), "latin1") : setCmd(k, v, exptime, mode);
+            return exptime < 0 ? commandBytes(deleteCmd(k)) : setCmd(k, v, exptime, mode);
           }),
         ),
       SET_REPLIES,
+      0,
     );
     for (const [, reply, server] of replies) if (reply.code === "ERROR") throw MemcachedStore.replyError(server, reply);
   }
@@ -429,8 +487,9 @@ export class MemcachedStore implements Store {
   private async getWithCas(stored: string): Promise<[Uint8Array, string] | undefined> {
     const [server, [reply]] = (await this.exchange(
       stored,
-      Buffer.from(getCmd(stored, "v c"), "latin1"),
+      commandBytes(getCmd(stored, "v c")),
       GET_REPLIES,
+      this.maxItem,
     )) as [Server, [Reply]];
     const cas = flag(reply, "c");
     if (reply.code === "VA" && cas !== undefined && /^[0-9]+$/.test(cas)) return [reply.data as Uint8Array, cas];
@@ -439,10 +498,12 @@ export class MemcachedStore implements Store {
   }
 
   private async setWith(stored: string, value: Uint8Array, exptime: number, mode: string): Promise<boolean> {
-    const [server, [reply]] = (await this.exchange(stored, setRequest(stored, value, exptime, mode), SET_REPLIES)) as [
-      Server,
-      [Reply],
-    ];
+    const [server, [reply]] = (await this.exchange(
+      stored,
+      setRequest(stored, value, exptime, mode),
+      SET_REPLIES,
+      0,
+    )) as [Server, [Reply]];
     if (reply.code === "HD") return true;
     if (reply.code === "NS" || reply.code === "EX" || reply.code === "NF") return false;
     throw MemcachedStore.replyError(server, reply);
@@ -453,12 +514,15 @@ export class MemcachedStore implements Store {
       throw new TooLarge(BACKEND, stored, value.length, this.maxValueBytes());
   }
 
-  private async onEveryServer(request: string, allowed: Set<string>): Promise<Reply[][]> {
+  /** `request` (flush_all, stats: no values) on every admitted server, each answering at most `lines` lines of
+   * `bytes` in all. */
+  private async onEveryServer(request: string, allowed: Set<string>, lines: number, bytes: number): Promise<Reply[][]> {
     const results: Reply[][] = [];
     for (const server of this.servers) {
       if (server.health.isEjected()) continue;
       try {
-        results.push(await server.exchange(Buffer.from(request), undefined, this.timeoutMs, allowed, MAX_STAT_LINES));
+        const limits: MetaLimits = { maxValue: 0, left: bytes };
+        results.push(await server.exchange(commandBytes(request), undefined, this.timeoutMs, allowed, limits, lines));
         server.health.record(true, this.policy, Date.now());
       } catch (e) {
         if (e instanceof WireFailure) throw this.error(server, e);
@@ -532,7 +596,7 @@ export class MemcachedStore implements Store {
     // Without the prefix list a read is one request to one server: exchange(), not batched()'s grouping (three
     // async layers and a Promise.all fewer per get).
     const stored = this.stored(key);
-    const [server, [reply]] = await this.exchange(stored, Buffer.from(getCmd(stored, "v"), "latin1"), GET_REPLIES);
+    const [server, [reply]] = await this.exchange(stored, commandBytes(getCmd(stored, "v")), GET_REPLIES, this.maxItem);
     const value = MemcachedStore.valueOf(server, reply as Reply);
     if (value === undefined) return undefined;
     const kept = this.dropPurged([key], [value], undefined);
@@ -555,7 +619,7 @@ export class MemcachedStore implements Store {
     const now = Date.now();
     const exptime = memcachedExptime(expiresAtMs(value, ttlMs, now), now);
     if (exptime < 0) return this.setMany([[key, value]], ttlMs);
-    const [server, [reply]] = (await this.exchange(stored, setRequest(stored, value, exptime, ""), SET_REPLIES)) as [
+    const [server, [reply]] = (await this.exchange(stored, setRequest(stored, value, exptime, ""), SET_REPLIES, 0)) as [
       Server,
       [Reply],
     ];
@@ -595,10 +659,12 @@ export class MemcachedStore implements Store {
       const exptime = Math.max(memcachedExptime(ttlMs === undefined ? undefined : now + Math.ceil(ttlMs), now), 0);
       request += ` N${exptime} J${d > 0n ? d : 0n}`;
     }
-    const [server, [reply]] = (await this.exchange(stored, Buffer.from(`${request}\r\n`, "latin1"), INCR_REPLIES)) as [
-      Server,
-      [Reply],
-    ];
+    const [server, [reply]] = (await this.exchange(
+      stored,
+      commandBytes(`${request}\r\n`),
+      INCR_REPLIES,
+      MAX_COUNTER,
+    )) as [Server, [Reply]];
     if (reply.code === "VA") {
       const text = Buffer.from(reply.data as Uint8Array)
         .toString("latin1")
@@ -619,8 +685,9 @@ export class MemcachedStore implements Store {
     if (current === undefined || !Buffer.from(current[0]).equals(expected)) return false;
     const [, [reply]] = (await this.exchange(
       stored,
-      Buffer.from(deleteCmd(stored, `C${current[1]}`), "latin1"),
+      commandBytes(deleteCmd(stored, `C${current[1]}`)),
       DELETE_REPLIES,
+      0,
     )) as [Server, [Reply]];
     return reply.code === "HD";
   }
@@ -633,15 +700,16 @@ export class MemcachedStore implements Store {
     const stored = keys.map((k) => this.stored(k));
     const replies = await this.batched(
       stored,
-      (indexes) => Buffer.from(indexes.map((i) => deleteCmd(stored[i] as string)).join(""), "latin1"),
+      (indexes) => commandBytes(indexes.map((i) => deleteCmd(stored[i] as string)).join("")),
       DELETE_REPLIES,
+      0,
     );
     return replies.filter(([, reply]) => reply.code === "HD").length;
   }
 
   async clear(): Promise<void> {
     if (this.prefix) await this.purgePrefix("");
-    else await this.onEveryServer("flush_all\r\n", new Set(["OK"]));
+    else await this.onEveryServer("flush_all\r\n", new Set(["OK"]), 1, REPLY_ALLOWANCE);
   }
 
   /** Records the purge (§4.4): records cannot count what they hide, so the answer is null. */
@@ -664,6 +732,7 @@ export class MemcachedStore implements Store {
 
   /** Records the purge of `tag`; null, as for prefixes. */
   async purgeTag(tag: string): Promise<null> {
+    checkTag(BACKEND, tag);
     await this.setWith(this.tagKey(tag), Buffer.from(String(Date.now())), 0, "");
     return null;
   }
@@ -680,7 +749,12 @@ export class MemcachedStore implements Store {
       bytes: "bytes",
       limit_maxbytes: "capacityBytes",
     };
-    for (const replies of await this.onEveryServer("stats\r\n", new Set(["STAT", "END"]))) {
+    for (const replies of await this.onEveryServer(
+      "stats\r\n",
+      new Set(["STAT", "END"]),
+      MAX_STAT_LINES,
+      MAX_STAT_BYTES,
+    )) {
       for (const reply of replies) {
         const field = names[reply.flags[0] ?? ""];
         if (reply.code === "STAT" && field !== undefined)

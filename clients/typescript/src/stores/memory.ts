@@ -10,6 +10,7 @@ import {
   checkKey,
   checkKeys,
   checkPrefix,
+  checkTag,
   checkTtl,
   counterValue,
   emptyStats,
@@ -285,6 +286,7 @@ export class MemoryStore implements Store {
   }
 
   async purgeTag(tag: string): Promise<number> {
+    checkTag(this.backend, tag);
     let n = 0;
     for (const [key, slot] of [...this.slots]) {
       if (entryTags(slot.value).includes(tag)) {

@@ -5,12 +5,13 @@
 // the server lacks them), SCAN purges, and the server's ejection after `failures` (redis_node.ts). Every request
 // goes through four routing hooks, which redis_cluster.ts overrides to spread the same operations over a Cluster.
 
-import { asBuffer } from "../bytes.js";
+import { asBuffer, utf8OrUndefined } from "../bytes.js";
 import { internalKey, storedKey } from "../keys.js";
 import {
   type Counter,
   checkKey,
   checkPrefix,
+  checkTag,
   checkTtl,
   earlierExpiry,
   emptyStats,
@@ -27,6 +28,9 @@ import type { StoreUrl } from "./url.js";
 export const DEFAULT_MAX_VALUE = 64 << 20;
 const DELETE_BATCH = 500;
 const SCAN_COUNT = 1000;
+/** What one SCAN/SSCAN page may hold: the cursor and its list, and the keys COUNT asks for with 1,024 to spare (a
+ * page overshoots COUNT by at most a hash bucket; a small set answers whole, at most 512 members by default). */
+const SCAN_ELEMENTS = 2 + SCAN_COUNT + 1024;
 const INFO: Limits = { maxBulk: 1 << 20, maxBytes: 1 << 20, maxElements: 0 };
 
 /** Values from this size are sent from where they lie, between their command's head and tail, not copied into it. */
@@ -79,6 +83,17 @@ export function redisUrlOptions(url: StoreUrl): RedisOptions {
   };
 }
 
+/** `keys` without repeats, compared byte for byte. */
+function uniqueBytes(keys: readonly Uint8Array[]): Uint8Array[] {
+  const seen = new Set<string>();
+  return keys.filter((k) => {
+    const id = Buffer.from(k.buffer, k.byteOffset, k.byteLength).toString("hex");
+    if (seen.has(id)) return false;
+    seen.add(id);
+    return true;
+  });
+}
+
 /** Sends batches to a server: the standalone store's one server, or one Cluster master. */
 export type Runner = (requests: Request[]) => Promise<RespValue[]>;
 
@@ -100,7 +115,7 @@ export class RedisStore implements Store {
     this.timeoutMs = o.timeoutMs ?? 250;
     this.maxValue = o.maxValue ?? DEFAULT_MAX_VALUE;
     this.server = host === undefined ? "" : serverName(host, port);
-    this.scanLimits = { maxBulk: this.maxValue, maxBytes: this.maxValue, maxElements: 2 + 100 * SCAN_COUNT };
+    this.scanLimits = { maxBulk: this.maxValue, maxBytes: this.maxValue, maxElements: SCAN_ELEMENTS };
     this.valueLimits = { maxBulk: this.maxValue, maxBytes: this.maxValue, maxElements: 0 };
     if (host !== undefined)
       this.node = new RedisNode(host, port, {
@@ -132,12 +147,12 @@ export class RedisStore implements Store {
   // A Cluster store overrides the four routing hooks below; everything else is the same for both.
 
   /** One pipelined batch within `timeout` to the server holding `key` (every request's key is in its slot). */
-  protected run(requests: Request[], _key?: string): Promise<RespValue[]> {
+  protected run(requests: Request[], _key?: string | Uint8Array): Promise<RespValue[]> {
     return (this.node as RedisNode).run(requests);
   }
 
   /** `keys` in groups that one multi-key command may name (one group here; one per slot in a Cluster). */
-  protected groups(keys: string[]): string[][] {
+  protected groups<K extends string | Uint8Array>(keys: K[]): K[][] {
     return [keys];
   }
 
@@ -248,7 +263,8 @@ export class RedisStore implements Store {
     return replies;
   }
 
-  private async deleteStored(keys: string[]): Promise<number> {
+  /** DELs `keys` (as larder made them, or as a SCAN returned their bytes), in batches per group. */
+  private async deleteStored(keys: Array<string | Uint8Array>): Promise<number> {
     let deleted = 0;
     for (const group of this.groups(keys)) {
       for (let at = 0; at < group.length; at += DELETE_BATCH) {
@@ -259,15 +275,17 @@ export class RedisStore implements Store {
     return deleted;
   }
 
-  /** Every key a SCAN-like command pages through: on `runner`, else on the server holding `key`. */
+  /** Every key a SCAN-like command pages through, as the bytes the server sent (DEL is given back exactly those: a
+   * key that is not UTF-8 decoded and encoded again would be another key): on `runner`, else on the server holding
+   * `key`. */
   private async scanPages(
     command: string,
     page: (cursor: string) => Buffer,
     runner: Runner | undefined,
     key?: string,
-  ): Promise<string[]> {
+  ): Promise<Uint8Array[]> {
     const send: Runner = runner ?? ((requests) => this.run(requests, key));
-    const found: string[] = [];
+    const found: Uint8Array[] = [];
     let cursor = "0";
     do {
       const reply = this.answer((await send([[page(cursor), this.scanLimits]]))[0] as RespValue);
@@ -281,7 +299,7 @@ export class RedisStore implements Store {
         throw this.malformed(command, reply);
       cursor = Buffer.from(reply[0]).toString("latin1");
       if (!/^[0-9]+$/.test(cursor)) throw this.malformed(command, reply);
-      for (const k of reply[1] as Uint8Array[]) found.push(Buffer.from(k).toString("utf8"));
+      for (const k of reply[1] as Uint8Array[]) found.push(k);
     } while (cursor !== "0");
     return found;
   }
@@ -411,10 +429,11 @@ export class RedisStore implements Store {
 
   async purgePrefix(prefix: string): Promise<number> {
     const pattern = globPrefix(storedKey(this.prefix, checkPrefix(this.backend, prefix)) || "");
-    return this.deleteStored([...new Set(await this.scanEveryServer(pattern))]);
+    return this.deleteStored(uniqueBytes(await this.scanEveryServer(pattern)));
   }
 
   async purgeTag(tag: string): Promise<number> {
+    checkTag(this.backend, tag);
     const tagKey = internalKey(this.prefix, "tag", tag);
     const members = await this.scanPages(
       "SSCAN",
@@ -422,13 +441,13 @@ export class RedisStore implements Store {
       undefined,
       tagKey,
     );
-    const deleted = await this.deleteStored([...new Set(members)]);
+    const deleted = await this.deleteStored(uniqueBytes(members));
     await this.deleteStored([tagKey]);
     return deleted;
   }
 
-  private async scanEveryServer(pattern: string): Promise<string[]> {
-    const found: string[] = [];
+  private async scanEveryServer(pattern: string): Promise<Uint8Array[]> {
+    const found: Uint8Array[] = [];
     for (const send of await this.everyServer()) {
       const page = (cursor: string) => pack("SCAN", cursor, "MATCH", pattern, "COUNT", SCAN_COUNT);
       found.push(...(await this.scanPages("SCAN", page, send)));
@@ -436,10 +455,17 @@ export class RedisStore implements Store {
     return found;
   }
 
-  /** The keys starting with `prefix` (after the store's own prefix, which is taken off), by SCAN. */
+  /** The keys starting with `prefix` (after the store's own prefix, which is taken off), by SCAN; a key that is not
+   * UTF-8 is none of larder's and is left out. */
   async *keys(prefix = ""): AsyncGenerator<string, void, unknown> {
+    checkPrefix(this.backend, prefix);
     const pattern = globPrefix(this.prefix + prefix);
-    for (const key of new Set(await this.scanEveryServer(pattern))) {
+    const keys = new Set<string>();
+    for (const bytes of await this.scanEveryServer(pattern)) {
+      const key = utf8OrUndefined(bytes);
+      if (key !== undefined) keys.add(key);
+    }
+    for (const key of keys) {
       if (!key.startsWith("larder#") && !key.startsWith(`${this.prefix}larder#`)) yield key.slice(this.prefix.length);
     }
   }

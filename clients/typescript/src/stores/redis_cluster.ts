@@ -14,6 +14,8 @@ import type { StoreUrl } from "./url.js";
 export const SLOTS = 16384;
 const MAX_REDIRECTS = 5;
 const MAX_NODES = 1000;
+/** CLUSTER SLOTS is bounded by the cluster's 16,384 slots (STORES.md §2, whole replies): at worst a range per slot,
+ * each of its two ends, a master and a replica of a few fields (some 12 elements a range), in 1 MiB of text. */
 const SLOTS_REPLY: Limits = { maxBulk: 1024, maxBytes: 1 << 20, maxElements: 200_000 };
 
 const CRC16_TABLE = (() => {
@@ -184,7 +186,7 @@ export class RedisClusterStore extends RedisStore {
     return [kind, slot, this.nodeAt(host, port)];
   }
 
-  protected override async run(requests: Request[], key?: string): Promise<RespValue[]> {
+  protected override async run(requests: Request[], key?: string | Uint8Array): Promise<RespValue[]> {
     const deadline = Date.now() + this.timeoutMs;
     const slot = keySlot(key ?? "");
     let node = await this.nodeForSlot(slot, deadline);
@@ -216,8 +218,8 @@ export class RedisClusterStore extends RedisStore {
     }
   }
 
-  protected override groups(keys: string[]): string[][] {
-    const bySlot = new Map<number, string[]>();
+  protected override groups<K extends string | Uint8Array>(keys: K[]): K[][] {
+    const bySlot = new Map<number, K[]>();
     for (const key of keys) {
       const slot = keySlot(key);
       const group = bySlot.get(slot);

@@ -1,8 +1,9 @@
-// RESP (Redis's protocol) for larder's Redis store: commands packed as arrays of bulk strings, and a resumable
-// reply reader that bounds everything a hostile server could send (spec/STORES.md §2): lines of 8 KiB, lengths of
-// 18 digits, bulk strings of `maxBulk` (refused when announced), `maxBytes` of bulk data and `maxElements` array
-// elements per reply, and nesting at most 8 deep. Anything else is a WireFailure: the connection is out of step and
-// is closed. Bulk strings are views of the socket's reads (received.ts); an array reply that spans reads keeps the
+// RESP (Redis's protocol) for larder's Redis store: commands packed as arrays of bulk strings (a string part as its
+// UTF-8, the bytes a key's check read; one without a UTF-8 form is refused), and a resumable reply reader that
+// bounds everything a hostile server could send (spec/STORES.md §2), whole replies of every command: lines of 8 KiB,
+// lengths of 18 digits, bulk strings of `maxBulk` (refused when announced), `maxBytes` of bulk data and lines (simple
+// strings, errors, integers; one line's worth, 8 KiB, on top), `maxElements` array elements per reply, and nesting at most
+// 8 deep. Anything else is a WireFailure: the connection is out of step and is closed. Bulk strings are views of the socket's reads (received.ts); an array reply that spans reads keeps the
 // values read so far and goes on where the read stopped, so no byte of a reply is scanned or copied twice.
 
 import { MORE, type ReplyReader, view } from "./received.js";
@@ -12,8 +13,11 @@ const MAX_LINE = 8192;
 const MAX_DEPTH = 8;
 
 export interface Limits {
+  /** The longest bulk string. */
   maxBulk: number;
+  /** Bulk data and line text of the whole reply (lines have one line's worth, MAX_LINE, on top). */
   maxBytes: number;
+  /** Array elements of the whole reply, nested ones included. */
   maxElements: number;
 }
 
@@ -48,6 +52,7 @@ export function pack(...parts: Array<string | number | bigint | Uint8Array>): Bu
         for (let i = 0; i < ascii; i++) out[at + i] = text.charCodeAt(i);
         at += ascii;
       } else {
+        // textLength refused a string without a UTF-8 form, so these are the bytes of the string, none replaced
         at = writeLength(out, at, 0x24, Buffer.byteLength(text, "utf8"));
         at += out.write(text, at, "utf8");
       }
@@ -58,10 +63,13 @@ export function pack(...parts: Array<string | number | bigint | Uint8Array>): Bu
   return out;
 }
 
-/** The UTF-8 length of `text`. */
+/** The UTF-8 length of `text`; throws for a string with an unpaired surrogate, which has no UTF-8 (an encoder would
+ * write U+FFFD, bytes no check saw). */
 function textLength(text: string): number {
   const ascii = shortAsciiLength(text);
-  return ascii >= 0 ? ascii : Buffer.byteLength(text, "utf8");
+  if (ascii >= 0) return ascii;
+  if (!text.isWellFormed()) throw new RangeError("a Redis command part with a lone surrogate has no UTF-8 form");
+  return Buffer.byteLength(text, "utf8");
 }
 
 /** `text`'s length when it is at most 64 characters, all ASCII (one byte each), else -1. */
@@ -106,14 +114,17 @@ export class RespReader implements ReplyReader<RespValue, Limits> {
   need = 1;
   /** The arrays of the reply in progress, outermost first (empty between replies). */
   private readonly frames: Frame[] = [];
-  /** What is left of the reply's budgets (set when a reply starts). */
+  /** What is left of the reply's budgets (set when a reply starts): bulk data and lines, the slack of one line that
+   * lines take first, and array elements. */
   private bytes = 0;
+  private lineSlack = 0;
   private elements = 0;
 
   read(buf: Buffer, pos: number, limits: Limits): RespValue | typeof MORE {
     const frames = this.frames;
     if (frames.length === 0) {
       this.bytes = limits.maxBytes;
+      this.lineSlack = MAX_LINE;
       this.elements = limits.maxElements;
     }
     const length = buf.length;
@@ -179,6 +190,13 @@ export class RespReader implements ReplyReader<RespValue, Limits> {
           return this.more(at, length - at + 1);
         }
         if (eol - at > MAX_LINE) throw malformed(`a line longer than ${MAX_LINE} bytes`);
+        // a line takes the reply's one line of slack first, then its bytes
+        const over = eol - at - 1 - this.lineSlack;
+        if (over > this.bytes) throw malformed("more bytes than the command's reply can take");
+        if (over > 0) {
+          this.bytes -= over;
+          this.lineSlack = 0;
+        } else this.lineSlack = -over;
         const text = buf.toString("latin1", at + 1, eol);
         at = eol + 2;
         if (type === 0x2b) value = text;

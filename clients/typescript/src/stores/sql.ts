@@ -11,6 +11,7 @@ import {
   type Counter,
   checkKey,
   checkPrefix,
+  checkTag,
   checkTtl,
   counterValue,
   emptyStats,
@@ -357,6 +358,7 @@ export abstract class SqlStore implements Store {
   }
 
   async purgeTag(tag: string): Promise<number> {
+    checkTag(this.backend, tag);
     const rows = await this.withSession((s) => s.all(`SELECT key_hash FROM ${this.tags} WHERE tag = $1`, [tag]));
     const deleted = await this.deleteHashes(rows.map((r) => r[0]).filter(isHash));
     await this.withSession((s) => s.run(`DELETE FROM ${this.tags} WHERE tag = $1`, [tag]));
