@@ -62,7 +62,13 @@ defmodule Larder.Store do
   def incr(%__MODULE__{module: m, ref: r}, key, delta \\ 1, ttl_ms \\ nil, create \\ true),
     do: m.incr(r, key, delta, ttl_ms, create)
 
-  def purge_tag(%__MODULE__{module: m, ref: r}, tag), do: m.purge_tag(r, tag)
+  # Tags reach a store only inside internal_key, which hashes them (spec/STORES.md §2), so any binary is one; anything
+  # else is the caller's error, not a crash in a store.
+  def purge_tag(%__MODULE__{module: m, ref: r}, tag) when is_binary(tag), do: m.purge_tag(r, tag)
+
+  def purge_tag(%__MODULE__{backend: b}, tag),
+    do: {:error, Larder.StoreError.new(b, :invalid_key, "tag #{inspect(tag)}: not a binary")}
+
   def purge_prefix(%__MODULE__{module: m, ref: r}, prefix), do: m.purge_prefix(r, prefix)
   def clear(%__MODULE__{module: m, ref: r}), do: m.clear(r)
 

@@ -223,9 +223,6 @@ defmodule Larder.Stores.File do
      end)}
   end
 
-  def purge_tag(_f, tag),
-    do: {:error, StoreError.new(@backend, :invalid_key, "tag #{inspect(tag)}: not a binary")}
-
   @impl Larder.Store
   def purge_prefix(f, prefix) do
     with :ok <- StoreError.check_prefix(@backend, prefix) do

@@ -457,12 +457,18 @@ defmodule Larder.Stores.SQLite do
     with :ok <- StoreError.check_prefix(@backend, prefix) do
       stored = r.prefix <> prefix
 
-      sql = "SELECT key_hash FROM #{r.entries} WHERE substr(key, 1, #{String.length(stored)}) = ?"
+      sql = "SELECT key_hash FROM #{r.entries} WHERE substr(key, 1, #{characters(stored)}) = ?"
 
       with {:ok, rows} <- run(r, fn db -> query(db, sql, [stored]) end),
            do: delete_hashes(r, Enum.map(rows, &hd/1))
     end
   end
+
+  # The length of `text` in SQLite's characters, which substr counts: every byte that does not continue a UTF-8
+  # sequence starts one (code points for valid UTF-8, as spec/STORES.md §6 says; not graphemes, which
+  # String.length counts: "e" and U+0301 are one grapheme and two characters, so a purge of that prefix matched
+  # nothing).
+  defp characters(text), do: for(<<c <- text>>, c not in 0x80..0xBF, reduce: 0, do: (n -> n + 1))
 
   defp delete_hashes(r, hashes) do
     hashes
