@@ -703,10 +703,15 @@ func (m *Memcached) Stats(ctx context.Context) (Stats, error) {
 	for _, s := range m.servers {
 		st.ServerErrors[s.addr] = s.health.errorCount()
 		err := s.do(ctx, deadline(ctx, m.opts.timeout), func(w *wireWriter) { w.WriteString("stats\r\n") }, func(c *wireConn) error {
-			for i := 0; i < 1000; i++ {
+			// The whole reply is bounded (STORES.md §2): memcached's stats are about 90 short lines.
+			read := 0
+			for i := 0; i < 1024; i++ {
 				l, err := c.line()
 				if err != nil {
 					return err
+				}
+				if read += len(l) + 2; read > replyAllowance {
+					return protoErr("stats: a reply of more than %d bytes", replyAllowance)
 				}
 				if string(l) == "END" {
 					return nil
@@ -722,7 +727,7 @@ func (m *Memcached) Stats(ctx context.Context) (Stats, error) {
 					}
 				}
 			}
-			return protoErr("stats: more than 1000 lines")
+			return protoErr("stats: more than 1024 lines")
 		})
 		if err != nil {
 			return st, err

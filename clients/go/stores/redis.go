@@ -2,7 +2,10 @@
 // scripts of spec/redis loaded byte for byte (EVALSHA, EVAL when the server lacks them), a set per tag, SCAN
 // purges on every master. A standalone server's GET, MGET and SET go over larder's own connections
 // (redis_wire.go); every reply go-redis reads passes through respGuard (bounded sizes and nesting); every
-// operation runs under one deadline (`timeout`); a standalone server is ejected after `failures` failures.
+// operation runs under one deadline (`timeout`); a standalone server is ejected after `failures` failures. The
+// Cluster client keeps go-redis's legacy routing (by key slot; DisableRoutingPolicies): its routing policies
+// would ask a node for COMMAND's whole table (11,000 elements, 90 KB) on first use, past any bound a command of
+// larder's needs.
 package stores
 
 import (
@@ -86,7 +89,7 @@ func openRedis(ctx context.Context, u *URL, cluster bool) (Store, error) {
 		r.cluster = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Username: user, Password: pass,
 			Dialer: dialer, DialTimeout: o.connectTimeout, ReadTimeout: o.timeout, WriteTimeout: o.timeout,
 			ContextTimeoutEnabled: true, PoolSize: o.pool, MaxRetries: -1, Protocol: 2, DisableIdentity: true,
-			MaxRedirects: 3})
+			MaxRedirects: 3, DisableRoutingPolicies: true})
 		r.client = r.cluster
 	} else {
 		if len(u.Hosts) != 1 {
@@ -449,6 +452,9 @@ func (r *Redis) PurgePrefix(ctx context.Context, prefix string) (Purged, error) 
 	if err := CheckPrefix(prefix); err != nil {
 		return Purged{}, keyError("redis", err)
 	}
+	if err := r.admit(); err != nil {
+		return Purged{}, err
+	}
 	pattern := globPrefix(r.opts.prefix + prefix)
 	var total int64
 	ctx, cancel := context.WithTimeout(ctx, scanTimeout)
@@ -456,7 +462,7 @@ func (r *Redis) PurgePrefix(ctx context.Context, prefix string) (Purged, error) 
 	err := r.masters(ctx, func(ctx context.Context, c redis.Cmdable) error {
 		var cursor uint64
 		for {
-			keys, next, err := c.Scan(ctx, cursor, pattern, 1000).Result()
+			keys, next, err := c.Scan(ctx, cursor, pattern, redisScanCount).Result()
 			if err != nil {
 				return err
 			}
@@ -472,34 +478,39 @@ func (r *Redis) PurgePrefix(ctx context.Context, prefix string) (Purged, error) 
 			}
 		}
 	})
-	if err != nil {
-		return Purged{}, &Error{Kind: Unavailable, Backend: "redis", Server: r.server, Err: err}
+	if err := r.outcome(err); err != nil {
+		return Purged{}, err
 	}
 	return Purged{Count: total}, nil
 }
 
 func (r *Redis) PurgeTag(ctx context.Context, tag string) (Purged, error) {
+	if err := r.admit(); err != nil {
+		return Purged{}, err
+	}
 	set := InternalKey(r.opts.prefix, "tag", tag)
 	ctx, cancel := context.WithTimeout(ctx, scanTimeout)
 	defer cancel()
 	var total int64
 	var cursor uint64
-	for {
-		members, next, err := r.client.SScan(ctx, set, cursor, "", 1000).Result()
-		if err != nil {
-			return Purged{}, &Error{Kind: Unavailable, Backend: "redis", Server: r.server, Err: err}
+	err := func() error {
+		for {
+			members, next, err := r.client.SScan(ctx, set, cursor, "", redisScanCount).Result()
+			if err != nil {
+				return err
+			}
+			n, err := r.delStored(ctx, members)
+			if err != nil {
+				return err
+			}
+			total += n
+			if cursor = next; cursor == 0 {
+				return r.client.Del(ctx, set).Err()
+			}
 		}
-		n, err := r.delStored(ctx, members)
-		if err != nil {
-			return Purged{}, &Error{Kind: Unavailable, Backend: "redis", Server: r.server, Err: err}
-		}
-		total += n
-		if cursor = next; cursor == 0 {
-			break
-		}
-	}
-	if err := r.client.Del(ctx, set).Err(); err != nil {
-		return Purged{}, &Error{Kind: Unavailable, Backend: "redis", Server: r.server, Err: err}
+	}()
+	if err := r.outcome(err); err != nil {
+		return Purged{}, err
 	}
 	return Purged{Count: total}, nil
 }
