@@ -1,18 +1,8 @@
-//! Where a key's file lives and what is in it: `<root>/<h0h1>/<h2h3>/<h>` with `h` the SHA-256 of the stored key,
-//! holding `"LDR1"`, the expiry (u64 LE ms, 0 = never), the key length (u16 LE), the key, then the value.
-
-use std::path::{Path, PathBuf};
-
-use sha2::{Digest, Sha256};
+//! What is in a key's file (`<root>/<h0h1>/<h2h3>/<h>` with `h` the SHA-256 of the stored key, store.rs):
+//! `"LDR1"`, the expiry (u64 LE ms, 0 = never), the key length (u16 LE), the key, then the value.
 
 pub const MAGIC: &[u8; 4] = b"LDR1";
 pub const HEADER_LEN: usize = 4 + 8 + 2;
-
-/// The file of a stored key.
-pub fn path_of(root: &Path, key: &str) -> PathBuf {
-    let name = hex::encode(Sha256::digest(key.as_bytes()));
-    root.join(&name[0..2]).join(&name[2..4]).join(name)
-}
 
 /// The file's bytes for `key` and `value`.
 pub fn encode(key: &str, value: &[u8], expires_at: u64) -> Vec<u8> {

@@ -2,6 +2,7 @@
 //! file and renamed into place (so readers in any process see a whole file or none), with `flock` around
 //! read-modify-write operations and an optional byte bound. All file work runs on tokio's blocking pool.
 
+mod dirfd;
 mod layout;
 mod scan;
 mod store;

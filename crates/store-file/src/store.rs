@@ -1,9 +1,12 @@
-//! `FileStore`: the `Store` operations on files (spec/STORES.md §7), each on tokio's blocking pool.
+//! `FileStore`: the `Store` operations on files (spec/STORES.md §7), each on tokio's blocking pool. Every path
+//! below the root goes through dirfd.rs, which never follows a symbolic link: a link in a shard directory or at an
+//! entry's name makes a read a miss, a delete a no-op and a write an error, and the link and its target are left
+//! as they are. Files are created with the URL's `mode` (default 0600: a cache of private pages is the owner's).
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{ErrorKind, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::io::Read;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,13 +15,17 @@ use bytes::Bytes;
 use larder_store::expiry::expires_at_ms;
 use larder_store::keys::{stored_key, stored_prefix};
 use larder_store::{counter, OpenError, Purged, Store, StoreError, StoreStats, StoreUrl, Value};
+use sha2::{Digest, Sha256};
 
-use crate::layout::{decode, encode, expired, path_of};
-use crate::scan::{open_no_follow, scan, shard_dirs_are_not_links, Scan};
+use crate::dirfd::{self, Dir};
+use crate::layout::{decode, encode, expired};
+use crate::scan::{scan, Scan};
 
 const BACKEND: &str = "file";
 /// How often the byte total is taken again by a scan (other processes write too).
 const RESCAN_EVERY_MS: u64 = 60_000;
+/// The mode of value files without `mode=`: the owner's alone.
+const DEFAULT_MODE: u32 = 0o600;
 
 /// A directory of entries (cheap to clone).
 #[derive(Clone)]
@@ -31,13 +38,31 @@ struct Inner {
     prefix: String,
     /// 0 = unbounded.
     capacity: u64,
+    /// The mode of the files the store creates; directories get [`dirfd::dir_mode`] of it.
+    mode: u32,
     total: AtomicU64,
     last_scan_ms: AtomicU64,
     evicting: AtomicBool,
 }
 
+/// `mode=`: three or four octal digits, permission bits only, giving the owner read and write.
+fn parse_mode(url: &StoreUrl, text: Option<String>) -> Result<u32, OpenError> {
+    let Some(text) = text else { return Ok(DEFAULT_MODE) };
+    let digits = (3..=4).contains(&text.len()) && text.bytes().all(|b| (b'0'..=b'7').contains(&b));
+    let mode = u32::from_str_radix(&text, 8).ok().filter(|_| digits);
+    match mode {
+        Some(mode) if mode <= 0o777 && mode & 0o600 == 0o600 => Ok(mode),
+        _ => Err(url
+            .error(format!(
+                "mode={text:?}: give three or four octal digits of permission bits that let the owner read and \
+                 write, such as 0600 (the default) or 0640"
+            ))
+            .into()),
+    }
+}
+
 impl FileStore {
-    /// Opens (creating it) `file:///absolute/dir?capacity=10G&prefix=…`.
+    /// Opens (creating it) `file:///absolute/dir?capacity=10G&mode=0640&prefix=…`.
     pub async fn open(mut url: StoreUrl) -> Result<FileStore, OpenError> {
         if url.scheme != "file" {
             return Err(url.error("not a file:// URL").into());
@@ -48,18 +73,20 @@ impl FileStore {
         }
         let prefix = url.take("prefix").unwrap_or_default();
         let capacity = url.take_size("capacity", 0)?;
+        let mode = url.take("mode");
+        let mode = parse_mode(&url, mode)?;
         url.finish()?;
-        let root = PathBuf::from(&url.path);
         let inner = Inner {
-            root: root.clone(),
+            root: PathBuf::from(&url.path),
             prefix,
             capacity,
+            mode,
             total: AtomicU64::new(0),
             last_scan_ms: AtomicU64::new(0),
             evicting: AtomicBool::new(false),
         };
         let inner = blocking(inner, |inner| {
-            fs::create_dir_all(&inner.root).map_err(|e| inner.io(&e))?;
+            inner.root_fd(true)?;
             inner.rescan();
             Ok(inner)
         })
@@ -80,9 +107,25 @@ async fn blocking<T: Send + 'static, R: Send + 'static>(
     })?
 }
 
+/// The file name of a stored key: the hex SHA-256 of its bytes.
+fn name_of(key: &str) -> String {
+    hex::encode(Sha256::digest(key.as_bytes()))
+}
+
+/// A file of the store as a read found it: its expiry, its value, and which file it was.
+struct Found {
+    expires_at: u64,
+    value: Bytes,
+    ino: u64,
+}
+
 impl Inner {
     fn io(&self, error: &std::io::Error) -> StoreError {
         StoreError::Server { backend: BACKEND, server: self.root.display().to_string(), message: error.to_string() }
+    }
+
+    fn error(&self, message: String) -> StoreError {
+        StoreError::Server { backend: BACKEND, server: self.root.display().to_string(), message }
     }
 
     fn key(&self, key: &str) -> Result<String, StoreError> {
@@ -93,31 +136,53 @@ impl Inner {
         keys.iter().map(|k| self.key(k)).collect()
     }
 
-    /// The bytes of the file at `path`, never through a link (a link, or a shard directory that is one, reads as
-    /// absent).
-    fn read_file(&self, path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
-        if !shard_dirs_are_not_links(&self.root, path) {
-            return Ok(None);
-        }
-        let mut bytes = Vec::new();
-        match open_no_follow(path).and_then(|mut f| f.read_to_end(&mut bytes)) {
-            Ok(_) => Ok(Some(bytes)),
-            Err(e) if e.kind() == ErrorKind::NotFound || e.raw_os_error() == Some(libc::ELOOP) => Ok(None),
-            Err(e) => Err(self.io(&e)),
-        }
+    /// The root's descriptor (created with its parents when `create` and missing).
+    fn root_fd(&self, create: bool) -> Result<OwnedFd, StoreError> {
+        dirfd::open_root(&self.root, create.then(|| dirfd::dir_mode(self.mode))).map_err(|e| self.io(&e))
     }
 
-    /// The value under a stored key, if its file is whole, is this key's, and has not expired.
-    fn read(&self, key: &str, now: u64) -> Result<Option<Bytes>, StoreError> {
-        let path = path_of(&self.root, key);
-        let Some(bytes) = self.read_file(&path)? else { return Ok(None) };
+    /// The shard directory of the file `name`, entered without following a link. `None` when it is absent or is
+    /// not a directory the store could have made (a link); with `create`, made when absent, and a link or other
+    /// non-directory on the way is an error.
+    fn shard(&self, name: &str, create: bool) -> Result<Option<OwnedFd>, StoreError> {
+        let mode = create.then(|| dirfd::dir_mode(self.mode));
+        let root = match self.root_fd(create) {
+            Ok(root) => root,
+            Err(_) if !create => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let mut dir = root;
+        for part in [&name[0..2], &name[2..4]] {
+            dir = match dirfd::open_dir(dir.as_fd(), part, mode).map_err(|e| self.io(&e))? {
+                Dir::Open(fd) => fd,
+                Dir::Missing => return Ok(None),
+                Dir::NotOurs if create => {
+                    return Err(self.error(format!(
+                        "{}/{}/{}: a symbolic link or not a directory, on the way to the file of a key: the file \
+                         store does not follow links, and left it as it is",
+                        self.root.display(),
+                        &name[0..2],
+                        &name[2..4]
+                    )))
+                }
+                Dir::NotOurs => return Ok(None),
+            };
+        }
+        Ok(Some(dir))
+    }
+
+    /// The store's file of a stored key, whole, if it is this key's (whatever its expiry); `None` when absent, a
+    /// link, not a regular file, not the store's form or another key's.
+    fn read_found(&self, shard: &OwnedFd, name: &str, key: &str) -> Result<Option<Found>, StoreError> {
+        let Some(mut file) = dirfd::open_regular(shard.as_fd(), name).map_err(|e| self.io(&e))? else {
+            return Ok(None);
+        };
+        let ino = file.metadata().map_err(|e| self.io(&e))?.ino();
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(|e| self.io(&e))?;
         match decode(&bytes) {
             Some((expires_at, file_key, offset)) if file_key == key => {
-                if expired(expires_at, now) {
-                    let _ = fs::remove_file(&path);
-                    return Ok(None);
-                }
-                Ok(Some(Bytes::from(bytes).slice(offset..)))
+                Ok(Some(Found { expires_at, value: Bytes::from(bytes).slice(offset..), ino }))
             }
             // Another key under the same name (a SHA-256 collision), or a file larder did not write: a miss, and the
             // file is left alone (a write of this key replaces it).
@@ -125,75 +190,69 @@ impl Inner {
         }
     }
 
-    /// Writes a stored key's file atomically (temporary file, then rename).
+    /// The live value of a stored key, with its expiry; an expired file is deleted (if it is still the one read).
+    fn read_live(&self, key: &str, now: u64) -> Result<Option<Found>, StoreError> {
+        let name = name_of(key);
+        let Some(shard) = self.shard(&name, false)? else { return Ok(None) };
+        let Some(found) = self.read_found(&shard, &name, key)? else { return Ok(None) };
+        if expired(found.expires_at, now) {
+            let _ = dirfd::unlink_if(shard.as_fd(), &name, found.ino);
+            return Ok(None);
+        }
+        Ok(Some(found))
+    }
+
+    fn read(&self, key: &str, now: u64) -> Result<Option<Bytes>, StoreError> {
+        Ok(self.read_live(key, now)?.map(|found| found.value))
+    }
+
+    /// Deletes a stored key's file if it is this key's; whether it held a live value.
+    fn remove(&self, key: &str, now: u64) -> Result<bool, StoreError> {
+        let name = name_of(key);
+        let Some(shard) = self.shard(&name, false)? else { return Ok(false) };
+        let Some(found) = self.read_found(&shard, &name, key)? else { return Ok(false) };
+        let removed = dirfd::unlink_if(shard.as_fd(), &name, found.ino).map_err(|e| self.io(&e))?;
+        Ok(removed && !expired(found.expires_at, now))
+    }
+
+    /// Writes a stored key's file atomically (temporary file, then rename), never through a link.
     fn write(&self, key: &str, value: &[u8], expires_at: Option<u64>, now: u64) -> Result<(), StoreError> {
-        let path = path_of(&self.root, key);
-        self.refuse_links(&path)?;
         if expires_at.is_some_and(|at| at <= now) {
             // Only this key's own file is removed.
-            return match self.read(key, now)? {
-                Some(_) => self.remove(&path).map(|_| ()),
-                None => Ok(()),
-            };
+            return self.remove(key, now).map(|_| ());
         }
-        let dir = path.parent().unwrap_or(&self.root);
-        fs::create_dir_all(dir).map_err(|e| self.io(&e))?;
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let temporary = dir.join(format!(".{name}.{:016x}.tmp", fastrand::u64(..)));
+        let name = name_of(key);
+        let shard = self.shard(&name, true)?.ok_or_else(|| self.error(format!("cannot create the shard of {name}")))?;
+        if dirfd::is_link(shard.as_fd(), &name).map_err(|e| self.io(&e))? {
+            return Err(self.error(format!(
+                "{}/{}/{}/{name} is a symbolic link: the file store does not write through or replace links",
+                self.root.display(),
+                &name[0..2],
+                &name[2..4]
+            )));
+        }
+        let temporary = format!(".{name}.{:016x}.tmp", fastrand::u64(..));
         let bytes = encode(key, value, expires_at.unwrap_or(0));
-        let written =
-            File::create(&temporary).and_then(|mut f| f.write_all(&bytes)).and_then(|_| fs::rename(&temporary, &path));
-        if let Err(e) = written {
-            let _ = fs::remove_file(&temporary);
-            return Err(self.io(&e));
-        }
+        dirfd::replace(shard.as_fd(), &name, &temporary, &bytes, self.mode).map_err(|e| self.io(&e))?;
         self.total.fetch_add(bytes.len() as u64, Ordering::Relaxed);
         self.keep_within_capacity(now);
         Ok(())
     }
 
-    /// An error when a shard directory on the way to `path` is a link: larder never writes through one.
-    fn refuse_links(&self, path: &Path) -> Result<(), StoreError> {
-        if shard_dirs_are_not_links(&self.root, path) {
-            return Ok(());
-        }
-        Err(StoreError::Server {
-            backend: BACKEND,
-            server: self.root.display().to_string(),
-            message: format!("{} leads through a symbolic link: the file store does not follow links", path.display()),
-        })
-    }
-
-    fn remove(&self, path: &Path) -> Result<bool, StoreError> {
-        match fs::remove_file(path) {
-            Ok(()) => Ok(true),
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
-            Err(e) => Err(self.io(&e)),
-        }
-    }
-
     /// Holds the exclusive lock of a key's shard directory while `work` runs.
     fn locked<R>(&self, key: &str, work: impl FnOnce() -> Result<R, StoreError>) -> Result<R, StoreError> {
-        let path = path_of(&self.root, key);
-        self.refuse_links(&path)?;
-        let dir = path.parent().unwrap_or(&self.root);
-        fs::create_dir_all(dir).map_err(|e| self.io(&e))?;
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(dir.join(".lock"))
-            .map_err(|e| self.io(&e))?;
-        lock.lock().map_err(|e| self.io(&e))?;
-        let result = work();
-        let _ = lock.unlock();
-        result
+        let name = name_of(key);
+        let shard = self.shard(&name, true)?.ok_or_else(|| self.error(format!("cannot create the shard of {name}")))?;
+        let _lock = dirfd::lock(shard.as_fd(), ".lock", self.mode).map_err(|e| self.io(&e))?;
+        work()
     }
 
     /// larder's own files under the root, and how many things there are not (`scan.rs`).
     fn scan(&self) -> Scan {
-        scan(&self.root)
+        match self.root_fd(false) {
+            Ok(root) => scan(root.as_fd()),
+            Err(_) => Scan::default(),
+        }
     }
 
     fn rescan(&self) {
@@ -221,7 +280,8 @@ impl Inner {
             if total <= target {
                 break;
             }
-            if fs::remove_file(&file.path).is_ok() {
+            let Ok(Some(shard)) = self.shard(&file.name, false) else { continue };
+            if dirfd::unlink_if(shard.as_fd(), &file.name, file.ino).unwrap_or(false) {
                 total = total.saturating_sub(file.size);
             }
         }
@@ -234,16 +294,22 @@ impl Inner {
         let now = larder_format::now_ms();
         let mut purged = 0;
         for file in self.scan().files {
-            let path = file.path;
-            let Ok(Some(bytes)) = self.read_file(&path) else { continue };
+            let Ok(Some(shard)) = self.shard(&file.name, false) else { continue };
+            let Ok(Some(mut opened)) = dirfd::open_regular(shard.as_fd(), &file.name) else { continue };
+            let mut bytes = Vec::new();
+            if opened.read_to_end(&mut bytes).is_err() {
+                continue;
+            }
+            let ino = opened.metadata().map(|m| m.ino()).unwrap_or(0);
             // Checked again: the file may have been replaced since the scan.
-            let Some((expires_at, key, offset)) = decode(&bytes).filter(|(_, key, _)| path_of(&self.root, key) == path)
-            else {
+            let Some((expires_at, key, offset)) = decode(&bytes).filter(|(_, key, _)| name_of(key) == file.name) else {
                 continue;
             };
             if expired(expires_at, now) {
-                let _ = fs::remove_file(&path);
-            } else if matches(key, &bytes[offset..]) && fs::remove_file(&path).is_ok() {
+                let _ = dirfd::unlink_if(shard.as_fd(), &file.name, ino);
+            } else if matches(key, &bytes[offset..])
+                && dirfd::unlink_if(shard.as_fd(), &file.name, ino).unwrap_or(false)
+            {
                 purged += 1;
             }
         }
@@ -341,18 +407,11 @@ impl Store for FileStore {
         blocking((), move |()| {
             inner.locked(&stored, || {
                 let now = larder_format::now_ms();
-                let path = path_of(&inner.root, &stored);
-                let current = match inner.read_file(&path)? {
-                    Some(bytes) => decode(&bytes)
-                        .filter(|(at, k, _)| *k == stored && !expired(*at, now))
-                        .map(|(at, _, offset)| (at, bytes[offset..].to_vec())),
-                    None => None,
-                };
-                let (next, expires_at) = match current {
-                    Some((at, value)) => {
-                        let n =
-                            counter::parse(&value).ok_or(StoreError::NotACounter { backend: BACKEND, key: name })?;
-                        (n.saturating_add(delta), (at != 0).then_some(at))
+                let (next, expires_at) = match inner.read_live(&stored, now)? {
+                    Some(found) => {
+                        let n = counter::parse(&found.value)
+                            .ok_or(StoreError::NotACounter { backend: BACKEND, key: name })?;
+                        (n.saturating_add(delta), (found.expires_at != 0).then_some(found.expires_at))
                     }
                     None if create => (delta, ttl.map(|t| now + t.as_millis() as u64)),
                     None => return Ok(None),
@@ -367,8 +426,13 @@ impl Store for FileStore {
     async fn delete_if(&self, key: &str, expected: &[u8]) -> Result<bool, StoreError> {
         let (inner, key, expected) = (self.inner.clone(), self.inner.key(key)?, expected.to_vec());
         blocking((), move |()| {
-            inner.locked(&key, || match inner.read(&key, larder_format::now_ms())? {
-                Some(value) if *value == *expected => inner.remove(&path_of(&inner.root, &key)),
+            let now = larder_format::now_ms();
+            // Nothing to delete (absent, or behind a link): no lock needed, and none is created through a link.
+            if inner.read(&key, now)?.is_none_or(|value| *value != *expected) {
+                return Ok(false);
+            }
+            inner.locked(&key, || match inner.read(&key, now)? {
+                Some(value) if *value == *expected => inner.remove(&key, now),
                 _ => Ok(false),
             })
         })
@@ -386,7 +450,7 @@ impl Store for FileStore {
             let now = larder_format::now_ms();
             let mut deleted = 0;
             for key in &keys {
-                if inner.read(key, now)?.is_some() && inner.remove(&path_of(&inner.root, key))? {
+                if inner.remove(key, now)? {
                     deleted += 1;
                 }
             }
@@ -435,5 +499,26 @@ impl Store for FileStore {
             })
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mode_is_three_or_four_octal_digits_that_let_the_owner_read_and_write() {
+        let url = StoreUrl::parse("file:///tmp/x").expect("url");
+        let mode = |text: &str| parse_mode(&url, Some(text.to_owned())).ok();
+        assert_eq!(parse_mode(&url, None).ok(), Some(0o600));
+        assert_eq!(
+            (mode("0600"), mode("640"), mode("0644"), mode("0666")),
+            (Some(0o600), Some(0o640), Some(0o644), Some(0o666))
+        );
+        for bad in ["0400", "0200", "0000", "4600", "1600", "00600", "60", "0680", "rw", "", "+600", "0o600"] {
+            assert_eq!(mode(bad), None, "{bad}");
+        }
+        assert!(parse_mode(&url, Some("0400".into())).is_err_and(|e| e.to_string().contains("mode")));
+        assert_eq!((dirfd::dir_mode(0o600), dirfd::dir_mode(0o640), dirfd::dir_mode(0o644)), (0o700, 0o750, 0o755));
     }
 }

@@ -183,18 +183,130 @@ async fn only_its_own_files_are_counted_evicted_purged_or_cleared() {
     assert_eq!(store.stats().await.expect("stats").entries, 0);
 }
 
+/// The bytes of a file of the store's own form for `key`: what a store that followed a link would read as a hit.
+fn store_form(key: &str, value: &[u8]) -> Vec<u8> {
+    let mut bytes = b"LDR1".to_vec();
+    bytes.extend_from_slice(&0u64.to_le_bytes());
+    bytes.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(key.as_bytes());
+    bytes.extend_from_slice(value);
+    bytes
+}
+
+/// Issue 32, finding 2 (spec/STORES.md §7, "Links are never followed below the root"): a link in any component
+/// below the root (the first shard directory, the second, the entry) is followed by no operation. Each link leads
+/// to a file of the store's own form for its key, so a store that followed it would read a hit, delete it, or
+/// create a file beside it.
 #[tokio::test]
-async fn links_are_never_read_or_written_through() {
+async fn links_in_any_component_are_never_followed_for_any_operation() {
+    use std::os::unix::fs::symlink;
     let dir = tempfile::tempdir().expect("dir");
-    let planted = plant_foreign_files(dir.path());
+    let outside = tempfile::tempdir().expect("outside");
     let store = open(dir.path(), "").await;
-    assert_eq!(store.get("linked").await.expect("a miss"), None, "a link at a key's name is not read");
-    assert_eq!(store.get("victim").await.expect("a miss"), None, "nor a file behind a linked shard directory");
-    assert!(store.set("victim", b"v", None).await.is_err(), "writing through a linked directory is refused");
-    assert!(!store.delete("victim").await.expect("delete"), "nothing deleted through the link");
-    let outside = planted._outside.path().join("cd").join(hex::encode(Sha256::digest(b"victim")));
-    assert_eq!(std::fs::read(outside).expect("still there"), b"LDR1 not larder's");
-    store.set("linked", b"mine", None).await.expect("a write replaces the link itself");
-    assert_eq!(store.get("linked").await.expect("get").as_deref(), Some(&b"mine"[..]));
-    assert_eq!(std::fs::read(&planted.outside_file).expect("outside").len(), 64 * 1024, "the link's target untouched");
+    let mut cases = Vec::new();
+    for (key, level) in [("first-level", 1), ("second-level", 2), ("entry", 3)] {
+        let h = hex::encode(Sha256::digest(key.as_bytes()));
+        let target = outside.path().join(key);
+        std::fs::create_dir_all(target.join(&h[2..4])).expect("dir");
+        let planted = match level {
+            1 => target.join(&h[2..4]).join(&h),
+            2 => target.join(&h),
+            _ => target.join("precious"),
+        };
+        std::fs::write(&planted, store_form(key, b"planted")).expect("write");
+        let link = match level {
+            1 => dir.path().join(&h[0..2]),
+            2 => dir.path().join(&h[0..2]).join(&h[2..4]),
+            _ => dir.path().join(&h[0..2]).join(&h[2..4]).join(&h),
+        };
+        std::fs::create_dir_all(link.parent().expect("parent")).expect("dir");
+        let points_to = match level {
+            1 => target.clone(),
+            2 => target.clone(),
+            _ => planted.clone(),
+        };
+        symlink(&points_to, &link).expect("symlink");
+        cases.push((key, target, planted, link));
+    }
+    let listing = |target: &std::path::Path| -> Vec<String> {
+        let mut names: Vec<String> = walk(target).into_iter().map(|p| p.display().to_string()).collect();
+        names.sort();
+        names
+    };
+    let before: Vec<Vec<String>> = cases.iter().map(|(_, target, _, _)| listing(target)).collect();
+    for (key, _, _, _) in &cases {
+        assert_eq!(store.get(key).await.expect("a miss, not an error"), None, "{key}: get read through the link");
+        let many = store.get_many(&[key]).await.expect("get_many");
+        assert_eq!(many, vec![None], "{key}: get_many read through the link");
+        assert!(store.set(key, b"mine", None).await.is_err(), "{key}: set wrote through or replaced the link");
+        assert!(store.add(key, b"mine", None).await.is_err(), "{key}: add wrote through the link");
+        assert!(store.incr(key, 1, None, true).await.is_err(), "{key}: incr wrote through the link");
+        assert!(!store.delete(key).await.expect("delete is a no-op"), "{key}: delete went through the link");
+        assert_eq!(store.delete_many(&[key]).await.expect("delete_many"), 0, "{key}");
+        assert!(!store.delete_if(key, b"planted").await.expect("delete_if is a no-op"), "{key}");
+    }
+    store.purge_prefix("").await.expect("purge_prefix");
+    store.purge_tag("t").await.expect("purge_tag");
+    store.clear().await.expect("clear");
+    let stats = store.stats().await.expect("stats");
+    assert_eq!(stats.entries, 0, "nothing behind a link is counted as the store's: {stats:?}");
+    for ((key, target, planted, link), before) in cases.iter().zip(before) {
+        assert!(std::fs::symlink_metadata(link).expect("the link").file_type().is_symlink(), "{key}: link replaced");
+        assert_eq!(std::fs::read(planted).expect("planted"), store_form(key, b"planted"), "{key}: target touched");
+        assert_eq!(listing(target), before, "{key}: a file was created or removed behind the link");
+    }
+}
+
+/// Every path under `dir`, recursively (links not followed).
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("read_dir").flatten() {
+        let path = entry.path();
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            found.extend(walk(&path));
+        }
+        found.push(path);
+    }
+    found
+}
+
+/// The process umask, from /proc (reading it with umask(2) would change it for the other tests' threads).
+fn umask() -> u32 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("status");
+    let line = status.lines().find_map(|l| l.strip_prefix("Umask:")).expect("Umask line");
+    u32::from_str_radix(line.trim(), 8).expect("octal")
+}
+
+/// Issue 32, finding 6: a cache of private pages was world-readable (files 0644, directories 0755). Files are
+/// created 0600 and directories 0700 unless `mode=` says otherwise (a search bit wherever there is a read bit); the
+/// umask may narrow them further; a mode without the owner's read and write is a URL error.
+#[tokio::test]
+async fn files_and_directories_are_the_owners_alone_unless_the_url_says_otherwise() {
+    use std::os::unix::fs::PermissionsExt;
+    let mask = umask();
+    let mode_of = |path: &std::path::Path| std::fs::metadata(path).expect("metadata").permissions().mode() & 0o7777;
+    for (options, file_mode, dir_mode) in
+        [("", 0o600, 0o700), ("?mode=0640", 0o640, 0o750), ("?mode=644", 0o644, 0o755)]
+    {
+        let parent = tempfile::tempdir().expect("dir");
+        let root = parent.path().join("cache");
+        let store = open(&root, options).await;
+        store.set("k", b"v", None).await.expect("set");
+        store.add("a", b"v", None).await.expect("add");
+        let h = hex::encode(Sha256::digest(b"k"));
+        let shard = root.join(&h[0..2]);
+        assert_eq!(mode_of(&root), dir_mode & !mask, "{options:?}: the root it created");
+        assert_eq!(mode_of(&shard), dir_mode & !mask, "{options:?}: the first shard directory");
+        assert_eq!(mode_of(&shard.join(&h[2..4])), dir_mode & !mask, "{options:?}: the second");
+        assert_eq!(mode_of(&shard.join(&h[2..4]).join(&h)), file_mode & !mask, "{options:?}: the value file");
+        let a = hex::encode(Sha256::digest(b"a"));
+        let lock = root.join(&a[0..2]).join(&a[2..4]).join(".lock");
+        assert_eq!(mode_of(&lock), file_mode & !mask, "{options:?}: the lock file");
+    }
+    for bad in ["?mode=0400", "?mode=0200", "?mode=4600", "?mode=0680", "?mode=60", "?mode=rw"] {
+        let dir = tempfile::tempdir().expect("dir");
+        let url = format!("file://{}{bad}", dir.path().display());
+        let opened = FileStore::open(StoreUrl::parse(&url).expect("url")).await;
+        assert!(matches!(opened, Err(larder_store::OpenError::Url(_))), "{bad}: a URL error");
+    }
 }
