@@ -1,5 +1,6 @@
 // The net/http middleware: func(http.Handler) http.Handler that passes every response through to the client
-// and, for GET requests, keeps a copy (bounded by MaxBody) that Save stores once the handler returns.
+// and, for GET requests, keeps a copy (bounded by MaxBody) that Save stores once the handler returns; a GET from
+// an untrusted peer reaches the handler without the forwarding fields that name a site (site.go).
 package pages
 
 import (
@@ -8,13 +9,17 @@ import (
 	"time"
 )
 
-// Middleware wraps next: each GET response the front's rules allow is written into the store.
+// Middleware wraps next: each GET response the front's rules allow is written into the store, under the site
+// spec/HTTP.md §2 derives (none: not stored). A GET from a peer that is not in TrustedProxies reaches next
+// without the forwarding fields that name a site (X-Forwarded-Host, X-Forwarded-Proto, Forwarded…), so the page
+// the handler renders is for the site it is keyed on. Call Validate when the app starts.
 func (c *Cache) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {
 			next.ServeHTTP(w, r)
 			return
 		}
+		r = c.withoutUntrustedForwarding(r)
 		start := time.Now().UnixMilli()
 		rec := &recorder{ResponseWriter: w, limit: c.maxBody()}
 		next.ServeHTTP(rec, r)

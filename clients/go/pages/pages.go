@@ -4,8 +4,9 @@
 // package httprules) would store; a handler opts in with FrontHeaders (Surrogate-Control, honoured by larder
 // and never passed on). What: the entry the front would have made (end-to-end headers, the body's coding, Age
 // and Date, freshness and stale window from the rules, tags from Surrogate-Key and Cache-Tag). A response that
-// varies goes under a variant key behind a marker (FORMAT.md §5.4). A failed store write is counted, never
-// returned to the client: the app's response goes out whatever the store does.
+// varies goes under a variant key behind a marker (FORMAT.md §5.4). Under which site: only one that can be
+// trusted (site.go, spec/HTTP.md §2). A failed store write is counted, never returned to the client: the app's
+// response goes out whatever the store does.
 package pages
 
 import (
@@ -14,6 +15,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,8 +45,19 @@ type Cache struct {
 	// Namespace and Drop are the front's --namespace and --drop-query-params (nil: the default list).
 	Namespace string
 	Drop      []string
-	// Scheme keys requests ("http", as the front keys them unless told otherwise).
+	// Scheme keys every request when set ("http" or "https"); empty: a trusted proxy's X-Forwarded-Proto or
+	// Forwarded proto, else https when the app's server terminates TLS itself, else http (spec/HTTP.md §2 step 5;
+	// the front keys http unless a trusted proxy before it says https).
 	Scheme string
+	// Site is the authority the app serves ("shop.example", "shop.example:8443"): every page is keyed on it, and a
+	// request whose Host (or trusted forwarded host) is another authority is not stored (reason "host"). Empty:
+	// the request's Host, when it is a plain authority (spec/HTTP.md §2).
+	Site string
+	// TrustedProxies are the peers (ParseTrustedProxies) whose X-Forwarded-Host, X-Forwarded-Proto and Forwarded
+	// are believed, as `larder serve --trusted-proxies`: typically the front's own address, when the front has a
+	// trusted proxy of its own. From any other peer those fields are ignored, and the middleware removes them
+	// before the handler runs. Empty by default.
+	TrustedProxies []netip.Prefix
 	// Rules are the front's caching settings (httprules.DefaultRules() = larder serve's defaults).
 	Rules   httprules.Rules
 	MaxBody int
@@ -64,7 +77,7 @@ type Stats struct {
 
 // New makes a page cache over store with the front's defaults.
 func New(store stores.Store) *Cache {
-	return &Cache{Store: store, Scheme: "http", Rules: httprules.DefaultRules(), MaxBody: DefaultMaxBody, Timeout: time.Second}
+	return &Cache{Store: store, Rules: httprules.DefaultRules(), MaxBody: DefaultMaxBody, Timeout: time.Second}
 }
 
 // Stats returns a copy of the counters.
@@ -104,16 +117,17 @@ func FrontHeaders(h http.Header, ttl time.Duration, tags ...string) {
 	}
 }
 
-// Key is the key the front looks a request up under (FORMAT.md §5.3); for a varying page, its marker's.
+// Key is the key the front looks a request up under (FORMAT.md §5.3); for a varying page, its marker's. It is ""
+// for a request whose site cannot be trusted (spec/HTTP.md §2), which no page is stored for.
 func (c *Cache) Key(r *http.Request) string {
-	return keys.HTTPKey("GET", c.scheme(), r.Host, r.RequestURI, c.Namespace, c.Drop)
-}
-
-func (c *Cache) scheme() string {
-	if c.Scheme == "" {
-		return "http"
+	if c.Validate() != nil {
+		return ""
 	}
-	return c.Scheme
+	scheme, authority, ok := c.site(r)
+	if !ok {
+		return ""
+	}
+	return keys.HTTPKey("GET", scheme, authority, pathAndQuery(r), c.Namespace, c.Drop)
 }
 
 // requestLines are a request's header lines (per name, values in the order received).
@@ -145,6 +159,14 @@ func headerLines(lines []httprules.Line) []keys.HeaderLine {
 func (c *Cache) Save(ctx context.Context, r *http.Request, status int, header http.Header, body []byte, requestTimeMs int64) (string, error) {
 	if c.Store == nil {
 		return "", fmt.Errorf("pages: no store")
+	}
+	if err := c.Validate(); err != nil {
+		c.count(false, "", true)
+		return "", err
+	}
+	if _, _, ok := c.site(r); !ok {
+		c.count(false, "host", false)
+		return "", nil
 	}
 	now := time.Now().UnixMilli()
 	req := requestLines(r.Header)
@@ -277,6 +299,9 @@ func MarkerOf(e *format.Entry) (keys.Marker, bool) {
 // Find returns the stored response the front would find for r (fresh or stale), and its key.
 func (c *Cache) Find(ctx context.Context, r *http.Request) (string, *format.Entry, error) {
 	base := c.Key(r)
+	if base == "" {
+		return "", nil, nil
+	}
 	raw, err := c.Store.Get(ctx, base)
 	if err != nil || raw == nil {
 		return "", nil, err
@@ -304,18 +329,27 @@ func (c *Cache) Find(ctx context.Context, r *http.Request) (string, *format.Entr
 	return key, v, nil
 }
 
-// PurgeURL removes the page for GET url (its response or marker, and its alternate codings).
+// PurgeURL removes the page for GET url (its response or marker, and its alternate codings): under Scheme when
+// one is set, else under both http and https (which the page was keyed on depends on who forwarded it).
 func (c *Cache) PurgeURL(ctx context.Context, url string) (int, error) {
-	if c.scheme() != "" {
-		if _, rest, ok := strings.Cut(url, "://"); ok {
-			url = c.scheme() + "://" + rest
-		}
-	}
-	base, err := keys.URLKey("GET", url, c.Namespace, c.Drop)
-	if err != nil {
+	_, rest, ok := strings.Cut(url, "://")
+	if !ok {
+		_, err := keys.URLKey("GET", url, c.Namespace, c.Drop)
 		return 0, err
 	}
-	return c.Store.DeleteMulti(ctx, keys.URLKeys(base))
+	schemes := []string{"http", "https"}
+	if c.Scheme != "" {
+		schemes = []string{strings.ToLower(c.Scheme)}
+	}
+	var all []string
+	for _, scheme := range schemes {
+		base, err := keys.URLKey("GET", scheme+"://"+rest, c.Namespace, c.Drop)
+		if err != nil {
+			return 0, err
+		}
+		all = append(all, keys.URLKeys(base)...)
+	}
+	return c.Store.DeleteMulti(ctx, all)
 }
 
 // PurgeTag removes every page tagged tag (Surrogate-Key, Cache-Tag), for every front reading the store.
