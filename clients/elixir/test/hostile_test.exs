@@ -1,6 +1,7 @@
 # Hostile servers (larder-hostile, crates/testkit): each misbehaviour a server can show (dripping, oversized,
-# deeply nested, endless line, garbage, silence) ends every read within the store's timeout plus a small margin,
-# with the store's own error naming the server, without reading past the size bound (spec/STORES.md §2).
+# deeply nested, endless line, garbage, silence) ends every operation (reads, writes, counters, scripts, purges,
+# clear: every command's reply path, issue 32) within the store's timeout plus a small margin, with the store's own
+# error naming the server, without reading past the size bound (spec/STORES.md §2).
 defmodule Larder.HostileTest do
   # Not async: these tests measure time, so they do not share the CPU with the heavy async tests.
   use ExUnit.Case, async: false
@@ -34,17 +35,34 @@ defmodule Larder.HostileTest do
 
       scheme = unquote(protocol)
 
+      # failures=1000: the server is never ejected, so every operation reaches its reply reader.
       u =
-        "#{scheme}://127.0.0.1:#{port}?timeout=#{@timeout}ms&max_#{if scheme == "redis", do: "value", else: "item"}=1M"
+        "#{scheme}://127.0.0.1:#{port}?timeout=#{@timeout}ms&failures=1000&max_#{if scheme == "redis", do: "value", else: "item"}=1M"
 
       {:ok, s} = Larder.Stores.open(u)
 
-      for op <- [fn -> Store.get(s, "k") end, fn -> Store.get_many(s, ["a", "b"]) end] do
-        {micros, result} = :timer.tc(op)
-        assert {:error, %StoreError{kind: kind, server: server}} = result
-        assert kind in [:timeout, :malformed, :unavailable]
-        assert server == "127.0.0.1:#{port}"
-        assert micros < (@timeout + 150) * 1000, "took #{div(micros, 1000)} ms"
+      ops = [
+        get: &Store.get(&1, "k"),
+        get_many: &Store.get_many(&1, ["a", "b"]),
+        set: &Store.set(&1, "k", "v"),
+        add: &Store.add(&1, "k", "v"),
+        delete: &Store.delete(&1, "k"),
+        delete_if: &Store.delete_if(&1, "k", "v"),
+        incr: &Store.incr(&1, "n", 1),
+        purge_tag: &Store.purge_tag(&1, "t"),
+        purge_prefix: &Store.purge_prefix(&1, "p"),
+        clear: &Store.clear/1
+      ]
+
+      for {name, op} <- ops do
+        {micros, result} = :timer.tc(fn -> op.(s) end)
+
+        assert {:error, %StoreError{kind: kind, server: server}} = result,
+               "#{name}: #{inspect(result)}"
+
+        assert kind in [:timeout, :malformed, :unavailable], "#{name}: #{kind}"
+        assert server == "127.0.0.1:#{port}", "#{name}"
+        assert micros < (@timeout + 150) * 1000, "#{name} took #{div(micros, 1000)} ms"
       end
 
       TestServers.stop(handle)

@@ -3,11 +3,14 @@ defmodule Larder.Stores.Conn do
   One exchange with a remote server under a *total* deadline (spec/STORES.md §2 "Replies are hostile too"):
   connecting, sending and every read share one deadline, so a server that drips a byte at a time is cut off like
   one that says nothing. Lines are bounded (8 KiB without an end is malformed) and values are read only after
-  their announced length was checked. Errors are `{:error, kind, message}` with kind `:timeout`, `:unavailable`
-  or `:malformed`; the caller turns them into a failure of the server and discards the socket.
+  their announced length was checked. Each reply is bounded as a whole too (`bound/2`): the caller sets the bytes
+  the command's reply may take, every line and value read counts against them, and a value announced past what is
+  left is refused before a byte of it is read, so a reply of many values, each within its own bound, cannot add
+  up past the reply's. Errors are `{:error, kind, message}` with kind `:timeout`, `:unavailable` or `:malformed`;
+  the caller turns them into a failure of the server and discards the socket.
   """
 
-  defstruct [:socket, :deadline, buf: "", fresh: false]
+  defstruct [:socket, :deadline, buf: "", fresh: false, left: :infinity]
 
   @max_line 8192
 
@@ -46,26 +49,55 @@ defmodule Larder.Stores.Conn do
     end
   end
 
+  @doc """
+  Bounds what is read from here on (the next reply) to `bytes` in all, lines with their CR LF included:
+  past it, `line/1` and `exactly/2` are `:malformed`.
+  """
+  def bound(%__MODULE__{} = c, bytes) when is_integer(bytes) and bytes >= 0,
+    do: %{c | left: bytes}
+
+  @doc "The bytes the current reply may still take (`:infinity` when unbounded)."
+  def room(%__MODULE__{left: left}), do: left
+
   @doc "One line without its CR LF: `{:ok, line, conn}`."
   def line(%__MODULE__{buf: buf} = c) do
     case :binary.match(buf, "\r\n") do
       {i, 2} ->
-        {:ok, binary_part(buf, 0, i), %{c | buf: binary_part(buf, i + 2, byte_size(buf) - i - 2)}}
+        with {:ok, c} <- take(c, i + 2),
+             do:
+               {:ok, binary_part(buf, 0, i),
+                %{c | buf: binary_part(buf, i + 2, byte_size(buf) - i - 2)}}
 
       :nomatch when byte_size(buf) > @max_line ->
         {:error, :malformed, "a reply line passed #{@max_line} bytes without ending"}
+
+      :nomatch when c.left != :infinity and byte_size(buf) > c.left ->
+        past(c)
 
       :nomatch ->
         with {:ok, c} <- more(c), do: line(c)
     end
   end
 
-  @doc "Exactly `n` bytes (the caller checked `n` against its bound): `{:ok, bytes, conn}`."
+  @doc """
+  Exactly `n` bytes (the caller checked `n` against its own bound): `{:ok, bytes, conn}`; `:malformed` at once,
+  before anything is read, when `n` is past what the reply may still take.
+  """
+  def exactly(%__MODULE__{left: left} = c, n) when left != :infinity and n > left, do: past(c)
+
   def exactly(%__MODULE__{buf: buf} = c, n) when byte_size(buf) >= n do
-    {:ok, binary_part(buf, 0, n), %{c | buf: binary_part(buf, n, byte_size(buf) - n)}}
+    with {:ok, c} <- take(c, n),
+         do: {:ok, binary_part(buf, 0, n), %{c | buf: binary_part(buf, n, byte_size(buf) - n)}}
   end
 
   def exactly(c, n), do: with({:ok, c} <- more(c), do: exactly(c, n))
+
+  defp take(%__MODULE__{left: :infinity} = c, _n), do: {:ok, c}
+  defp take(%__MODULE__{left: left} = c, n) when n <= left, do: {:ok, %{c | left: left - n}}
+  defp take(c, _n), do: past(c)
+
+  defp past(_c),
+    do: {:error, :malformed, "the reply passed the bytes its command's reply may take"}
 
   defp more(%__MODULE__{socket: s, buf: buf, deadline: d} = c) do
     case remaining(d) do

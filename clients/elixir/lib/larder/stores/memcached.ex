@@ -35,6 +35,9 @@ defmodule Larder.Stores.Memcached do
   @item_overhead 50
   @thirty_days 2_592_000
   @max_prefix_lines 1000
+  # What one reply may take beyond a value: its line (which ends within 8 KiB) and the value's CR LF. Every reply
+  # is one line, or one line and one value within max_item, one per request (issue 32, decision (d)).
+  @allowance 16 * 1024
 
   @doc "A store handle for a parsed `memcached://` URL. Raises ArgumentError for a bad or unknown option."
   def open(%Store.URL{} = url) do
@@ -215,7 +218,7 @@ defmodule Larder.Stores.Memcached do
 
   # `VA <size> …` then the data, or `EN`: `{:ok, bytes | nil, conn}`.
   defp read_value(conn, m) do
-    with {:ok, line, conn} <- Conn.line(conn) do
+    with {:ok, line, conn} <- Conn.line(Conn.bound(conn, m.max_item + @allowance)) do
       case String.split(line, " ") do
         ["EN"] ->
           {:ok, nil, conn}
@@ -331,7 +334,7 @@ defmodule Larder.Stores.Memcached do
   # Sends `cmd`, reads one status line that must be one of `allowed`.
   defp simple(conn, cmd, allowed) do
     with {:ok, conn} <- Conn.send_all(conn, cmd),
-         {:ok, line, conn} <- Conn.line(conn) do
+         {:ok, line, conn} <- Conn.line(Conn.bound(conn, @allowance)) do
       cond do
         line in allowed -> {:ok, line, conn}
         String.starts_with?(line, ["SERVER_ERROR", "CLIENT_ERROR"]) -> {:answer, line, conn}
@@ -373,7 +376,7 @@ defmodule Larder.Stores.Memcached do
 
   # `VA <size> c<cas>` and the data, or `EN`: `{:ok, {bytes, cas} | nil, conn}`.
   defp read_cas_value(conn, m) do
-    with {:ok, line, conn} <- Conn.line(conn) do
+    with {:ok, line, conn} <- Conn.line(Conn.bound(conn, m.max_item + @allowance)) do
       case String.split(line, " ") do
         ["EN"] ->
           {:ok, nil, conn}
@@ -420,7 +423,7 @@ defmodule Larder.Stores.Memcached do
       result =
         single(m, skey, fn conn ->
           with {:ok, conn} <- Conn.send_all(conn, cmd),
-               {:ok, line, conn} <- Conn.line(conn) do
+               {:ok, line, conn} <- Conn.line(Conn.bound(conn, @allowance)) do
             case String.split(line, " ") do
               ["NF"] -> {:ok, :missing, conn}
               ["VA", size | _] -> read_number(conn, size)

@@ -40,7 +40,13 @@ defmodule Larder.Stores.Redis do
   ]
 
   @backend "redis"
-  @scan_items 100_000
+  # SCAN and SSCAN ask for this many members a call; Redis may return a few more (a bucket's chain), so a reply may
+  # hold up to 1,024 beyond it (issue 32, decision (d)).
+  @scan_count 1000
+  # What a reply may take beyond its values: a status, an integer, an error line (each line ends within 8 KiB).
+  @allowance 16 * 1024
+  # A bulk string's own framing ($<length> CR LF … CR LF).
+  @framing 32
 
   @doc "A store handle for a parsed `redis://` URL. Raises ArgumentError for a bad or unknown option."
   def open(%Store.URL{} = url) do
@@ -102,7 +108,7 @@ defmodule Larder.Stores.Redis do
   @impl Larder.Store
   def get(r, key) do
     with :ok <- StoreError.check_key(@backend, key),
-         {:ok, v} <- call(r, [["GET", skey(r, key)]], 1) do
+         {:ok, v} <- call(r, [["GET", skey(r, key)]], value_bound(r)) do
       case v do
         [nil] -> :miss
         [b] when is_binary(b) -> {:ok, b}
@@ -119,7 +125,7 @@ defmodule Larder.Stores.Redis do
 
     with :ok <- StoreError.check_keys(@backend, keys),
          {:ok, [values]} when is_list(values) and length(values) == length(keys) <-
-           call(r, [["MGET" | Enum.map(keys, &skey(r, &1))]], length(keys)) do
+           call(r, [["MGET" | Enum.map(keys, &skey(r, &1))]], values_bound(r, length(keys))) do
       {:ok, for({k, v} <- Enum.zip(keys, values), is_binary(v), into: %{}, do: {k, v})}
     else
       {:ok, _} -> malformed(r)
@@ -157,7 +163,7 @@ defmodule Larder.Stores.Redis do
         case Store.expiry(value, ttl, now) do
           exp when exp != nil and exp <= now ->
             if mode == [] do
-              with {:ok, _} <- call(r, [["DEL", k]], 1), do: {:ok, :past}
+              with {:ok, _} <- call(r, [["DEL", k]], status_bound()), do: {:ok, :past}
             else
               {:ok, :past}
             end
@@ -165,7 +171,7 @@ defmodule Larder.Stores.Redis do
           exp ->
             px = if exp, do: ["PXAT", Integer.to_string(exp)], else: []
 
-            with {:ok, [reply]} <- call(r, [["SET", k, value | px ++ mode]], 1) do
+            with {:ok, [reply]} <- call(r, [["SET", k, value | px ++ mode]], status_bound()) do
               if reply == "OK", do: tag(r, k, Store.entry_tags(value), exp)
               checked_reply(r, reply, fn x -> x in ["OK", nil] end)
             end
@@ -186,7 +192,7 @@ defmodule Larder.Stores.Redis do
   @impl Larder.Store
   def delete(r, key) do
     with :ok <- StoreError.check_key(@backend, key),
-         {:ok, [n]} <- call(r, [["DEL", skey(r, key)]], 1) do
+         {:ok, [n]} <- call(r, [["DEL", skey(r, key)]], status_bound()) do
       checked_reply(r, n, &is_integer/1)
       |> then(fn
         {:ok, n} -> {:ok, n > 0}
@@ -247,8 +253,13 @@ defmodule Larder.Stores.Redis do
     set_key = Keys.internal_key(r.prefix, "tag", tag)
 
     with {:ok, n} <-
-           scan_delete(r, fn cursor -> ["SSCAN", set_key, cursor, "COUNT", "1000"] end, "0", 0),
-         {:ok, _} <- call(r, [["DEL", set_key]], 1) do
+           scan_delete(
+             r,
+             fn cursor -> ["SSCAN", set_key, cursor, "COUNT", Integer.to_string(@scan_count)] end,
+             "0",
+             0
+           ),
+         {:ok, _} <- call(r, [["DEL", set_key]], status_bound()) do
       {:ok, n}
     end
   end
@@ -261,20 +272,27 @@ defmodule Larder.Stores.Redis do
       pattern =
         if r.prefix != "" and prefix == "", do: escape_glob(r.prefix) <> "*", else: pattern
 
-      scan_delete(r, fn cursor -> ["SCAN", cursor, "MATCH", pattern, "COUNT", "1000"] end, "0", 0)
+      scan_delete(
+        r,
+        fn cursor ->
+          ["SCAN", cursor, "MATCH", pattern, "COUNT", Integer.to_string(@scan_count)]
+        end,
+        "0",
+        0
+      )
     end
   end
 
   defp escape_glob(text), do: String.replace(text, ~r/[*?\[\]\\]/, "\\\\\\0")
 
   defp scan_delete(r, command, cursor, count) do
-    with {:ok, [reply]} <- call(r, [command.(cursor)], @scan_items) do
+    with {:ok, [reply]} <- call(r, [command.(cursor)], scan_bound(r)) do
       case reply do
         [next, members] when is_binary(next) and is_list(members) ->
           deleted =
             case Enum.filter(members, &is_binary/1) do
               [] -> {:ok, [0]}
-              ms -> call(r, [["DEL" | ms]], 1)
+              ms -> call(r, [["DEL" | ms]], status_bound())
             end
 
           with {:ok, [n]} when is_integer(n) <- deleted do
@@ -292,7 +310,7 @@ defmodule Larder.Stores.Redis do
 
   @impl Larder.Store
   def clear(%__MODULE__{prefix: ""} = r) do
-    with {:ok, ["OK"]} <- call(r, [["FLUSHDB"]], 1), do: :ok
+    with {:ok, ["OK"]} <- call(r, [["FLUSHDB"]], status_bound()), do: :ok
   end
 
   def clear(r), do: with({:ok, _} <- purge_prefix(r, ""), do: :ok)
@@ -304,9 +322,9 @@ defmodule Larder.Stores.Redis do
     {source, sha} = script(name)
     n = Integer.to_string(length(keys))
 
-    case call(r, [["EVALSHA", sha, n | keys ++ args]], 8) do
+    case call(r, [["EVALSHA", sha, n | keys ++ args]], status_bound()) do
       {:ok, [{:redis_error, "NOSCRIPT" <> _}]} ->
-        call(r, [["EVAL", source, n | keys ++ args]], 8) |> single_reply(r)
+        call(r, [["EVAL", source, n | keys ++ args]], status_bound()) |> single_reply(r)
 
       other ->
         single_reply(other, r)
@@ -329,8 +347,26 @@ defmodule Larder.Stores.Redis do
 
   defp name(r), do: "#{r.host}:#{r.port}"
 
-  # Pipelines `commands` on one connection and reads one reply each (each at most `max_items` elements).
-  defp call(r, commands, max_items) do
+  # What each command's whole reply may hold (spec/STORES.md §2; issue 32, decision (d)): its values, each within
+  # max_value, its bytes and its elements (the reply itself and every array member at any depth).
+  #
+  # GET: one value.
+  defp value_bound(r), do: RESP.bound(r.max_value, r.max_value + @allowance, 1)
+
+  # MGET of n keys: an array of n values.
+  defp values_bound(r, n),
+    do: RESP.bound(r.max_value, n * (r.max_value + @framing) + @allowance, 1 + n)
+
+  # SET, DEL, FLUSHDB, AUTH, SELECT and larder's scripts (spec/redis: an integer, nil or OK): one status, integer or
+  # error, never a value or an array.
+  defp status_bound, do: RESP.bound(@allowance, @allowance, 1)
+
+  # SCAN and SSCAN: a cursor and an array of keys (which Redis lets be up to max_value here).
+  defp scan_bound(r),
+    do: RESP.bound(r.max_value, r.max_value + @allowance, 3 + @scan_count + 1024)
+
+  # Pipelines `commands` on one connection and reads one reply each, each within `bound`.
+  defp call(r, commands, bound) do
     now = Store.now_ms()
 
     if Health.ejected?(r.id, 0, now) do
@@ -349,7 +385,7 @@ defmodule Larder.Stores.Redis do
 
       result =
         with {:ok, conn} <- Conn.open(pool, r.host, r.port, deadline, r.connect_timeout) do
-          case exchange(r, conn, commands, max_items) do
+          case exchange(r, conn, commands, bound) do
             {:ok, replies, conn} ->
               if Conn.clean?(conn),
                 do: Pool.checkin(pool, conn.socket),
@@ -375,7 +411,7 @@ defmodule Larder.Stores.Redis do
     end
   end
 
-  defp exchange(r, conn, commands, max_items) do
+  defp exchange(r, conn, commands, bound) do
     setup =
       if conn.fresh do
         auth =
@@ -389,9 +425,9 @@ defmodule Larder.Stores.Redis do
       end
 
     with {:ok, conn} <- Conn.send_all(conn, Enum.map(setup ++ commands, &RESP.command/1)),
-         {:ok, setup_replies, conn} <- replies(conn, length(setup), r.max_value, 1, []),
+         {:ok, setup_replies, conn} <- replies(conn, length(setup), status_bound(), []),
          :ok <- setup_ok(setup_replies),
-         {:ok, replies, conn} <- replies(conn, length(commands), r.max_value, max_items, []) do
+         {:ok, replies, conn} <- replies(conn, length(commands), bound, []) do
       {:ok, replies, %{conn | fresh: false}}
     end
   end
@@ -406,10 +442,10 @@ defmodule Larder.Stores.Redis do
     end
   end
 
-  defp replies(conn, 0, _, _, acc), do: {:ok, Enum.reverse(acc), conn}
+  defp replies(conn, 0, _, acc), do: {:ok, Enum.reverse(acc), conn}
 
-  defp replies(conn, n, mv, mi, acc) do
-    with {:ok, reply, conn} <- RESP.read(conn, mv, mi),
-         do: replies(conn, n - 1, mv, mi, [reply | acc])
+  defp replies(conn, n, bound, acc) do
+    with {:ok, reply, conn} <- RESP.read(conn, bound),
+         do: replies(conn, n - 1, bound, [reply | acc])
   end
 end

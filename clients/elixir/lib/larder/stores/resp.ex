@@ -1,9 +1,10 @@
 defmodule Larder.Stores.RESP do
   @moduledoc """
   RESP2, the Redis wire protocol, written and read with bounds (spec/STORES.md §2 "Replies are hostile too"): a
-  bulk string longer than `max_value` is refused when its length is announced, arrays nest at most 8 deep and
-  carry at most `max_items` elements (what the command can produce), lines end within 8 KiB, and everything is
-  read under the connection's total deadline (`Larder.Stores.Conn`). Debian's eredis would do the protocol, but
+  bulk string longer than `max_value` is refused when its length is announced, arrays nest at most 8 deep, a whole
+  reply holds at most the values and bytes its command can produce (`bound/3`: an array or value announced past
+  what is left is refused before it is read), lines end within 8 KiB, and everything is read under the
+  connection's total deadline (`Larder.Stores.Conn`). Debian's eredis would do the protocol, but
   it reads whatever a server announces and has no total deadline, so larder keeps its own here.
   """
 
@@ -20,28 +21,38 @@ defmodule Larder.Stores.RESP do
   defp bulk(a), do: ["$", Integer.to_string(IO.iodata_length(a)), "\r\n", a, "\r\n"]
 
   @doc """
-  One reply: `{:ok, reply, conn}` where a reply is a binary (simple or bulk), `nil`, an integer, a list, or
-  `{:redis_error, line}`; or `{:error, kind, message}`.
+  A bound on one whole reply: `value` the longest bulk string, `bytes` all its bytes (lines and values), `elements`
+  the values it may hold, itself and every array's members at every depth.
   """
-  def read(conn, max_value, max_items), do: read(conn, max_value, max_items, 0)
+  def bound(value, bytes, elements), do: %{value: value, bytes: bytes, elements: elements}
 
-  defp read(_conn, _mv, _mi, depth) when depth > @max_depth,
+  @doc """
+  One reply within `bound` (`bound/3`): `{:ok, reply, conn}` where a reply is a binary (simple or bulk), `nil`, an
+  integer, a list, or `{:redis_error, line}`; or `{:error, kind, message}`. An array or bulk string announced past
+  what the bound has left is refused before any of it is read.
+  """
+  def read(conn, %{value: mv, bytes: bytes, elements: elements}) do
+    with {:ok, reply, conn, _left} <- value(Conn.bound(conn, bytes), mv, elements - 1, 0),
+         do: {:ok, reply, conn}
+  end
+
+  defp value(_conn, _mv, _left, depth) when depth > @max_depth,
     do: {:error, :malformed, "a reply nested more than #{@max_depth} deep"}
 
-  defp read(conn, mv, mi, depth) do
+  defp value(conn, mv, left, depth) do
     with {:ok, line, conn} <- Conn.line(conn) do
       case line do
         "+" <> text ->
-          {:ok, text, conn}
+          {:ok, text, conn, left}
 
         "-" <> text ->
-          {:ok, {:redis_error, text}, conn}
+          {:ok, {:redis_error, text}, conn, left}
 
         ":" <> n ->
-          with_int(n, fn i -> {:ok, i, conn} end)
+          with_int(n, fn i -> {:ok, i, conn, left} end)
 
         "$-1" ->
-          {:ok, nil, conn}
+          {:ok, nil, conn, left}
 
         "$" <> n ->
           with_int(n, fn
@@ -49,25 +60,27 @@ defmodule Larder.Stores.RESP do
               malformed("a negative bulk length")
 
             len when len > mv ->
-              malformed("a value of #{len} bytes announced; max_value is #{mv}")
+              malformed("a value of #{len} bytes announced where at most #{mv} can come")
 
             len ->
-              bulk_body(conn, len)
+              if Conn.room(conn) != :infinity and len + 2 > Conn.room(conn),
+                do: malformed("a value of #{len} bytes announced past what this reply may take"),
+                else: bulk_body(conn, len, left)
           end)
 
         "*-1" ->
-          {:ok, nil, conn}
+          {:ok, nil, conn, left}
 
         "*" <> n ->
           with_int(n, fn
             count when count < 0 ->
               malformed("a negative array length")
 
-            count when count > mi ->
-              malformed("an array of #{count} elements where at most #{mi} can come")
+            count when count > left ->
+              malformed("an array of #{count} elements where at most #{left} more can come")
 
             count ->
-              elements(conn, count, [], mv, mi, depth + 1)
+              elements(conn, count, [], mv, left - count, depth + 1)
           end)
 
         _ ->
@@ -76,19 +89,19 @@ defmodule Larder.Stores.RESP do
     end
   end
 
-  defp bulk_body(conn, len) do
+  defp bulk_body(conn, len, left) do
     case Conn.exactly(conn, len + 2) do
-      {:ok, <<data::binary-size(len), "\r\n">>, conn} -> {:ok, data, conn}
+      {:ok, <<data::binary-size(len), "\r\n">>, conn} -> {:ok, data, conn, left}
       {:ok, _, _} -> malformed("a bulk string without its CR LF")
       e -> e
     end
   end
 
-  defp elements(conn, 0, acc, _, _, _), do: {:ok, Enum.reverse(acc), conn}
+  defp elements(conn, 0, acc, _, left, _), do: {:ok, Enum.reverse(acc), conn, left}
 
-  defp elements(conn, n, acc, mv, mi, depth) do
-    with {:ok, item, conn} <- read(conn, mv, mi, depth),
-         do: elements(conn, n - 1, [item | acc], mv, mi, depth)
+  defp elements(conn, n, acc, mv, left, depth) do
+    with {:ok, item, conn, left} <- value(conn, mv, left, depth),
+         do: elements(conn, n - 1, [item | acc], mv, left, depth)
   end
 
   defp with_int(text, fun) do
