@@ -1,7 +1,8 @@
 """The file store deletes only files it wrote (spec/STORES.md §7): links planted under the root, at the file or the
-directory level, are never followed (read, written through, descended into or deleted); foreign files (wrong names,
-wrong magic, a key that does not hash to the name, FIFOs) are left alone, not counted toward capacity, and reported
-by `stats().foreign_files`. Every attack here is what anyone who can write to the directory could do."""
+directory level, are never followed by any operation (read, written through, replaced, descended into or deleted);
+foreign files (wrong names, wrong magic, a key that does not hash to the name, FIFOs) are left alone, not counted
+toward capacity, and reported by `stats().foreign_files`; what the store creates is its owner's alone unless
+`mode=` says otherwise. Every attack here is what anyone who can write to the directory could do."""
 
 from __future__ import annotations
 
@@ -54,9 +55,9 @@ def test_a_link_in_place_of_a_file_is_a_miss_and_is_never_deleted(dirs: tuple[Pa
     assert secret.read_bytes() == file_bytes("victim", b"read through a link")
     assert store.stats().foreign_files == 1
     assert store.stats().entries == 0
-    store.set("victim", b"again")  # the rename replaces the link, and writes nothing through it
-    assert not path.is_symlink()
-    assert store.get("victim") == b"again"
+    with pytest.raises(ServerError, match="symbolic link"):
+        store.set("victim", b"again")  # a write neither writes through the link nor replaces it
+    assert path.is_symlink()
     assert secret.read_bytes() == file_bytes("victim", b"read through a link")
 
 
@@ -170,3 +171,90 @@ def test_the_scan_counts_what_it_met_and_writers_race_safely(dirs: tuple[Path, P
     assert not errors
     stats = store.stats()
     assert (stats.entries, stats.foreign_files) == (200, 0)
+
+
+def _walk(directory: Path) -> list[str]:
+    return sorted(str(p) for p in directory.rglob("*"))
+
+
+@pytest.mark.parametrize("level", ["first shard", "second shard", "entry"])
+def test_a_link_in_any_component_is_followed_by_no_operation(dirs: tuple[Path, Path], level: str) -> None:
+    """Issue 32, finding 2: each link leads to a file of the store's own form for its key, so a store that followed
+    it would read a hit, delete it, or create a file beside it."""
+    root, outside = dirs
+    key = "linked-" + level.replace(" ", "-")
+    h = hashlib.sha256(key.encode()).hexdigest()
+    (outside / h[2:4]).mkdir()
+    if level == "first shard":
+        planted = outside / h[2:4] / h
+        (root / h[:2]).symlink_to(outside, target_is_directory=True)
+        link = root / h[:2]
+    elif level == "second shard":
+        planted = outside / h
+        (root / h[:2]).mkdir()
+        (root / h[:2] / h[2:4]).symlink_to(outside, target_is_directory=True)
+        link = root / h[:2] / h[2:4]
+    else:
+        planted = outside / "precious"
+        (root / h[:2] / h[2:4]).mkdir(parents=True)
+        (root / h[:2] / h[2:4] / h).symlink_to(planted)
+        link = root / h[:2] / h[2:4] / h
+    planted.write_bytes(file_bytes(key, b"planted"))
+    before = _walk(outside)
+    store = open_store(f"file://{root}")
+    assert store.get(key) is None, "get read through the link"
+    assert store.get_many([key]) == [None]
+    with pytest.raises(ServerError):
+        store.set(key, b"mine")
+    with pytest.raises(ServerError):
+        store.set_many([(key, b"mine")])
+    with pytest.raises(ServerError):
+        store.add(key, b"mine")
+    with pytest.raises(ServerError):
+        store.incr(key, 1)
+    assert store.delete(key) is False, "a delete through a link is a no-op"
+    assert store.delete_many([key]) == 0
+    assert store.delete_if(key, b"planted") is False
+    store.purge_prefix("")
+    store.purge_tag("t")
+    store.clear()
+    assert store.stats().entries == 0
+    assert link.is_symlink(), "the link is left as it is"
+    assert planted.read_bytes() == file_bytes(key, b"planted"), "its target is untouched"
+    assert _walk(outside) == before, "nothing was created or removed behind the link"
+
+
+def _umask() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("Umask:"):
+            return int(line.split()[1], 8)
+    raise AssertionError("no Umask line")
+
+
+@pytest.mark.parametrize(("option", "file_mode", "dir_mode"), [("", 0o600, 0o700), ("?mode=0640", 0o640, 0o750)])
+def test_files_are_the_owner_s_alone_unless_mode_says_otherwise(
+    tmp_path: Path, option: str, file_mode: int, dir_mode: int
+) -> None:
+    """Issue 32, finding 6: values were created 0644 and directories 0755, so a cache of private pages was
+    world-readable. The umask may narrow the modes further."""
+    mask = _umask()
+    root = tmp_path / "cache"
+    store = open_store(f"file://{root}{option}")
+    store.set("k", b"v")
+    store.add("a", b"v")
+    path = layout(root, "k")
+    lock = layout(root, "a").parent / ".lock"
+
+    def mode(p: Path) -> int:
+        return p.stat().st_mode & 0o7777
+
+    assert mode(root) == dir_mode & ~mask
+    assert (mode(path.parent.parent), mode(path.parent)) == (dir_mode & ~mask, dir_mode & ~mask)
+    assert mode(path) == file_mode & ~mask
+    assert mode(lock) == file_mode & ~mask
+
+
+@pytest.mark.parametrize("bad", ["0400", "0200", "4600", "0680", "60", "00600", "rw"])
+def test_a_mode_that_is_not_the_owner_s_read_and_write_is_a_url_error(tmp_path: Path, bad: str) -> None:
+    with pytest.raises(larder.stores.UrlError, match="mode"):
+        open_store(f"file://{tmp_path}?mode={bad}")

@@ -1,13 +1,15 @@
 """The file store's filesystem access, without ever following a symbolic link below its root (spec/STORES.md §7,
-"A file store deletes only files it wrote").
+"A file store deletes only files it wrote" and "Links are never followed below the root").
 
 Anyone who can write to the store's directory can plant links and files in it; capacity eviction, purges and
 `clear` delete files, and reads return what files hold. So every path is opened one component at a time from a
 directory descriptor, each with `O_NOFOLLOW` (a link is `ELOOP`, never followed), files are read only when `fstat`
-says they are regular, written as a temporary file renamed over the name (which replaces a link rather than writing
-through it), and deleted by name within a directory opened this way. A file is the store's own only when it proves
-it: `<2 hex>/<2 hex>/<64 hex>` under those directories, a regular file starting with `LDR1`, a key length that fits
-the file, and a key whose SHA-256 is the name. Python's `pathlib` and `open` follow links, hence this module.
+says they are regular, written as a temporary file renamed over the name (a write refuses a link at the name,
+`is_link`, rather than replace it), and deleted by name within a directory opened this way. A file is the store's
+own only when it proves it: `<2 hex>/<2 hex>/<64 hex>` under those directories, a regular file starting with
+`LDR1`, a key length that fits the file, and a key whose SHA-256 is the name. Python's `pathlib` and `open` follow
+links, hence this module. What the store creates gets its `mode` (files; default 0o600) and `dir_mode` of it
+(directories), narrowed by the umask.
 """
 
 from __future__ import annotations
@@ -41,16 +43,29 @@ class NotOurs(Exception):
     """A path component that is a link, not a directory, or missing: nothing this store made is there."""
 
 
-def open_dirs(root: Path, parts: Sequence[str], *, create: bool) -> int:
-    """A descriptor of `root/parts…` (the caller closes it), each part opened (and, with `create`, made) without
-    following a link; `NotOurs` when one is missing (without `create`), a link or not a directory. The root itself
-    is the operator's choice and may be a link."""
-    if create:
-        root.mkdir(parents=True, exist_ok=True)
+def dir_mode(mode: int) -> int:
+    """The mode of the directories the store creates for file mode `mode`: a search bit wherever there is a read bit
+    (0o600 → 0o700, 0o640 → 0o750)."""
+    return mode | ((mode & 0o444) >> 2)
+
+
+def open_root(root: Path, *, create: int | None = None) -> int:
+    """A descriptor of the root (which may be a link: the operator's choice), made with the directory mode `create`
+    (and its parents) when it is missing and `create` is given."""
     try:
-        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        return os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except FileNotFoundError:
-        raise NotOurs("missing") from None
+        if create is None:
+            raise NotOurs("missing") from None
+    os.makedirs(root, mode=create, exist_ok=True)
+    return os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
+
+def open_dirs(root: Path, parts: Sequence[str], *, create: int | None = None) -> int:
+    """A descriptor of `root/parts…` (the caller closes it), each part opened (and, with `create`, a directory mode,
+    made) without following a link; `NotOurs` when one is missing (without `create`), a link or not a directory. The
+    root itself is the operator's choice and may be a link."""
+    fd = open_root(root, create=create)
     try:
         for part in parts:
             child = _open_dir(fd, part, create)
@@ -62,18 +77,18 @@ def open_dirs(root: Path, parts: Sequence[str], *, create: bool) -> int:
     return fd
 
 
-def _open_dir(parent: int, name: str, create: bool) -> int:
+def _open_dir(parent: int, name: str, create: int | None) -> int:
     try:
         return os.open(name, _DIR, dir_fd=parent)
     except FileNotFoundError:
-        if not create:
+        if create is None:
             raise NotOurs("missing") from None
     except OSError as e:
         if e.errno in _NOT_OURS_ERRNOS:
             raise NotOurs("a symbolic link or not a directory") from None
         raise
     with contextlib.suppress(FileExistsError):
-        os.mkdir(name, 0o777, dir_fd=parent)
+        os.mkdir(name, create, dir_fd=parent)
     try:
         return os.open(name, _DIR, dir_fd=parent)
     except OSError as e:
@@ -149,6 +164,14 @@ def own_file(parent: int, name: str, *, want_key: str | None = None, read_value:
     return OwnFile((name[:2], name[2:4]), name, st.st_size, st.st_mtime_ns, st.st_ino, key, expires, value)
 
 
+def is_link(parent: int, name: str) -> bool:
+    """Whether `name` in the directory `parent` is a symbolic link (not followed)."""
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        return False
+
+
 def unlink_quietly(parent: int, name: str) -> None:
     """Removes the name `name` from the directory `parent` (a link is removed, never followed)."""
     with contextlib.suppress(FileNotFoundError):
@@ -158,7 +181,7 @@ def unlink_quietly(parent: int, name: str) -> None:
 def delete_own(root: Path, file: OwnFile) -> bool:
     """Deletes `file` if its name still holds that same file of the store's; True if it did."""
     try:
-        parent = open_dirs(root, file.shard, create=False)
+        parent = open_dirs(root, file.shard)
     except NotOurs:
         return False
     try:
@@ -171,10 +194,10 @@ def delete_own(root: Path, file: OwnFile) -> bool:
         os.close(parent)
 
 
-def replace_file(parent: int, name: str, temp: str, data: bytes) -> None:
-    """Writes `data` to the new file `temp`, then renames it over `name`: a reader sees the old file or the new
-    one, and a link at `name` is replaced, not written through."""
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=parent)
+def replace_file(parent: int, name: str, temp: str, data: bytes, mode: int) -> None:
+    """Writes `data` to the new file `temp` (created with `mode`), then renames it over `name`: a reader sees the
+    old file or the new one, and nothing is written through a link. (The caller refuses a link at `name` first.)"""
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=parent)
     try:
         with open(fd, "wb", closefd=True) as f:
             f.write(data)
@@ -185,10 +208,10 @@ def replace_file(parent: int, name: str, temp: str, data: bytes) -> None:
 
 
 @contextmanager
-def exclusive_lock(parent: int, name: str) -> Iterator[None]:
-    """Holds an exclusive `flock` on the regular file `name` (created if missing) in `parent`."""
+def exclusive_lock(parent: int, name: str, mode: int) -> Iterator[None]:
+    """Holds an exclusive `flock` on the regular file `name` (created with `mode` if missing) in `parent`."""
     try:
-        fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=parent)
+        fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode, dir_fd=parent)
     except OSError as e:
         if e.errno in _NOT_OURS_ERRNOS:
             raise NotOurs("the lock file is a symbolic link or not a file") from None

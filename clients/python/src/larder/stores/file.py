@@ -7,10 +7,12 @@ hold an exclusive `flock` on the shard's `.lock` while they read and write. `cap
 files: past it a writer deletes the oldest files until the total is under 90%.
 
 The store deletes only files it wrote (§7): every path below the root is walked one directory at a time with
-`O_NOFOLLOW` (dirfd.py), so a symbolic link, at any level, is never followed, read through, written through or
-deleted; scans (capacity, purges, `clear`, `stats`) count, evict or purge only regular files named `<64 hex>` in
-their `<2 hex>/<2 hex>` shard that start with `LDR1`, whose key length fits and whose key hashes to the name.
-Everything else is foreign: left alone and reported by `stats().foreign_files`.
+`O_NOFOLLOW` (dirfd.py), so a symbolic link, at any level, is never followed, read through, written through,
+replaced or deleted (a read meets it as a miss, a delete as a no-op, a write as an error); scans (capacity,
+purges, `clear`, `stats`) count, evict or purge only regular files named `<64 hex>` in their `<2 hex>/<2 hex>`
+shard that start with `LDR1`, whose key length fits and whose key hashes to the name. Everything else is foreign:
+left alone and reported by `stats().foreign_files`. Files are created with `mode` (default 0o600: a cache of
+private pages is its owner's alone) and directories with `dirfd.dir_mode(mode)`.
 """
 
 from __future__ import annotations
@@ -43,6 +45,16 @@ from .dirfd import HEADER, MAGIC
 from .url import StoreUrl
 
 RESCAN_SECONDS: Final = 60.0
+#: The mode of value files without `mode=`: the owner's alone.
+DEFAULT_MODE: Final = 0o600
+
+
+def parse_mode(text: str) -> int | None:
+    """`mode=`: three or four octal digits of permission bits that let the owner read and write; None otherwise."""
+    if not (3 <= len(text) <= 4) or any(c not in "01234567" for c in text):
+        return None
+    mode = int(text, 8)
+    return mode if mode <= 0o777 and mode & 0o600 == 0o600 else None
 
 
 def parse(data: bytes) -> tuple[str, int, bytes] | None:
@@ -68,12 +80,18 @@ class FileStore(Store):
 
     backend = "file"
 
-    def __init__(self, root: str | os.PathLike[str], *, prefix: str = "", capacity: int = 0) -> None:
+    def __init__(
+        self, root: str | os.PathLike[str], *, prefix: str = "", capacity: int = 0, mode: int = DEFAULT_MODE
+    ) -> None:
+        if isinstance(mode, bool) or not isinstance(mode, int) or mode > 0o777 or mode & 0o600 != 0o600:
+            raise ValueError(f"mode must be permission bits that let the owner read and write, not {mode!r}")
         self.root = Path(root)
         self.prefix = prefix
         self.capacity = capacity
+        self.mode = mode
+        self.dir_mode = dirfd.dir_mode(mode)
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
+            os.close(dirfd.open_root(self.root, create=self.dir_mode))
         except OSError as e:
             raise ServerError(self.backend, f"cannot create {self.root}: {e}", str(self.root)) from None
         self._lock = threading.Lock()
@@ -87,10 +105,17 @@ class FileStore(Store):
         url.no_hosts()
         prefix = url.take("prefix") or ""
         capacity = url.take_size("capacity", 0)
+        mode_text = url.take("mode")
         url.finish()
+        mode = DEFAULT_MODE if mode_text is None else parse_mode(mode_text)
+        if mode is None:
+            raise url.error(
+                f"mode={mode_text!r}: give three or four octal digits of permission bits that let the owner read "
+                "and write, such as 0600 (the default) or 0640"
+            )
         if len(url.path) < 2:
             raise url.error("file:// needs a directory: file:///var/cache/larder")
-        return cls(url.path, prefix=prefix, capacity=capacity)
+        return cls(url.path, prefix=prefix, capacity=capacity, mode=mode)
 
     # ------------------------------------------------------------------------------------------ layout
 
@@ -105,7 +130,7 @@ class FileStore(Store):
         """The shard directory of `name`, opened without following links: None when it is missing or is not a
         directory this store could have made, unless `create`, which makes it (or raises)."""
         try:
-            fd: int | None = dirfd.open_dirs(self.root, (name[:2], name[2:4]), create=create)
+            fd: int | None = dirfd.open_dirs(self.root, (name[:2], name[2:4]), create=self.dir_mode if create else None)
         except dirfd.NotOurs as e:
             if create:
                 raise self._error(f"{self.root}/{name[:2]}/{name[2:4]}: {e}") from None
@@ -148,7 +173,12 @@ class FileStore(Store):
         with self._shard(name, create=True) as shard:
             assert shard is not None
             try:
-                dirfd.replace_file(shard, name, f".{name}.{secrets.token_hex(8)}.tmp", data)
+                if dirfd.is_link(shard, name):
+                    raise self._error(
+                        f"{self.root}/{name[:2]}/{name[2:4]}/{name} is a symbolic link: the file store does not write "
+                        "through or replace links"
+                    )
+                dirfd.replace_file(shard, name, f".{name}.{secrets.token_hex(8)}.tmp", data, self.mode)
             except OSError as e:
                 raise self._error(f"{name}: {e}") from None
         if self.capacity:
@@ -174,7 +204,7 @@ class FileStore(Store):
         with self._shard(name, create=True) as shard:
             assert shard is not None
             try:
-                with dirfd.exclusive_lock(shard, ".lock"):
+                with dirfd.exclusive_lock(shard, ".lock", self.mode):
                     yield
             except dirfd.NotOurs as e:
                 raise self._error(f"{name[:2]}/{name[2:4]}/.lock: {e}") from None
@@ -270,6 +300,9 @@ class FileStore(Store):
 
     def delete_if(self, key: str, expected: bytes) -> bool:
         stored = self._key(key)
+        if self._read(stored, now_ms()) != bytes(expected):
+            # Nothing to delete (absent, or behind a link): no lock, and no shard directory made.
+            return False
         with self._locked(stored):
             if self._read(stored, now_ms()) != bytes(expected):
                 return False
