@@ -171,8 +171,8 @@ defmodule Larder.Stores.Redis do
           exp ->
             px = if exp, do: ["PXAT", Integer.to_string(exp)], else: []
 
-            with {:ok, [reply]} <- call(r, [["SET", k, value | px ++ mode]], status_bound()) do
-              if reply == "OK", do: tag(r, k, Store.entry_tags(value), exp)
+            with {:ok, [reply]} <- call(r, [["SET", k, value | px ++ mode]], status_bound()),
+                 :ok <- if(reply == "OK", do: tag(r, k, Store.entry_tags(value), exp), else: :ok) do
               checked_reply(r, reply, fn x -> x in ["OK", nil] end)
             end
         end
@@ -180,12 +180,23 @@ defmodule Larder.Stores.Redis do
     end
   end
 
-  # Adds the stored key to each tag's set (tag.lua), after the SET.
+  # Adds the stored key to each tag's set (tag.lua), after the SET. A tag that cannot be recorded would leave the
+  # entry out of its purge, so the entry is deleted (as far as the server lets it be) and the write is the error.
   defp tag(_r, _k, [], _exp), do: :ok
 
   defp tag(r, k, tags, exp) do
-    Enum.each(tags, fn t ->
-      script(r, :tag, [Keys.internal_key(r.prefix, "tag", t)], [k, Integer.to_string(exp || 0)])
+    Enum.reduce_while(tags, :ok, fn t, :ok ->
+      case script(r, :tag, [Keys.internal_key(r.prefix, "tag", t)], [
+             k,
+             Integer.to_string(exp || 0)
+           ]) do
+        {:ok, 1} ->
+          {:cont, :ok}
+
+        failed ->
+          call(r, [["DEL", k]], status_bound())
+          {:halt, with({:ok, _} <- failed, do: malformed(r))}
+      end
     end)
   end
 
