@@ -78,6 +78,85 @@ class FileStoreTest < Minitest::Test
     FileUtils.rm_rf(outside) if outside
   end
 
+  # Issue 32, finding 2 (spec/STORES.md §7, "Links are never followed below the root"): a link at the first shard
+  # level, the second, or the entry's name leads to a file of the store's own form for its key, so a store that
+  # followed it would read a hit, delete it, or create a file beside it. No operation does any of these.
+  def test_a_link_in_any_component_is_followed_by_no_operation
+    %w[first second entry].each do |level|
+      outside = Dir.mktmpdir("larder-rb-outside-")
+      key = "linked-#{level}"
+      hash = sha(key)
+      FileUtils.mkdir_p(File.join(outside, hash[2, 2]))
+      planted, link = plant_link(level, hash, outside)
+      File.binwrite(planted, "LDR1".b + [0, key.bytesize].pack("Q<S<") + key.b + "planted".b)
+      before = Dir.glob("#{outside}/**/*", File::FNM_DOTMATCH).sort
+      every_operation_refuses(key)
+      assert File.symlink?(link), "#{level}: the link is left as it is"
+      assert_equal "planted", File.binread(planted).byteslice(14 + key.bytesize, 7), "#{level}: its target untouched"
+      assert_equal before, Dir.glob("#{outside}/**/*", File::FNM_DOTMATCH).sort, "#{level}: a file made behind it"
+    ensure
+      FileUtils.rm_rf(outside) if outside
+    end
+  end
+
+  # [the planted file, the link] for a link at `level` (first or second shard directory, or the entry).
+  def plant_link(level, hash, outside)
+    case level
+    when "first"
+      File.symlink(outside, File.join(@dir, hash[0, 2]))
+      [File.join(outside, hash[2, 2], hash), File.join(@dir, hash[0, 2])]
+    when "second"
+      FileUtils.mkdir_p(File.join(@dir, hash[0, 2]))
+      File.symlink(outside, File.join(@dir, hash[0, 2], hash[2, 2]))
+      [File.join(outside, hash), File.join(@dir, hash[0, 2], hash[2, 2])]
+    else
+      File.symlink(File.join(outside, "precious"), own_path(key_of(hash)))
+      [File.join(outside, "precious"), own_path(key_of(hash))]
+    end
+  end
+
+  def key_of(hash)
+    %w[linked-first linked-second linked-entry].find { |key| sha(key) == hash }
+  end
+
+  def every_operation_refuses(key)
+    assert_nil store.get(key), "#{key}: get read through the link"
+    assert_equal [nil], store.get_many([key])
+    assert_raises(Larder::StoreError) { store.set(key, "mine") }
+    assert_raises(Larder::StoreError) { store.set_many({ key => "mine" }) }
+    assert_equal 0, store.delete_many([key])
+    assert_raises(Larder::StoreError) { store.add(key, "mine") }
+    assert_raises(Larder::StoreError) { store.incr(key, 1) }
+    refute store.delete(key), "#{key}: a delete through a link is a no-op"
+    refute store.delete_if(key, "planted"), "#{key}: delete_if through a link is a no-op"
+    store.purge_prefix("")
+    store.purge_tag("t")
+    store.clear
+    assert_equal 0, store.stats[:files]
+  end
+
+  # Issue 32, finding 6: values were created 0644 and directories 0755, so a cache of private pages was
+  # world-readable. Files are 0600 and directories 0700 unless `mode=` says otherwise; the umask may narrow them.
+  def test_files_are_the_owners_alone_unless_mode_says_otherwise
+    mask = File.umask
+    [["", 0o600, 0o700], ["?mode=0640", 0o640, 0o750]].each do |option, file_mode, dir_mode|
+      root = File.join(Dir.mktmpdir("larder-rb-mode-"), "cache")
+      files = Larder::Stores.open("file://#{root}#{option}")
+      files.set("k", "v")
+      files.add("a", "v")
+      path = File.join(root, sha("k")[0, 2], sha("k")[2, 2], sha("k"))
+      lock = File.join(root, sha("a")[0, 2], sha("a")[2, 2], ".lock")
+      mode = ->(p) { File.stat(p).mode & 0o7777 }
+      assert_equal [dir_mode & ~mask] * 3, [root, File.dirname(path, 2), File.dirname(path)].map(&mode)
+      assert_equal [file_mode & ~mask] * 2, [path, lock].map(&mode), option
+    ensure
+      FileUtils.rm_rf(File.dirname(root)) if root
+    end
+    %w[0400 0200 4600 0680 60 00600 rw].each do |bad|
+      assert_raises(Larder::UrlError, bad) { Larder::Stores.open("file://#{@dir}?mode=#{bad}") }
+    end
+  end
+
   # Fresh keys whose shard is not the linked directory (a write there is refused: it never goes through a link).
   def keys_beside_the_link(count)
     (0..).lazy.map { |i| unique("mine-#{i}") }.reject { |key| sha(key)[0, 2] == sha("linked")[0, 2] }.first(count)

@@ -13,41 +13,68 @@ module Larder
     # `flock` on the shard's `.lock`. Any number of processes may share the directory.
     #
     # It deletes only files it wrote (§7): scans (capacity, purges, clear, stats) go through FileScan, which never
-    # follows a link and takes a file for larder's only when it proves it; reads open files with O_NOFOLLOW and
-    # refuse shard directories that are links, so no writer of the directory can make larder read or delete a file
-    # outside it.
+    # follows a link and takes a file for larder's only when it proves it. No link below the root is followed by
+    # any operation ("Links are never followed below the root"): each shard directory is lstat'ed before it is used
+    # (and made one level at a time, never with mkdir -p through a link), files are opened with O_NOFOLLOW, and a
+    # name is deleted only while lstat still shows the file that was read or scanned. A link makes a read a miss, a
+    # delete a no-op and a write an error, and is left as it is, with its target. (Ruby has no openat, so a link
+    # swapped in between a check and its use is caught by the next check, not by the kernel as in Python and Rust.)
+    # Files are created with `mode` (default 0600: a cache of private pages is its owner's alone), directories with
+    # a search bit wherever the mode has a read bit.
     class File < Base
       BACKEND = "file"
       MAGIC = "LDR1".b.freeze
       HEADER = 14
       SWEEP_EVERY = 100
+      DEFAULT_MODE = 0o600
 
       def self.from_url(url)
         raise UrlError, "#{url.redacted}: file:// takes no host" unless url.hosts.empty?
         raise UrlError, "#{url.redacted}: file:// needs a directory" if url.path.empty?
 
-        new(url.path, prefix: url.take("prefix", ""), capacity: url.take_size("capacity", nil))
+        mode = url.take("mode", nil)
+        new(url.path, prefix: url.take("prefix", ""), capacity: url.take_size("capacity", nil),
+                      mode: mode.nil? ? DEFAULT_MODE : parse_mode(url, mode))
       end
 
-      def initialize(root, prefix: "", capacity: nil)
+      # `mode=`: three or four octal digits of permission bits that let the owner read and write.
+      def self.parse_mode(url, text)
+        mode = text.match?(/\A[0-7]{3,4}\z/) ? text.to_i(8) : nil
+        return mode if mode && mode <= 0o777 && (mode & 0o600) == 0o600
+
+        raise UrlError, "#{url.redacted}: mode=#{text.inspect}: give three or four octal digits of permission bits " \
+                        "that let the owner read and write, such as 0600 (the default) or 0640"
+      end
+
+      # The mode of the directories made for file mode `mode`: a search bit wherever there is a read bit.
+      def self.dir_mode(mode)
+        mode | ((mode & 0o444) >> 2)
+      end
+
+      def initialize(root, prefix: "", capacity: nil, mode: DEFAULT_MODE)
         super(prefix: prefix)
+        unless mode.is_a?(Integer) && mode <= 0o777 && (mode & 0o600) == 0o600
+          raise ArgumentError, "mode must be permission bits that let the owner read and write, not #{mode.inspect}"
+        end
+
         @root = root
         @capacity = capacity
+        @mode = mode
+        @dir_mode = self.class.dir_mode(mode)
         @writes = 0
-        FileUtils.mkdir_p(root)
+        FileUtils.mkdir_p(root, mode: @dir_mode)
       end
 
       def get(key)
         stored = stored_key(key)
-        read(path_of(stored), stored)&.last
+        read(path_of(stored), stored)&.[](1)
       end
 
       def set(key, value, ttl: nil)
         stored = stored_key(key)
         expiry = Base.expiry_ms(value, ttl)
         if expiry && expiry <= Larder.now_ms
-          path = path_of(stored)
-          unlink(path) if read(path, stored)
+          remove(stored)
         else
           write(stored, value, expiry)
         end
@@ -86,37 +113,40 @@ module Larder
 
       def delete_if(key, expected)
         stored = stored_key(key)
+        # Nothing to delete (absent, or behind a link): no lock is taken, and no shard directory made.
+        found = read(path_of(stored), stored)
+        return false unless found && found[1] == expected.b
+
         locked(stored) do
           found = read(path_of(stored), stored)
-          next false unless found && found.last == expected.b
+          next false unless found && found[1] == expected.b
 
-          unlink(path_of(stored))
+          unlink_own(path_of(stored), found[2])
         end
       end
 
       def delete(key)
-        stored = stored_key(key)
-        return false unless read(path_of(stored), stored)
-
-        unlink(path_of(stored))
+        remove(stored_key(key))
       end
 
       def clear
         return purge_prefix("").then { nil } unless @keys.prefix.empty?
 
-        FileScan.new(@root).files.each { |file| unlink(file.path) }
+        FileScan.new(@root).files.each { |file| unlink_own(file.path, file.ino) }
         nil
       end
 
       def purge_prefix(prefix)
         stored_prefix = (@keys.prefix + check_prefix(prefix)).b
-        FileScan.new(@root).files.count { |file| file.key.start_with?(stored_prefix) && unlink(file.path) }
+        FileScan.new(@root).files.count do |file|
+          file.key.start_with?(stored_prefix) && unlink_own(file.path, file.ino)
+        end
       end
 
       def purge_tag(tag)
         FileScan.new(@root).files.count do |file|
           file.key.start_with?(@keys.prefix.b) && Base.entry_tags(file.value || "".b).include?(tag) &&
-            unlink(file.path)
+            unlink_own(file.path, file.ino)
         end
       end
 
@@ -135,15 +165,16 @@ module Larder
         ::File.join(@root, hash[0, 2], hash[2, 2], hash)
       end
 
-      # [expires_at or nil, value] of the file for `stored`, or nil: a missing file, a link (at the file or a shard
-      # directory), another key, or an expired file (which is deleted).
+      # [expires_at or nil, value, inode] of the file for `stored`, or nil: a missing file, a link (at the file or a
+      # shard directory), anything but a regular file, another key, or an expired file (which is deleted).
       def read(path, stored)
         return nil unless FileScan.shard_dirs_real?(path)
 
-        data = ::File.open(path, ::File::RDONLY | ::File::NOFOLLOW) do |file|
-          next nil unless file.stat.file?
+        data, ino = ::File.open(path, ::File::RDONLY | ::File::NOFOLLOW | ::File::NONBLOCK) do |file|
+          stat = file.stat
+          next nil unless stat.file?
 
-          file.binmode.read
+          [file.binmode.read, stat.ino]
         end
         return nil if data.nil? || data.bytesize < HEADER || data.byteslice(0, 4) != MAGIC
 
@@ -151,21 +182,33 @@ module Larder
         return nil if data.byteslice(HEADER, key_length) != stored.b
 
         if expires_at.positive? && expires_at <= Larder.now_ms
-          unlink(path)
+          unlink_own(path, ino)
           return nil
         end
-        [expires_at.zero? ? nil : expires_at, data.byteslice(HEADER + key_length, data.bytesize)]
-      rescue Errno::ENOENT, Errno::ENOTDIR, Errno::ELOOP, Errno::EISDIR
+        [expires_at.zero? ? nil : expires_at, data.byteslice(HEADER + key_length, data.bytesize), ino]
+      rescue Errno::ENOENT, Errno::ENOTDIR, Errno::ELOOP, Errno::EISDIR, Errno::ENXIO
         nil
+      end
+
+      # Deletes the file of `stored` if it is this key's; whether it held a live value (a link is a no-op).
+      def remove(stored)
+        path = path_of(stored)
+        found = read(path, stored)
+        found ? unlink_own(path, found[2]) : false
       end
 
       def write(stored, value, expiry)
         path = path_of(stored)
         dir = shard_dir(path)
+        if ::File.symlink?(path)
+          raise StoreError.new(BACKEND, "#{path} is a symbolic link: the file store does not write through or " \
+                                        "replace links")
+        end
+
         temp = ::File.join(dir, ".#{::File.basename(path)}.#{SecureRandom.hex(6)}.tmp")
         key = stored.b
         flags = ::File::WRONLY | ::File::CREAT | ::File::EXCL | ::File::NOFOLLOW | ::File::BINARY
-        ::File.open(temp, flags, 0o644) do |file|
+        ::File.open(temp, flags, @mode) do |file|
           file.write(MAGIC, [expiry || 0, key.bytesize].pack("Q<S<"), key, value.b)
         end
         ::File.rename(temp, path)
@@ -175,30 +218,55 @@ module Larder
         raise StoreError.new(BACKEND, "cannot write #{path}: #{e.message}")
       end
 
-      # The shard directory of `path`, made if missing; a shard directory that is a link is an error.
+      # The shard directory of `path`. Each level is lstat'ed before it is used and made (with the directory mode)
+      # when missing, one level at a time: a level that is a link, or not a directory, is an error, and nothing is
+      # made behind it.
       def shard_dir(path)
-        dir = ::File.dirname(path)
-        FileUtils.mkdir_p(dir) unless ::File.directory?(dir)
-        raise StoreError.new(BACKEND, "#{dir} or its parent is a link: refused") unless FileScan.shard_dirs_real?(path)
-
-        dir
+        shard = ::File.dirname(path)
+        FileUtils.mkdir_p(@root, mode: @dir_mode) unless ::File.directory?(@root)
+        [::File.dirname(shard), shard].each { |dir| real_dir(dir) }
+        shard
       end
 
-      def unlink(path)
+      def real_dir(dir)
+        stat = ::File.lstat(dir)
+        return if stat.directory?
+
+        raise StoreError.new(BACKEND, "#{dir} is a symbolic link or not a directory, on the way to the file of a " \
+                                      "key: the file store does not follow links, and left it as it is")
+      rescue Errno::ENOENT
+        begin
+          Dir.mkdir(dir, @dir_mode)
+        rescue Errno::EEXIST
+          nil
+        end
+        retry
+      end
+
+      # Deletes `path` if it is still the regular file `ino` under real shard directories (a read or a scan found it;
+      # another process may have replaced it, or a shard directory, with a link since); whether it did.
+      def unlink_own(path, ino)
+        return false unless FileScan.shard_dirs_real?(path)
+
+        stat = ::File.lstat(path)
+        return false unless stat.file? && stat.ino == ino
+
         ::File.unlink(path)
         true
-      rescue Errno::ENOENT
+      rescue Errno::ENOENT, Errno::ENOTDIR
         false
       end
 
       def locked(stored, &block)
         dir = shard_dir(path_of(stored))
-        flags = ::File::RDWR | ::File::CREAT | ::File::NOFOLLOW
-        ::File.open(::File.join(dir, ".lock"), flags, 0o644) do |lock|
+        flags = ::File::RDWR | ::File::CREAT | ::File::NOFOLLOW | ::File::NONBLOCK
+        ::File.open(::File.join(dir, ".lock"), flags, @mode) do |lock|
+          raise StoreError.new(BACKEND, "#{dir}/.lock is not a regular file: refused") unless lock.stat.file?
+
           lock.flock(::File::LOCK_EX)
           block.call
         end
-      rescue Errno::ELOOP
+      rescue Errno::ELOOP, Errno::ENXIO
         raise StoreError.new(BACKEND, "#{dir}/.lock is a link: refused")
       end
 
@@ -211,7 +279,7 @@ module Larder
         files.sort_by(&:modified).each do |file|
           break if total <= @capacity * 0.9
 
-          total -= file.bytes if unlink(file.path)
+          total -= file.bytes if unlink_own(file.path, file.ino)
         end
       end
     end

@@ -18,9 +18,9 @@ module Larder
       HEX2 = /\A[0-9a-f]{2}\z/
       HEX64 = /\A[0-9a-f]{64}\z/
 
-      # One of larder's files: its path, size in bytes, modification time, stored key (binary) and, when asked for, the
-      # value (the bytes after the key).
-      OwnFile = Struct.new(:path, :bytes, :modified, :key, :value)
+      # One of larder's files: its path, size in bytes, modification time, stored key (binary), when asked for the
+      # value (the bytes after the key), and its inode (a delete checks that the name still holds this file).
+      OwnFile = Struct.new(:path, :bytes, :modified, :key, :value, :ino)
 
       attr_reader :files, :foreign
 
@@ -85,7 +85,7 @@ module Larder
       def own_file(path, name, dir_a, dir_b)
         return nil unless name.match?(HEX64) && name[0, 2] == dir_a && name[2, 2] == dir_b
 
-        ::File.open(path, ::File::RDONLY | ::File::NOFOLLOW | ::File::BINARY) do |file|
+        ::File.open(path, ::File::RDONLY | ::File::NOFOLLOW | ::File::NONBLOCK | ::File::BINARY) do |file|
           file.binmode
           stat = file.stat
           next nil unless stat.file?
@@ -99,7 +99,7 @@ module Larder
           key = file.read(key_length) || "".b
           next nil unless key.bytesize == key_length && Digest::SHA256.hexdigest(key) == name
 
-          OwnFile.new(path, stat.size, stat.mtime, key, @values ? file.read : nil)
+          OwnFile.new(path, stat.size, stat.mtime, key, @values ? file.read : nil, stat.ino)
         end
       rescue Errno::ENOENT
         :gone
