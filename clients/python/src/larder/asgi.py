@@ -19,6 +19,7 @@ from typing import Any
 
 from .entry import now_ms
 from .http_rules import NotStored, StorePlan
+from .page_site import target_authority
 from .pages import PageCache, PageRequest
 from .wsgi import origin_form
 
@@ -33,7 +34,8 @@ _PATH_SAFE = "/:@!$&'()*+,;=-._~"
 
 def asgi_request(scope: Scope) -> PageRequest:
     """The request as the app received it: `raw_path` when the server gives it (else `root_path` + `path`
-    re-encoded) and `query_string`, the Host header (else `server`)."""
+    re-encoded) and `query_string`, the Host header (never `server` in its place: spec/HTTP.md §2), the peer
+    (`client`) and the connection's scheme."""
     headers = tuple((bytes(n).decode("latin-1").lower(), bytes(v).decode("latin-1")) for n, v in scope["headers"])
     raw_path = scope.get("raw_path")
     if raw_path:
@@ -42,23 +44,24 @@ def asgi_request(scope: Scope) -> PageRequest:
         full = (scope.get("root_path", "") + scope.get("path", "")).encode("utf-8")
         path = urllib.parse.quote(full, safe=_PATH_SAFE) or "/"
     query = bytes(scope.get("query_string", b"")).decode("latin-1")
-    target = origin_form(path + ("?" + query if query else ""))
-    host = next((v for n, v in headers if n == "host"), None)
-    if host is None:
-        server = scope.get("server") or ("", None)
-        host = f"{server[0]}:{server[1]}" if server[1] else str(server[0])
+    raw_target = path + ("?" + query if query else "")
+    host = next((v for n, v in headers if n == "host"), "")
+    client = scope.get("client")
     return PageRequest(
         method=str(scope.get("method", "GET")),
         scheme=str(scope.get("scheme", "http")),
         authority=host,
-        target=target,
+        target=origin_form(raw_target),
         headers=headers,
+        peer=str(client[0]) if client else None,
+        target_authority=target_authority(raw_target),
     )
 
 
 class PageCacheMiddleware:
     """Wraps an ASGI app; `store` is the front's store URL, an open `Store`, or a `PageCache` (then the other
-    arguments are its own). `namespace`, `drop`, `scheme`, `rules`, `max_body` as for `larder.pages.PageCache`."""
+    arguments are its own). `namespace`, `drop`, `scheme`, `site`, `trusted_proxies`, `rules`, `max_body` as for
+    `larder.pages.PageCache`."""
 
     def __init__(self, app: AsgiApp, store: Any, **options: Any) -> None:
         self.app = app

@@ -41,6 +41,7 @@ from .cache import Cache, _plain
 from .entry import now_ms
 from .http_rules import Rules
 from .keys import DEFAULT_DROP
+from .page_site import target_authority
 from .pages import DEFAULT_MAX_BODY, PageCache, PageRequest, front_headers
 from .stores import open_store
 from .stores.base import parse_counter
@@ -263,17 +264,23 @@ def _django_secrets() -> tuple[str | None, list[str]]:
 
 def page_request(request: HttpRequest, scheme: str | None = None) -> PageRequest:
     """The request as Django received it: the raw target from RAW_URI (gunicorn) or REQUEST_URI when the server
-    gives it, else `get_full_path()`; the scheme as Django sees it (SECURE_PROXY_SSL_HEADER) unless `scheme`."""
+    gives it, else `get_full_path()`; the raw Host field (not `get_host()`, which USE_X_FORWARDED_HOST makes believe
+    anyone), the peer (REMOTE_ADDR) and the connection's scheme (not `request.scheme`, which
+    SECURE_PROXY_SSL_HEADER makes believe anyone) unless `scheme`: spec/HTTP.md §2 believes forwarding fields only
+    from the page cache's `trusted_proxies`."""
     meta = request.META
-    target = meta.get("RAW_URI") or meta.get("REQUEST_URI") or request.get_full_path()
-    authority = meta.get("HTTP_HOST") or f"{meta.get('SERVER_NAME', '')}:{meta.get('SERVER_PORT', '')}".rstrip(":")
+    target = str(meta.get("RAW_URI") or meta.get("REQUEST_URI") or request.get_full_path())
     headers = tuple((name.lower(), str(value)) for name, value in request.headers.items())
+    connection_scheme = getattr(request, "_get_scheme", lambda: "http")()
+    peer = meta.get("REMOTE_ADDR")
     return PageRequest(
         method=str(request.method),
-        scheme=scheme or request.scheme or "http",
-        authority=str(authority),
-        target=origin_form(str(target)),
+        scheme=scheme or str(connection_scheme or "http"),
+        authority=str(meta.get("HTTP_HOST") or ""),
+        target=origin_form(target),
         headers=headers,
+        peer=str(peer) if peer else None,
+        target_authority=target_authority(target),
     )
 
 
@@ -283,7 +290,7 @@ def _response_headers(response: HttpResponseBase) -> list[tuple[str, str]]:
     return lines
 
 
-_PAGE_OPTIONS = ("STORE", "CACHE", "NAMESPACE", "DROP", "SCHEME", "MAX_BODY", "RULES")
+_PAGE_OPTIONS = ("STORE", "CACHE", "NAMESPACE", "DROP", "SCHEME", "SITE", "TRUSTED_PROXIES", "MAX_BODY", "RULES")
 
 
 def page_cache_from_settings() -> PageCache:
@@ -294,7 +301,9 @@ def page_cache_from_settings() -> PageCache:
         # or "CACHE": "default",                 # the store of a LarderCache alias in CACHES
         "NAMESPACE": "",                         # larder serve --namespace
         "DROP": ["utm_*", "gclid", "fbclid", "msclkid"],  # --drop-query-params
-        "SCHEME": None,                          # None: the request's scheme as Django sees it
+        "SCHEME": None,                          # None: a trusted proxy's X-Forwarded-Proto, else the connection's
+        "SITE": None,                            # "shop.example": key every page on it; other Hosts are not stored
+        "TRUSTED_PROXIES": [],                   # whose X-Forwarded-*/Forwarded count (larder serve --trusted-proxies)
         "MAX_BODY": 8 << 20,                     # --max-body
         "RULES": {"stale_if_error": 300},        # larder.http_rules.Rules fields, as larder serve is set
     }
@@ -325,6 +334,8 @@ def page_cache_from_settings() -> PageCache:
         scheme=config.get("SCHEME"),
         rules=rules,
         max_body=int(config.get("MAX_BODY", DEFAULT_MAX_BODY)),
+        site=config.get("SITE"),
+        trusted_proxies=config.get("TRUSTED_PROXIES", ()),
     )
 
 

@@ -10,7 +10,10 @@ and how long it holds; a fast server in front serves it. larder's version needs 
   a `Surrogate-Control: max-age=…` that larder honours and never passes on to browsers.
 - **Under which key**: FORMAT.md §5.3 from the request as the app received it through larder (method GET, the
   request's scheme, its Host, its path and query as sent, larder's namespace and dropped query parameters); a
-  response with `Vary` goes under a variant key behind a marker (§5.4), as the proxy writes them.
+  response with `Vary` goes under a variant key behind a marker (§5.4), as the proxy writes them. The site is the
+  configured `site`, else the Host, and `X-Forwarded-*`/`Forwarded` count only from `trusted_proxies` (spec/HTTP.md
+  §2, larder.page_site): a request that reaches the app directly with a hostile Host or forwarded field stores
+  nothing (reason `host`).
 - **What**: the entry the proxy would have made of the response (stored.rs `prepare`): end-to-end headers without
   Content-Length and the fields meant for larder (`Surrogate-*`, `Cache-Tag`), the body's coding, `Age` and `Date`,
   freshness and stale window from the rules, tags from `Surrogate-Key` (space-separated) and `Cache-Tag`
@@ -42,6 +45,7 @@ from .header import hard_expiry
 from .http_date import format_http_date
 from .http_rules import KNOWN_CODINGS, HeaderLines, NotStored, Rules, StorePlan, storage
 from .keys import DEFAULT_DROP, http_key, url_key, url_keys, variant_key
+from .page_site import SiteRule
 from .response import HttpResponse
 from .stores import Store, StoreError, open_store
 
@@ -70,15 +74,19 @@ CONSUMED: Final = frozenset({"surrogate-control", "surrogate-key", "cache-tag"})
 
 @dataclass(frozen=True)
 class PageRequest:
-    """A request as the app received it. `target` is the path and query as sent (not decoded); `headers` are its
-    (name, value) lines in order, names in any case, values as WSGI, ASGI and Django give them: the latin-1 code
-    points of the bytes received (a value that is not latin-1 is taken as text)."""
+    """A request as the app received it. `authority` is its Host field ("" when it has none); `scheme` the scheme of
+    the connection the app received (not one a forwarding field claims); `target` is the path and query as sent (not
+    decoded); `headers` are its (name, value) lines in order, names in any case, values as WSGI, ASGI and Django give
+    them: the latin-1 code points of the bytes received (a value that is not latin-1 is taken as text). `peer` is
+    the address the request came from (REMOTE_ADDR), `target_authority` the authority of an absolute-form target."""
 
     method: str
     scheme: str
     authority: str
     target: str
     headers: tuple[tuple[str, str], ...] = ()
+    peer: str | None = None
+    target_authority: str | None = None
 
 
 def front_headers(
@@ -123,9 +131,13 @@ class PageCache:
 
     - `store`: the store URL the front uses (same `prefix`), or an open `Store`.
     - `namespace`, `drop`: the front's `--namespace` and `--drop-query-params`, which its keys depend on.
-    - `scheme`: the scheme to key with; None (default) takes the request's as the app sees it (larder tells the app
-      its scheme in `X-Forwarded-Proto`; Django trusts it with SECURE_PROXY_SSL_HEADER, gunicorn from
-      forwarded_allow_ips).
+    - `scheme`: the scheme to key with; None (default) takes a trusted proxy's `X-Forwarded-Proto` (see
+      `trusted_proxies`), else the scheme of the connection the app received.
+    - `site`: the authority the app serves (`shop.example`, `shop.example:8443`): every page is keyed on it, and a
+      request whose Host names another is not stored (reason `host`). None: the request's Host, if it is a plain
+      `host[:port]` (spec/HTTP.md §2).
+    - `trusted_proxies`: addresses or networks (`10.0.0.0/8`) whose `X-Forwarded-Host`, `X-Forwarded-Proto` and
+      `Forwarded` are believed, as `larder serve --trusted-proxies`; from anyone else they are ignored.
     - `rules`: the front's caching settings (`http_rules.Rules`: `--stale-if-error`, `--cache-set-cookie`, …).
     - `max_body`: the front's `--max-body`; larger bodies are not stored.
     """
@@ -139,11 +151,14 @@ class PageCache:
         scheme: str | None = None,
         rules: Rules | None = None,
         max_body: int = DEFAULT_MAX_BODY,
+        site: str | None = None,
+        trusted_proxies: Sequence[str] = (),
     ) -> None:
         if isinstance(drop, str):
             raise TypeError("drop must be a sequence of patterns, not a single string")
         if scheme is not None and scheme not in ("http", "https"):
             raise ValueError(f"scheme must be http, https or None, not {scheme!r}")
+        self.site_rule = SiteRule.of(site, trusted_proxies)
         self.store: Store = open_store(store) if isinstance(store, str) else store
         self.namespace = namespace
         self.drop = tuple(drop)
@@ -155,10 +170,26 @@ class PageCache:
 
     # ------------------------------------------------------------------------------------------------- keys
 
-    def key(self, request: PageRequest) -> str:
-        """The key the front looks `request` up under (FORMAT.md §5.3); for a varying page, its marker's."""
-        scheme = self.scheme or request.scheme
-        return http_key("GET", scheme, request.authority, request.target, namespace=self.namespace, drop=self.drop)
+    def site_of(self, request: PageRequest) -> tuple[str, str] | None:
+        """The scheme and authority `request` is for (spec/HTTP.md §2), or None when it names no site a page may be
+        stored for."""
+        return self.site_rule.resolve(
+            peer=request.peer,
+            host=request.authority or None,
+            scheme=request.scheme,
+            target_authority=request.target_authority,
+            headers=request.headers,
+            scheme_option=self.scheme,
+        )
+
+    def key(self, request: PageRequest) -> str | None:
+        """The key the front looks `request` up under (FORMAT.md §5.3); for a varying page, its marker's. None when
+        the request names no site a page may be stored for (spec/HTTP.md §2)."""
+        site = self.site_of(request)
+        if site is None:
+            return None
+        scheme, authority = site
+        return http_key("GET", scheme, authority, request.target, namespace=self.namespace, drop=self.drop)
 
     def url_key(self, url: str) -> str:
         """The key of `GET url`, the URL as clients request it through the front (keyed with `scheme` when set)."""
@@ -171,7 +202,10 @@ class PageCache:
     def plan(
         self, request: PageRequest, status: int, headers: HeaderLines, request_time_ms: int | None = None
     ) -> StorePlan | NotStored:
-        """Whether the front's rules store this response (headers as (name, value) lines, any case)."""
+        """Whether the front's rules store this response (headers as (name, value) lines, any case); never when the
+        request names no site a page may be stored for (`host`, spec/HTTP.md §2)."""
+        if self.site_of(request) is None:
+            return NotStored("host")
         now = now_ms()
         lines = [(name.lower(), value) for name, value in headers]
         return storage(self.rules, request.method, request.headers, status, lines, request_time_ms or now, now)
@@ -190,6 +224,8 @@ class PageCache:
         varying page), or None when it was not stored (`stats` says why) or the store failed (logged)."""
         if plan is None:
             plan = self.plan(request, status, headers, request_time_ms)
+        if not isinstance(plan, NotStored) and self.site_of(request) is None:
+            plan = NotStored("host")
         if isinstance(plan, NotStored):
             self._count(not_stored=plan.reason)
             return None
@@ -218,6 +254,8 @@ class PageCache:
             tags=tags,
         )
         base = self.key(request)
+        if base is None:
+            raise ValueError("the request names no site a page may be stored for")
         if not plan.vary:
             self.store.set(base, entry)
             return base
@@ -260,6 +298,8 @@ class PageCache:
         leads to the variant the request's headers select.
         """
         base = self.key(request)
+        if base is None:
+            return None
         value = self.store.get(base)
         entry = _decode(value)
         if entry is None:

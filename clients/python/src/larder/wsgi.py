@@ -18,6 +18,7 @@ from typing import Any
 
 from .entry import now_ms
 from .http_rules import NotStored, StorePlan
+from .page_site import target_authority
 from .pages import PageCache, PageRequest
 
 Environ = dict[str, Any]
@@ -31,26 +32,30 @@ _PATH_SAFE = "/:@!$&'()*+,;=-._~"
 
 def wsgi_request(environ: Environ) -> PageRequest:
     """The request as the app received it: the raw target from RAW_URI (gunicorn) or REQUEST_URI (uWSGI,
-    mod_wsgi) when the server gives it, else rebuilt from SCRIPT_NAME, PATH_INFO and QUERY_STRING."""
+    mod_wsgi) when the server gives it, else rebuilt from SCRIPT_NAME, PATH_INFO and QUERY_STRING; its Host field
+    (never SERVER_NAME in its place: spec/HTTP.md §2), peer (REMOTE_ADDR) and connection scheme."""
     headers = []
     for name, value in environ.items():
         if name.startswith("HTTP_"):
             headers.append((name[5:].replace("_", "-").lower(), str(value)))
         elif name in ("CONTENT_TYPE", "CONTENT_LENGTH") and value:
             headers.append((name.replace("_", "-").lower(), str(value)))
-    authority = environ.get("HTTP_HOST") or _server_authority(environ)
+    authority = str(environ.get("HTTP_HOST") or "")
     target = environ.get("RAW_URI") or environ.get("REQUEST_URI")
     if not target:
         path = (environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")).encode("latin-1")
         target = urllib.parse.quote(path, safe=_PATH_SAFE) or "/"
         if environ.get("QUERY_STRING"):
             target += "?" + environ["QUERY_STRING"]
+    peer = environ.get("REMOTE_ADDR")
     return PageRequest(
         method=str(environ.get("REQUEST_METHOD", "GET")),
         scheme=str(environ.get("wsgi.url_scheme", "http")),
-        authority=str(authority),
+        authority=authority,
         target=origin_form(str(target)),
         headers=tuple(headers),
+        peer=str(peer) if peer else None,
+        target_authority=target_authority(str(target)),
     )
 
 
@@ -67,14 +72,10 @@ def origin_form(target: str) -> str:
     return "/"
 
 
-def _server_authority(environ: Environ) -> str:
-    name, port = str(environ.get("SERVER_NAME", "")), str(environ.get("SERVER_PORT", ""))
-    return f"{name}:{port}" if port else name
-
-
 class PageCacheMiddleware:
     """Wraps a WSGI app; `store` is the front's store URL, an open `Store`, or a `PageCache` (then the other
-    arguments are its own). `namespace`, `drop`, `scheme`, `rules`, `max_body` as for `larder.pages.PageCache`."""
+    arguments are its own). `namespace`, `drop`, `scheme`, `site`, `trusted_proxies`, `rules`, `max_body` as for
+    `larder.pages.PageCache`."""
 
     def __init__(self, app: WsgiApp, store: Any, **options: Any) -> None:
         self.app = app
