@@ -102,21 +102,23 @@ func TestMemcachedHostileReplies(t *testing.T) {
 			addr, stop := testservers.Hostile(t, "memcached", behaviour)
 			defer stop()
 			s := openURL(t, "memcached://"+addr+"?timeout=300ms&failures=100")
-			start := time.Now()
-			v, err := s.Get(context.Background(), "k")
-			took := time.Since(start)
-			if err == nil || v != nil {
-				t.Fatalf("read %d bytes without error", len(v))
-			}
-			if took > 800*time.Millisecond {
-				t.Fatalf("took %v (timeout 300ms)", took)
-			}
-			var se *stores.Error
-			if !asStoreError(err, &se) || se.Server != addr {
-				t.Fatalf("not the store's error naming the server: %v", err)
-			}
-			if k := stores.KindOf(err); k != stores.Timeout && k != stores.Protocol {
-				t.Fatalf("kind %s: %v", k, err)
+			for name, op := range everyOperation(t, s) {
+				start := time.Now()
+				err := op()
+				took := time.Since(start)
+				if err == nil {
+					t.Fatalf("%s: no error", name)
+				}
+				if took > 800*time.Millisecond {
+					t.Fatalf("%s: took %v (timeout 300ms)", name, took)
+				}
+				var se *stores.Error
+				if !asStoreError(err, &se) || se.Server != addr {
+					t.Fatalf("%s: not the store's error naming the server: %v", name, err)
+				}
+				if k := stores.KindOf(err); k != stores.Timeout && k != stores.Protocol {
+					t.Fatalf("%s: kind %s: %v", name, k, err)
+				}
 			}
 		})
 	}

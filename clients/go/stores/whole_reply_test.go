@@ -132,22 +132,11 @@ func allocatedDuring(fn func()) uint64 {
 	return after.TotalAlloc - before.TotalAlloc
 }
 
-func TestRedisWholeRepliesAreBoundedOnEveryCommand(t *testing.T) {
-	addr := fakeServer(t, readRESPCommand, func(cmd []string, w io.Writer) error {
-		switch strings.ToLower(cmd[0]) {
-		case "hello":
-			_, err := io.WriteString(w, "-ERR unknown command 'HELLO'\r\n")
-			return err
-		case "auth", "select", "client", "ping", "readonly":
-			_, err := io.WriteString(w, "+OK\r\n")
-			return err
-		}
-		return thousandHugeStrings(w)
-	})
-	s := openURL(t, "redis://"+addr+"/0?timeout=2s&failures=1000")
+// everyOperation is each operation of the Store interface, on keys k and l.
+func everyOperation(t *testing.T, s stores.Store) map[string]func() error {
 	ctx := context.Background()
 	tagged := entry(t, "v", time.Minute, "t")
-	ops := map[string]func() error{
+	return map[string]func() error{
 		"incr":         func() error { _, _, err := s.Incr(ctx, "k", 1, time.Minute, true); return err },
 		"decr":         func() error { _, _, err := s.Incr(ctx, "k", -1, 0, false); return err },
 		"delete_if":    func() error { _, err := s.DeleteIf(ctx, "k", []byte("v")); return err },
@@ -161,8 +150,25 @@ func TestRedisWholeRepliesAreBoundedOnEveryCommand(t *testing.T) {
 		"get_multi":    func() error { _, err := s.GetMulti(ctx, []string{"k", "l"}); return err },
 		"set":          func() error { return s.Set(ctx, "k", []byte("v"), time.Minute) },
 		"set_tagged":   func() error { return s.Set(ctx, "k", tagged, 0) },
+		"set_multi":    func() error { return s.SetMulti(ctx, []stores.Item{{Key: "k", Value: []byte("v")}}, time.Minute) },
 		"add":          func() error { _, err := s.Add(ctx, "k", []byte("v"), time.Minute); return err },
 	}
+}
+
+func TestRedisWholeRepliesAreBoundedOnEveryCommand(t *testing.T) {
+	addr := fakeServer(t, readRESPCommand, func(cmd []string, w io.Writer) error {
+		switch strings.ToLower(cmd[0]) {
+		case "hello":
+			_, err := io.WriteString(w, "-ERR unknown command 'HELLO'\r\n")
+			return err
+		case "auth", "select", "client", "ping", "readonly":
+			_, err := io.WriteString(w, "+OK\r\n")
+			return err
+		}
+		return thousandHugeStrings(w)
+	})
+	s := openURL(t, "redis://"+addr+"/0?timeout=2s&failures=1000")
+	ops := everyOperation(t, s)
 	for name, op := range ops {
 		var err error
 		start := time.Now()
