@@ -277,4 +277,40 @@ describe("Next.js behind larder serve, two instances sharing one memcached throu
     assert.equal(rendering(viaFront.body), byB, "a served b's new render from the shared store");
     assert.deepEqual([renders("a"), renders("b"), dataHits.get("/article/7")], [2, 1, 3]);
   });
+
+  // Issue 32, finding 1: Next decodes route params into the page's cache key, and the cacheHandler wrote memcached
+  // commands as latin1, so one anonymous GET whose path held U+010D U+010A (CR LF), U+0120 (space) and U+012F (`/`,
+  // which Next would keep escaped as %2F) ran an `ms`
+  // for another site's page, or a `flush_all`. Last in this file: on a client that still did so, it empties the
+  // store. Keys now go out as their UTF-8: the page is stored under one harmless key, nothing else is written.
+  test("an anonymous URL smuggling memcached commands into a page's key writes nothing else and flushes nothing", async () => {
+    const victim = `${namespace}:GET:http://victim.example/`;
+    const sentinel = `${namespace}:sentinel`;
+    const smuggled = (commands: string) =>
+      `x\u010d\u010a${commands.replace(/\r\n/g, "\u010d\u010a").replace(/ /g, "\u0120").replace(/\//g, "\u012f")}\u010d\u010amn`;
+    const store = openStore(storeUrl);
+    try {
+      await store.set(sentinel, new Uint8Array(Buffer.from("safe")));
+      for (const id of [smuggled(`ms ${victim} 5 T0 F0\r\nPWNED`), smuggled("flush_all")]) {
+        const page = await get(port("a"), `/article/${encodeURIComponent(id)}`);
+        assert.equal(page.status, 200, page.body.slice(0, 200));
+        // the handler writes the page after answering: wait for it under a key ending with the path's UTF-8, or for
+        // what the smuggled command would have done
+        const stored = async () =>
+          (await memcachedKeys(memcached.port)).some((k) => k.includes(":/route-cache/") && k.endsWith(id));
+        const smuggledRan = async () =>
+          (await store.get(victim)) !== undefined || (await store.get(sentinel)) === undefined;
+        await waitFor(async () => (await stored()) || (await smuggledRan()), `the page of ${JSON.stringify(id)}`);
+        assert.equal(await smuggledRan(), false, "the smuggled command ran");
+        assert.ok(await stored(), "the page is stored under its own key");
+      }
+      assert.equal(await store.get(victim), undefined, "the smuggled ms wrote victim.example's page");
+      assert.deepEqual(await store.get(sentinel), new Uint8Array(Buffer.from("safe")), "the smuggled flush_all ran");
+      const viaFront = await get(frontPort, "/", { Host: "victim.example" });
+      assert.doesNotMatch(viaFront.body, /PWNED/);
+      assert.doesNotMatch(String(viaFront.headers["x-cache"]), /^HIT/);
+    } finally {
+      await store.close();
+    }
+  });
 });
