@@ -38,9 +38,11 @@ class PageCacheTest < Minitest::Test
   end
 
   def test_namespace_scheme_and_drop
-    middleware, store = cache({ "Cache-Control" => "max-age=60" }, namespace: "www", drop: ["b"])
-    middleware.call(env(headers: { "HTTP_X_FORWARDED_PROTO" => "https", "HTTP_HOST" => "shop.example:443" }))
-    refute_nil store.get("www:GET:https://shop.example/p?a=1&utm_source=x")
+    middleware, store = cache({ "Cache-Control" => "max-age=60" }, namespace: "www", drop: ["b"],
+                                                                   trusted_proxies: ["10.0.0.0/8"])
+    middleware.call(env(headers: { "HTTP_X_FORWARDED_PROTO" => "https", "HTTP_HOST" => "shop.example:443",
+                                   "REMOTE_ADDR" => "10.0.0.7" }))
+    refute_nil store.get("www:GET:https://shop.example/p?a=1&utm_source=x"), "a trusted proxy (the front) says https"
   end
 
   def test_a_known_coding_moves_into_the_entry

@@ -4,6 +4,7 @@ require "time"
 require "securerandom"
 require_relative "../../larder"
 require_relative "cache_rules"
+require_relative "page_site"
 
 module Larder
   module Rack
@@ -24,10 +25,15 @@ module Larder
     #
     # `namespace`, `drop` and the rule options must be what the front runs with (`--namespace`,
     # `--drop-query-params`, `--stale-if-error`…): the key and the entry are then the ones the front would have
-    # written. The key is made of what the app was told: scheme `https` only when `X-Forwarded-Proto` says so (the
-    # front sets it), the `Host` field, and the path and query; the app must not be reachable except through the
-    # front, as with any cache in front of an app. Writing never fails the request: a store error is reported to
-    # `on_error` (default: a warning on rack.errors) and the response goes out as rendered.
+    # written. The key's scheme and site follow spec/HTTP.md §2 (PageSite): `site:` (e.g. "shop.example") when given,
+    # and a request whose Host names another is not stored; else the request's Host, which must be a plain
+    # `host[:port]`; `X-Forwarded-Host`, `X-Forwarded-Proto` and `Forwarded` count only from the peers in
+    # `trusted_proxies:` (addresses or networks, as `larder serve --trusted-proxies`; none by default), so a request
+    # that reaches the app without the front (a health check, an internal caller) cannot write a page for another
+    # site. The scheme is a trusted proxy's, else the connection's (`rack.url_scheme`: http behind the front). What
+    # was not stored, and why, is counted in `not_stored` (reason `host` for the site). Writing never fails the
+    # request: a store error is reported to `on_error` (default: a warning on rack.errors) and the response goes out
+    # as rendered.
     class PageCache
       ENV_KEY = "larder.page_cache"
       # Response fields the front consumes (they address the cache) and never stores.
@@ -35,12 +41,15 @@ module Larder
       HOP_BY_HOP = %w[connection keep-alive proxy-connection proxy-authenticate proxy-authentication-info
                       proxy-authorization te trailer transfer-encoding upgrade].freeze
 
-      attr_reader :store, :rules
+      attr_reader :store, :rules, :not_stored
 
       # `store`: a store URL or an open store. `max_body`: larger bodies are not stored (the front's --max-body).
+      # `site`, `trusted_proxies`: spec/HTTP.md §2 (above).
       def initialize(app, store:, namespace: "", drop: Keys::DEFAULT_DROP, max_body: 8 << 20, on_error: nil,
-                     clock: -> { Larder.now_ms }, **rule_options)
+                     clock: -> { Larder.now_ms }, site: nil, trusted_proxies: [], **rule_options)
         @app = app
+        @site = PageSite.new(site: site, trusted_proxies: trusted_proxies)
+        @not_stored = Hash.new(0)
         @store = store.is_a?(String) ? Stores.open(store) : store
         @namespace = namespace.to_s
         @drop = drop
@@ -59,13 +68,15 @@ module Larder
         written ? [status, headers, written] : [status, headers, body]
       end
 
-      # The key `larder serve` looks the request up under (before any Vary marker).
+      # The key `larder serve` looks the request up under (before any Vary marker); nil when the request names no
+      # site a page may be stored for (spec/HTTP.md §2).
       def base_key(env)
-        scheme = env["HTTP_X_FORWARDED_PROTO"].to_s.split(",").first.to_s.strip == "https" ? "https" : "http"
+        scheme, authority = @site.resolve(env)
+        return nil unless authority
+
         path = "#{env['SCRIPT_NAME']}#{env['PATH_INFO']}"
         query = env["QUERY_STRING"].to_s
         target = query.empty? ? path : "#{path}?#{query}"
-        authority = env["HTTP_HOST"] || env["SERVER_NAME"].to_s
         Keys.http_key("GET", scheme, authority, target, namespace: @namespace, drop: @drop)
       end
 
@@ -109,10 +120,13 @@ module Larder
       private
 
       def plan_for(env, status, pairs, request_time)
+        return refused("host") unless @site.resolve(env)
+
         now = @clock.call
         opt_in = env[ENV_KEY]
         if opt_in
-          return nil if @rules.refusal("GET", status, pairs)
+          reason = @rules.refusal("GET", status, pairs)
+          return refused(reason) if reason
 
           ttl = Integer(opt_in.fetch(:expires_in)) * 1000
           return nil unless ttl.positive?
@@ -121,8 +135,14 @@ module Larder
           return CacheRules::Plan.new(fresh_ms: ttl, initial_age_ms: 0, keep_stale_ms: stale,
                                       vary: CacheRules.vary(pairs))
         end
-        plan, = @rules.storage("GET", self.class.request_pairs(env), status, pairs, request_time, now)
-        plan
+        plan, reason = @rules.storage("GET", self.class.request_pairs(env), status, pairs, request_time, now)
+        plan || refused(reason)
+      end
+
+      # Counts why a response was not stored; nil.
+      def refused(reason)
+        @not_stored[reason.to_s] += 1
+        nil
       end
 
       def read_body(body)
@@ -140,7 +160,7 @@ module Larder
         response = HttpResponse.new(status, headers, text, coding)
         meta = { created_at: now, expires_at: [now + plan.fresh_ms, 1].max, stale_ms: plan.keep_stale_ms }
         entry = Larder.encode_response(response, compressor: "none", tags: tags, **meta)
-        base = base_key(env)
+        base = base_key(env) or raise ArgumentError, "the request names no site a page may be stored for"
         return @store.set(base, entry) if plan.vary.empty?
 
         write_variant(env, base, entry, plan.vary, meta)
