@@ -6,10 +6,14 @@
 // reader sees a whole file or none. `add`, `incr` and `deleteIf` hold libc's `flock` on the shard's `.lock`
 // (through koffi, loaded only here: ffi.ts): tried at once, else waited for on one of libuv's threads (never on
 // Node's event loop), at most LOCK_WAIT_MS.
-// The store deletes only files it wrote: files are opened with O_NOFOLLOW (a link is a miss), shard directories
-// that are links are neither read through nor written into, and scans (capacity, purges, clear, stats) count,
-// evict or purge only regular files named <64 hex> in their <2 hex>/<2 hex> shard that start with `LDR1`, whose key
-// length fits and whose key hashes to the name. Everything else is foreign: left alone and counted in stats.
+// The store deletes only files it wrote, and follows no link below the root (STORES.md §7): each shard directory is
+// lstat-checked before it is used and files are opened with O_NOFOLLOW, so a link in any component is a miss for a
+// read, a no-op for a delete and an error for a write (a link at an entry's name is not replaced), and the link and
+// its target are left untouched; scans (capacity, purges, clear, stats) descend into no link and count, evict or
+// purge only regular files named <64 hex> in their <2 hex>/<2 hex> shard that start with `LDR1`, whose key length
+// fits and whose key hashes to the name. Everything else is foreign: left alone and counted in stats. The root itself
+// may be a link. Files are created with the URL's `mode` (default 0600: a cache holds private pages), directories
+// with it plus a search bit wherever it has a read bit (0700); the umask may narrow both.
 
 import { createHash, randomBytes } from "node:crypto";
 import {
@@ -79,6 +83,35 @@ export interface FileOptions {
   prefix?: string;
   /** Bytes of all files (0 = unbounded). */
   capacity?: number;
+  /** Permission bits of the files the store creates (default 0o600); its directories get a search bit wherever this
+   * has a read bit. The owner must be able to read and write. */
+  mode?: number;
+}
+
+/** The default `mode`: only the owner reads a cache of private pages. */
+export const DEFAULT_MODE = 0o600;
+
+/** Why `mode` cannot be a file store's mode, or undefined: permission bits only, the owner reading and writing. */
+export function modeProblem(mode: number): string | undefined {
+  if (!Number.isInteger(mode) || mode < 0 || mode > 0o777)
+    return "a mode has permission bits only (no set-user-ID, set-group-ID or sticky bit)";
+  if ((mode & 0o600) !== 0o600) return "a mode lets the owner read and write (0600 at least)";
+  return undefined;
+}
+
+/** `mode=0640`: three or four octal digits, checked by modeProblem. */
+export function parseMode(text: string): number {
+  if (!/^[0-7]{3,4}$/.test(text))
+    throw new RangeError(`mode=${JSON.stringify(text)} is not three or four octal digits`);
+  const mode = Number.parseInt(text, 8);
+  const problem = modeProblem(mode);
+  if (problem !== undefined) throw new RangeError(`mode=${text}: ${problem}`);
+  return mode;
+}
+
+/** The mode of a directory the store creates for files of `mode`: a search bit wherever it has a read bit. */
+export function directoryMode(mode: number): number {
+  return mode | ((mode & 0o444) >> 2);
 }
 
 /** One file of the store, as read and checked. */
@@ -169,6 +202,9 @@ export class FileStore implements Store {
   readonly root: string;
   readonly prefix: string;
   readonly capacity: number;
+  /** Of the files the store creates, and of its directories. */
+  readonly fileMode: number;
+  readonly dirMode: number;
   private total = 0;
   private scannedAt = 0;
   private evicting = false;
@@ -177,8 +213,12 @@ export class FileStore implements Store {
     this.root = root;
     this.prefix = o.prefix ?? "";
     this.capacity = o.capacity ?? 0;
+    this.fileMode = o.mode ?? DEFAULT_MODE;
+    const problem = modeProblem(this.fileMode);
+    if (problem !== undefined) throw new RangeError(problem);
+    this.dirMode = directoryMode(this.fileMode);
     try {
-      mkdirSync(root, { recursive: true });
+      mkdirSync(root, { recursive: true, mode: this.dirMode });
     } catch (e) {
       throw this.error(`cannot create the directory: ${(e as Error).message}`);
     }
@@ -190,14 +230,23 @@ export class FileStore implements Store {
     url.noHosts();
     const prefix = url.take("prefix") ?? "";
     const capacity = url.takeSize("capacity", 0);
+    const modeText = url.take("mode");
     url.finish();
+    let mode = DEFAULT_MODE;
+    if (modeText !== undefined) {
+      try {
+        mode = parseMode(modeText);
+      } catch (e) {
+        throw url.error(`option ${(e as Error).message}`);
+      }
+    }
     if (url.path.length < 2) throw url.error("file:// needs a directory: file:///var/cache/larder");
     try {
       checkPrefix("file", prefix);
     } catch (e) {
       throw url.error(`option prefix: ${(e as Error).message}`);
     }
-    return new FileStore(url.path, { prefix, capacity });
+    return new FileStore(url.path, { prefix, capacity, mode });
   }
 
   // ------------------------------------------------------------------------------------------------ layout
@@ -221,7 +270,7 @@ export class FileStore implements Store {
         const st = lstatSync(dir, { throwIfNoEntry: false });
         if (st === undefined && create) {
           try {
-            mkdirSync(dir, 0o755);
+            mkdirSync(dir, this.dirMode);
           } catch (e) {
             if (errnoCode(e) !== "EEXIST") throw e; // EEXIST: another writer made it meanwhile
           }
@@ -282,9 +331,13 @@ export class FileStore implements Store {
     const temporary = join(dir, `.${name}.${randomBytes(8).toString("hex")}.tmp`);
     let old = 0;
     try {
-      if (data.length > LARGE) await fs.writeFile(temporary, data, { flag: "wx", mode: 0o644 });
-      else writeFileSync(temporary, data, { flag: "wx", mode: 0o644 });
+      // A link at the entry's name is neither written through nor replaced: the write fails and leaves it.
+      if (lstatSync(path, { throwIfNoEntry: false })?.isSymbolicLink())
+        throw new Error(`${path} is a symbolic link, not a file of this store`);
+      if (data.length > LARGE) await fs.writeFile(temporary, data, { flag: "wx", mode: this.fileMode });
+      else writeFileSync(temporary, data, { flag: "wx", mode: this.fileMode });
       const st = lstatSync(path, { throwIfNoEntry: false });
+      if (st?.isSymbolicLink()) throw new Error(`${path} is a symbolic link, not a file of this store`);
       if (st?.isFile()) old = st.size;
       renameSync(temporary, path);
     } catch (e) {
@@ -315,7 +368,7 @@ export class FileStore implements Store {
       fd = openSync(
         lockPath,
         constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK,
-        0o644,
+        this.fileMode,
       );
     } catch (e) {
       throw this.error(`cannot open ${lockPath}: ${(e as Error).message}`);
@@ -540,6 +593,8 @@ export class FileStore implements Store {
 
   async deleteIf(key: string, expected: Uint8Array): Promise<boolean> {
     const stored = this.key(key);
+    // No shard (or one that is a link): nothing of this store's to delete, and no lock to make there.
+    if (this.shard(hashName(stored), false) === undefined) return false;
     return this.locked(stored, async () => {
       const current = await this.readLive(stored, Date.now());
       if (current?.value === undefined || !Buffer.from(current.value).equals(Buffer.from(expected))) return false;
