@@ -38,6 +38,11 @@ pub enum Behaviour {
     Garbage,
     /// Nothing at all (the connection stays open).
     Silent,
+    /// A reply whose every part is within its own bound but whose whole is not: `count` values of `size` bytes
+    /// each (Redis: one array of `count` bulk strings; memcached: `count` `VA` blocks), to any data command, as
+    /// fast as the client reads. A counter's script or a one-key get can return one element, so a client that
+    /// bounds whole replies (spec/STORES.md §2) refuses it at its first line.
+    Wide,
 }
 
 impl std::str::FromStr for Protocol {
@@ -61,8 +66,11 @@ impl std::str::FromStr for Behaviour {
             "endless-line" => Behaviour::EndlessLine,
             "garbage" => Behaviour::Garbage,
             "silent" => Behaviour::Silent,
+            "wide" => Behaviour::Wide,
             other => {
-                return Err(format!("unknown behaviour {other:?}: drip, huge, nested, endless-line, garbage or silent"))
+                return Err(format!(
+                    "unknown behaviour {other:?}: drip, huge, nested, endless-line, garbage, silent or wide"
+                ))
             }
         })
     }
@@ -77,11 +85,13 @@ pub struct Settings {
     pub interval: Duration,
     /// Nesting of `nested`.
     pub depth: usize,
+    /// Values in a `wide` reply.
+    pub count: u64,
 }
 
 impl Default for Settings {
     fn default() -> Settings {
-        Settings { size: 1 << 30, interval: Duration::from_millis(50), depth: 100_000 }
+        Settings { size: 1 << 30, interval: Duration::from_millis(50), depth: 100_000, count: 1_000 }
     }
 }
 
@@ -219,6 +229,21 @@ fn misbehave(
             out.write_all(&garbage)
         }
         Behaviour::Silent => Ok(()),
+        Behaviour::Wide => {
+            let head = match protocol {
+                Protocol::Redis => format!("${}\r\n", settings.size),
+                Protocol::Memcached => format!("VA {}\r\n", settings.size),
+            };
+            if protocol == Protocol::Redis {
+                out.write_all(format!("*{}\r\n", settings.count).as_bytes())?;
+            }
+            for _ in 0..settings.count {
+                out.write_all(head.as_bytes())?;
+                send_filler(out, settings.size)?;
+                out.write_all(b"\r\n")?;
+            }
+            Ok(())
+        }
     }
 }
 

@@ -1,4 +1,4 @@
-//! `larder-hostile PROTOCOL BEHAVIOUR [--size BYTES] [--interval-ms N] [--depth N]`: the hostile server of
+//! `larder-hostile PROTOCOL BEHAVIOUR [--size BYTES] [--interval-ms N] [--depth N] [--count N]`: the hostile server of
 //! `larder_testkit::hostile` for the other languages' test suites. It prints `127.0.0.1:PORT` on the first line of
 //! standard output once it listens, and exits when its standard input closes, so a test that holds the pipe open
 //! owns the server and cannot leave it behind.
@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use larder_testkit::hostile::{Behaviour, HostileServer, Protocol, Settings};
 
-const USAGE: &str = "usage: larder-hostile memcached|redis drip|huge|nested|endless-line|garbage|silent \
-[--size BYTES] [--interval-ms N] [--depth N]
+const USAGE: &str = "usage: larder-hostile memcached|redis drip|huge|nested|endless-line|garbage|silent|wide \
+[--size BYTES] [--interval-ms N] [--depth N] [--count N]
 
 Answers handshakes like the real server (PING, SELECT, AUTH, CLIENT, HELLO refused; version, mn) and every data
 command with the behaviour:
@@ -20,6 +20,8 @@ command with the behaviour:
   endless-line  a reply line of --size bytes with no line break
   garbage       64 KiB of random bytes
   silent        nothing
+  wide          --count (1000) values of --size bytes each in one reply (redis: one array), each within its
+                own bound, the whole past any (spec/STORES.md §2, whole reply)
 Prints 127.0.0.1:PORT, then serves until standard input closes.";
 
 fn main() -> ExitCode {
@@ -49,6 +51,7 @@ fn run(args: Vec<String>) -> Result<(), String> {
             "--size" => settings.size = number("--size")?,
             "--interval-ms" => settings.interval = Duration::from_millis(number("--interval-ms")?),
             "--depth" => settings.depth = number("--depth")? as usize,
+            "--count" => settings.count = number("--count")?,
             _ if arg.starts_with("--") => return Err(format!("unknown option {arg}")),
             _ => positional.push(arg),
         }
