@@ -244,6 +244,33 @@ defmodule Larder.PagesHostTest do
     refute stored?(ctx, pages, "http", "evil.example", "/u")
   end
 
+  test "the scheme option is the key's scheme, before a trusted proxy's and the connection's",
+       ctx do
+    pages = use_pages(ctx, scheme: "https")
+    assert 200 = send_head(ctx, "GET /sch HTTP/1.1\r\nHost: shop.example\r\n")
+    assert stored?(ctx, pages, "https", "shop.example", "/sch")
+    refute stored?(ctx, pages, "http", "shop.example", "/sch")
+
+    # Host's default port is the option's scheme's: 443 goes, 80 stays.
+    assert 200 = send_head(ctx, "GET /443 HTTP/1.1\r\nHost: shop.example:443\r\n")
+    assert stored?(ctx, pages, "https", "shop.example", "/443")
+
+    pages = use_pages(ctx, scheme: "http", trusted_proxies: ["127.0.0.1"])
+
+    assert 200 =
+             send_head(
+               ctx,
+               "GET /x HTTP/1.1\r\nHost: shop.example\r\nX-Forwarded-Proto: https\r\n"
+             )
+
+    assert stored?(ctx, pages, "http", "shop.example", "/x")
+    refute stored?(ctx, pages, "https", "shop.example", "/x")
+
+    for bad <- ["ftp", "HTTPS ", :https] do
+      assert_raise ArgumentError, fn -> Pages.new(ctx.store, scheme: bad) end
+    end
+  end
+
   test "trusted_proxies and site are checked; IPv4-mapped peers count as IPv4" do
     nets = Authority.networks(["10.0.0.0/8", "fd00::/8", "192.0.2.7"])
     assert Authority.trusted?(nets, {10, 1, 2, 3})

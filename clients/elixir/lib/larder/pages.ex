@@ -45,6 +45,7 @@ defmodule Larder.Pages do
     namespace: nil,
     drop: nil,
     site: nil,
+    scheme: nil,
     trusted_proxies: [],
     rules: %HTTPRules.Rules{},
     max_body: @default_max_body
@@ -69,7 +70,9 @@ defmodule Larder.Pages do
   `Larder.HTTPRules.Rules` or its settings), `max_body` (`--max-body`, default 8 MiB), `site` (the authority the
   app serves, `shop.example` or `shop.example:8443`: pages are keyed on it, and a request whose Host is another is
   not stored), `trusted_proxies` (addresses or CIDRs whose `X-Forwarded-Host`, `X-Forwarded-Proto` and
-  `Forwarded` are believed, as `--trusted-proxies`; default none). Raises ArgumentError for a bad option.
+  `Forwarded` are believed, as `--trusted-proxies`; default none), `scheme` (`"http"` or `"https"`: the scheme every
+  page is keyed on, before a trusted proxy's and the connection's; default none). Raises ArgumentError for a bad
+  option.
   """
   def new(store, opts \\ [])
 
@@ -95,6 +98,10 @@ defmodule Larder.Pages do
       do: raise(ArgumentError, "site must be a plain host[:port], not #{inspect(site)}")
 
     trusted = Authority.networks(Keyword.get(opts, :trusted_proxies, []))
+    scheme = Keyword.get(opts, :scheme)
+
+    unless scheme in [nil, "http", "https"],
+      do: raise(ArgumentError, "scheme must be \"http\" or \"https\", not #{inspect(scheme)}")
 
     {:ok,
      %__MODULE__{
@@ -103,6 +110,7 @@ defmodule Larder.Pages do
        namespace: Keyword.get(opts, :namespace),
        drop: Keyword.get(opts, :drop, Keys.default_drop()),
        site: site,
+       scheme: scheme,
        trusted_proxies: trusted,
        rules: rules,
        max_body: max_body
@@ -148,7 +156,7 @@ defmodule Larder.Pages do
   `{:not_stored, "host"}` when the request names no authority a page may be stored under (`Larder.Pages.Authority`).
   """
   def key(%__MODULE__{} = pages, %Request{} = r) do
-    case Authority.resolve(r, pages.site, pages.trusted_proxies) do
+    case Authority.resolve(r, pages.site, pages.trusted_proxies, pages.scheme) do
       {scheme, authority, target} ->
         {:ok, Keys.http_key("GET", scheme, authority, target, key_opts(pages))}
 

@@ -13,6 +13,9 @@ defmodule Larder.Pages.Authority do
     repeated Host, an absolute-form target whose authority is not the Host's, or a target that is neither
     origin-form nor absolute-form: not stored.
 
+  The scheme is the page cache's `scheme` option when set, else a trusted proxy's forwarded protocol, else the
+  connection's (spec/HTTP.md §2 step 5).
+
   Every refusal is `:host`, which `Larder.Pages` reports as the not_stored reason `"host"`.
   """
 
@@ -155,13 +158,15 @@ defmodule Larder.Pages.Authority do
 
   @doc """
   The `{scheme, authority, target}` a request's page is keyed on, or `:host` when none may be. `request` is a
-  `Larder.Pages.Request`; `site` a valid authority or nil; `networks` from `networks/1`.
+  `Larder.Pages.Request`; `site` a valid authority or nil; `networks` from `networks/1`; `scheme` the page cache's
+  `scheme` option (`"http"`, `"https"`) or nil.
   """
-  def resolve(request, site, networks) do
+  def resolve(request, site, networks, scheme \\ nil) do
     hosts = for {name, value} <- request.headers, lower(to_string(name)) == "host", do: value
 
     with true <- length(hosts) <= 1,
-         {:ok, scheme, host} <- claimed(request, networks),
+         {:ok, claimed_scheme, host} <- claimed(request, networks),
+         scheme = scheme || claimed_scheme,
          {:ok, target} <- target(request.target, scheme, host),
          true <- valid?(host),
          authority = normalise(scheme, host),
