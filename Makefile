@@ -137,8 +137,10 @@ test-activesupport: rails-tests services
 # described in spec/vectors/README.md). The TypeScript, Go and Elixir runners are built by their test targets.
 conformance: test-typescript test-go test-elixir conformance-matrix
 
-# The matrix alone, on runners already built (make test builds them in its lanes first).
-conformance-matrix: build-debug $(VENV_STAMP) ruby-packages
+# The matrix alone, on runners already built (make test builds them in its lanes first). It starts its own
+# memcached and redis-server for the attack files (hostile_*.json) and checks they are generated as written.
+conformance-matrix: build-debug $(VENV_STAMP) ruby-packages services
+	$(PYTHON) spec/vectors/hostile_reference.py --check
 	$(PYTHON) spec/conformance.py
 	$(PYTHON) spec/storage_differential.py
 
