@@ -8,20 +8,27 @@ import type { PageCache, PageRequest } from "./pages.js";
 
 type Next = (error?: unknown) => void;
 
-/** The request as the app received it, as a PageRequest (scheme from X-Forwarded-Proto, which larder sets). */
+/** The request as the app received it, as a PageRequest: the scheme of its connection, its one Host line (none, or
+ * several, is no authority), the target as sent and the peer's address. Forwarding fields are not read here: the
+ * PageCache reads them from its trusted proxies only (page_origin.ts). */
 export function pageRequest(req: IncomingMessage): PageRequest {
   // Node reads header bytes as latin-1: back to the bytes received, which variant keys read as UTF-8 (§5.4).
   const headers: Array<[string, Uint8Array]> = [];
-  for (let i = 0; i < req.rawHeaders.length; i += 2)
-    headers.push([req.rawHeaders[i] as string, new Uint8Array(Buffer.from(req.rawHeaders[i + 1] as string, "latin1"))]);
-  const proto = req.headers["x-forwarded-proto"];
-  const scheme =
-    typeof proto === "string" && (proto === "https" || proto === "http")
-      ? proto
-      : "encrypted" in req.socket
-        ? "https"
-        : "http";
-  return { method: req.method ?? "GET", scheme, authority: req.headers.host ?? "", target: req.url ?? "/", headers };
+  const hosts: string[] = [];
+  for (let i = 0; i < req.rawHeaders.length; i += 2) {
+    const name = req.rawHeaders[i] as string;
+    const value = req.rawHeaders[i + 1] as string;
+    headers.push([name, new Uint8Array(Buffer.from(value, "latin1"))]);
+    if (name.toLowerCase() === "host") hosts.push(value);
+  }
+  return {
+    method: req.method ?? "GET",
+    scheme: "encrypted" in req.socket ? "https" : "http",
+    authority: hosts.length === 1 ? (hosts[0] as string) : "",
+    target: req.url ?? "/",
+    headers,
+    peer: req.socket.remoteAddress,
+  };
 }
 
 export interface MiddlewareOptions {

@@ -2,8 +2,11 @@
 // `larder serve --store URL` looks them up under, so the front answers later requests without the app.
 // - Which responses: those larder's own storage rules store (spec/HTTP.md §1, http/storageRules.ts): a page opts
 //   in with `Surrogate-Control: max-age=N` (frontHeaders), which larder honours and never passes on.
-// - Under which key: FORMAT.md §5.3 from the request as the app received it (GET, its scheme, Host, target as
-//   sent, the front's namespace and dropped parameters); with Vary, a variant key behind a marker (§5.4).
+// - Under which key: FORMAT.md §5.3 from the request as the app received it (GET, its scheme, its authority, target
+//   as sent, the front's namespace and dropped parameters); with Vary, a variant key behind a marker (§5.4). The
+//   authority is the configured `site`, else the request's Host, and forwarded fields count only from
+//   `trustedProxies` (page_origin.ts): a request that names no plain authority, or another than the site's, is not
+//   stored (reason `host`), so nobody who reaches the app directly writes a page for another site.
 // - What: the entry the front would have made (end-to-end headers without Content-Length and the fields meant for
 //   larder, the body's coding, Age and Date; freshness and stale window from the rules; tags from Surrogate-Key
 //   and Cache-Tag), uncompressed as the front stores its own.
@@ -24,6 +27,7 @@ import {
   storage,
 } from "./http/storageRules.js";
 import { DEFAULT_DROP, httpKey, type RequestHeaders, urlKey, urlKeys, variantKey } from "./keys.js";
+import { type PageOrigin, pageOrigin, TrustedProxies, validAuthority } from "./page_origin.js";
 import { CONTENT_ENCODINGS, type ContentEncoding, HttpResponse } from "./response.js";
 import type { Store } from "./stores/base.js";
 import { StoreError } from "./stores/errors.js";
@@ -46,13 +50,16 @@ const HOP_BY_HOP = new Set([
 /** Fields that steer larder and are neither passed on nor stored. */
 const CONSUMED = new Set(["surrogate-control", "surrogate-key", "cache-tag"]);
 
-/** A request as the app received it: `target` is the path and query as sent (not decoded). */
+/** A request as the app received it: `authority` is its Host, `target` the request target as sent (not decoded:
+ * a path and query, or an absolute URL), `peer` the address it came from (forwarding fields are read only from a
+ * trusted proxy). */
 export interface PageRequest {
   method: string;
   scheme: string;
   authority: string;
   target: string;
   headers: RequestHeaders;
+  peer?: string | undefined;
 }
 
 /** Headers that opt a response in to larder's front for `ttlSecs`, tagged `tags`, whatever its Cache-Control tells
@@ -85,6 +92,14 @@ export interface PageCacheOptions {
   drop?: readonly string[];
   /** The scheme to key with; undefined takes the request's (the front keys with http unless told otherwise). */
   scheme?: "http" | "https";
+  /** The site's authority (`shop.example`, `shop.example:8443`): pages are keyed on it, and a request whose Host (or
+   * trusted forwarded host) names another is not stored (reason `host`). Without it, the request's Host, when it is
+   * a plain `host[:port]`. */
+  site?: string;
+  /** Addresses and CIDRs of the proxies (the front, a load balancer) whose X-Forwarded-Host, X-Forwarded-Proto and
+   * Forwarded are read, as `larder serve --trusted-proxies`; none by default, so those fields from anyone else are
+   * ignored. */
+  trustedProxies?: readonly string[];
   /** The front's caching settings. */
   rules?: Partial<Rules>;
   maxBody?: number;
@@ -103,20 +118,37 @@ export class PageCache {
   readonly scheme: "http" | "https" | undefined;
   readonly rules: Rules;
   readonly maxBody: number;
+  readonly site: string | undefined;
+  readonly trustedProxies: TrustedProxies;
   readonly stats: PageStats = { stored: 0, notStored: {}, errors: 0 };
 
+  /** Throws RangeError for a `site` that is not a plain `host[:port]` or a trusted proxy that is not an address or
+   * CIDR. */
   constructor(store: Store | string, o: PageCacheOptions = {}) {
+    if (o.site !== undefined && !validAuthority(o.site))
+      throw new RangeError(`site ${JSON.stringify(o.site)} is not a plain host[:port]`);
+    this.trustedProxies = new TrustedProxies(o.trustedProxies ?? []);
     this.store = typeof store === "string" ? openStore(store) : store;
     this.namespace = o.namespace ?? "";
     this.drop = o.drop ?? DEFAULT_DROP;
     this.scheme = o.scheme;
+    this.site = o.site;
     this.rules = { ...DEFAULT_RULES, ...(o.rules ?? {}) };
     this.maxBody = o.maxBody ?? DEFAULT_MAX_BODY;
   }
 
-  /** The key the front looks `request` up under (a varying page's marker's). */
-  key(request: PageRequest): string {
-    return httpKey("GET", this.scheme ?? request.scheme, request.authority, request.target, {
+  /** The scheme, authority and target `request`'s page is keyed on, or undefined when it names no page this cache
+   * may write (page_origin.ts). */
+  origin(request: PageRequest): PageOrigin | undefined {
+    return pageOrigin(request, { scheme: this.scheme, site: this.site, trusted: this.trustedProxies });
+  }
+
+  /** The key the front looks `request` up under (a varying page's marker's), or undefined when the request names no
+   * page this cache may write (reason `host`). */
+  key(request: PageRequest): string | undefined {
+    const origin = this.origin(request);
+    if (origin === undefined) return undefined;
+    return httpKey("GET", origin.scheme, origin.authority, origin.target, {
       namespace: this.namespace,
       drop: this.drop,
     });
@@ -147,6 +179,11 @@ export class PageCache {
     body: Uint8Array,
     requestTimeMs?: number,
   ): Promise<string | undefined> {
+    const base = this.key(request);
+    if (base === undefined) {
+      this.stats.notStored.host = (this.stats.notStored.host ?? 0) + 1;
+      return undefined;
+    }
     const plan = this.plan(request, status, headers, requestTimeMs);
     if (!plan.stored) {
       this.stats.notStored[plan.reason] = (this.stats.notStored[plan.reason] ?? 0) + 1;
@@ -157,7 +194,7 @@ export class PageCache {
       return undefined;
     }
     try {
-      const key = await this.write(request, status, headers, body, plan);
+      const key = await this.write(base, request, status, headers, body, plan);
       this.stats.stored++;
       return key;
     } catch (e) {
@@ -169,6 +206,7 @@ export class PageCache {
   }
 
   private async write(
+    base: string,
     request: PageRequest,
     status: number,
     headers: HeaderLines,
@@ -189,7 +227,6 @@ export class PageCache {
       staleMs: meta.staleMs,
       tags,
     });
-    const base = this.key(request);
     if (plan.vary.length === 0) {
       await this.store.set(base, entry);
       return base;
@@ -225,6 +262,7 @@ export class PageCache {
   /** The stored response the front would find for `request` (fresh or stale), and its key. */
   async find(request: PageRequest): Promise<[string, Entry] | undefined> {
     const base = this.key(request);
+    if (base === undefined) return undefined;
     const entry = decodeOrUndefined(await this.store.get(base));
     if (entry === undefined) return undefined;
     if (entry.kind === "response") return [base, entry];
