@@ -87,7 +87,7 @@ class Unsupported(StoreError):
 
 
 class InvalidKey(StoreError):
-    """A key (or purge prefix) that is not a safe key, or an empty key: refused before anything was sent
+    """A key (or purge prefix, or purge tag) that is not a safe key, or an empty key: refused before anything was sent
     (spec/STORES.md §2 `invalid_key`). `key` is the refused key as given; the message shows it escaped and cut."""
 
     kind = "invalid_key"
@@ -262,6 +262,28 @@ def check_prefix(backend: str, prefix: str) -> str:
     if problem is not None:
         raise InvalidKey(backend, prefix, problem)
     return prefix
+
+
+def tag_problem(tag: object) -> str | None:
+    """Why `tag` may not reach a store's `purge_tag`, if it may not. Tags are free UTF-8 (spec/STORES.md §2), so only
+    a tag that is not a str, or has no UTF-8 form (a lone surrogate, which an encoder would have to repair into
+    another tag), is refused."""
+    if type(tag) is not str:
+        return f"a tag is a str, not {type(tag).__name__}"
+    if not tag.isascii():
+        try:
+            tag.encode("utf-8")
+        except UnicodeEncodeError:
+            return "not valid UTF-8 (it holds a lone surrogate)"
+    return None
+
+
+def check_tag(backend: str, tag: str) -> str:
+    """`tag`, if a store may purge it; else raises `InvalidKey` (kind `invalid_key`) naming `backend`."""
+    problem = tag_problem(tag)
+    if problem is not None:
+        raise InvalidKey(backend, tag, problem)
+    return tag
 
 
 def stored_key(prefix: str, key: str) -> str:

@@ -33,6 +33,7 @@ from .base import (
     ServerError,
     Store,
     StoreStats,
+    check_tag,
     checked_key,
     checked_prefix,
     entry_tags,
@@ -319,7 +320,7 @@ class FileStore(Store):
         return self._purge(checked_prefix(self.backend, self.prefix, prefix), None)
 
     def purge_tag(self, tag: str) -> int:
-        return self._purge(self.prefix, tag)
+        return self._purge(self.prefix, check_tag(self.backend, tag))
 
     def stats(self) -> StoreStats:
         scan = self._scan()

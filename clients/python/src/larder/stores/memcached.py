@@ -35,6 +35,7 @@ from .base import (
     StoreTimeout,
     TooLarge,
     Unsupported,
+    check_tag,
     checked_key,
     checked_prefix,
     expires_at_ms,
@@ -577,7 +578,7 @@ class MemcachedStore(Store):
 
     def purge_tag(self, tag: str) -> None:
         """Records the purge of `tag`; None, as for prefixes."""
-        self._set_with(self._tag_key(tag), str(now_ms()).encode(), 0, "")
+        self._set_with(self._tag_key(check_tag(BACKEND, tag)), str(now_ms()).encode(), 0, "")
 
     def stats(self) -> StoreStats:
         stats = StoreStats()

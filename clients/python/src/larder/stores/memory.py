@@ -34,6 +34,7 @@ from .base import (
     check_key,
     check_keys,
     check_prefix,
+    check_tag,
     entry_tags,
     expires_at_ms,
     now_ms,
@@ -382,6 +383,7 @@ class MemoryStore(Store):
             return len(doomed)
 
     def purge_tag(self, tag: str) -> int:
+        check_tag(self.backend, tag)
         with self._lock:
             # (an entry held as Parts is the common write's: it has no tags)
             doomed = [

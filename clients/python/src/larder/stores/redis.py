@@ -35,6 +35,7 @@ from .base import (
     StoreStats,
     StoreTimeout,
     TooLarge,
+    check_tag,
     checked_key,
     checked_prefix,
     entry_tags,
@@ -407,7 +408,7 @@ class RedisStore(Store):
         return self._delete_stored(list(dict.fromkeys(found)))
 
     def purge_tag(self, tag: str) -> int:
-        tag_key = internal_key(self.prefix, "tag", tag).encode("utf-8")
+        tag_key = internal_key(self.prefix, "tag", check_tag(self.backend, tag)).encode("utf-8")
         members = self._scan_pages(
             b"SSCAN",
             lambda cursor: self._run([(tag_key, pack("SSCAN", tag_key, cursor, "COUNT", SCAN_COUNT), self._scan)])[0],

@@ -29,6 +29,7 @@ from .base import (
     StoreStats,
     StoreTimeout,
     TooLarge,
+    check_tag,
     checked_key,
     checked_prefix,
     entry_tags,
@@ -462,6 +463,7 @@ class SqlStore(Store):
         return self._delete_hashes(hashes)
 
     def purge_tag(self, tag: str) -> int:
+        check_tag(self.backend, tag)
         sql = f"SELECT key_hash FROM {self.tags} WHERE tag = ?"
         hashes = self._run(lambda conn: [r[0] for r in self._execute(conn, sql, [tag]).fetchall()])
         deleted = self._delete_hashes(hashes)
