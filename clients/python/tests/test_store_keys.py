@@ -261,6 +261,33 @@ def test_a_key_goes_on_the_wire_as_the_utf8_its_check_read(
     store.close()
 
 
+def test_postgres_keys_are_utf8_whatever_the_client_or_database_encoding(
+    postgres_server: Postgres, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """psycopg encodes text in the connection's client encoding: with PGCLIENTENCODING=LATIN1 a key went out as
+    latin1 (or failed with a UnicodeEncodeError for U+0100 and up), and on an SQL_ASCII database it read back as
+    bytes, so a key that was written was never found. The store sets client_encoding UTF8 itself."""
+    import psycopg
+
+    database = f"ascii_{uuid.uuid4().hex[:8]}"
+    admin = f"host=127.0.0.1 port={postgres_server.port} user=larder dbname=postgres"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {database} ENCODING 'SQL_ASCII' TEMPLATE template0")
+    monkeypatch.setenv("PGCLIENTENCODING", "LATIN1")
+    for dbname in ("postgres", database):
+        url = f"postgres://larder@127.0.0.1:{postgres_server.port}/{dbname}?timeout=5s&table=enc_{uuid.uuid4().hex[:8]}"
+        store = open_store(url)
+        for text in WIRE_KEYS:
+            key = unique(text)
+            wire = key.encode("utf-8")
+            store.set(key, b"v")
+            assert store.get(key) == b"v", (dbname, key)
+            assert postgres_read(postgres_server, url, wire, dbname) == b"v", (dbname, key)
+            assert store.purge_prefix(key[:3]) >= 1
+            assert store.get(key) is None
+        store.close()
+
+
 def test_purge_prefixes_follow_the_key_rule(silent_store: Store) -> None:
     for prefix in [*(k for k in REFUSED if k), *NOT_STR]:
         with pytest.raises(InvalidKey):

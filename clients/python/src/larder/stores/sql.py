@@ -158,8 +158,12 @@ class SqlStore(Store):
     def _pg_connect(self) -> Any:
         import psycopg
 
+        # client_encoding UTF8 whatever PGCLIENTENCODING or the database's encoding says: a key goes on the wire as
+        # the UTF-8 its check read (spec/STORES.md §2), never as latin1 (psycopg encodes text in the connection's
+        # encoding) nor as SQL_ASCII's undecoded bytes (which read back as bytes, not the str that was written).
         return psycopg.connect(
             **self._pg_params,
+            client_encoding="UTF8",
             connect_timeout=max(1, math.ceil(self.connect_timeout_ms / 1000)),
             options=f"-c statement_timeout={self.timeout_ms}",
             autocommit=True,
@@ -458,8 +462,10 @@ class SqlStore(Store):
 
     def purge_prefix(self, prefix: str) -> int:
         stored = checked_prefix(self.backend, self.prefix, prefix)
-        sql = f"SELECT key_hash FROM {self.entries} WHERE substr(key, 1, {len(stored)}) = ?"
-        hashes = self._run(lambda conn: [r[0] for r in self._execute(conn, sql, [stored]).fetchall()])
+        # The prefix's length in characters as the database counts them (spec/STORES.md §6): on a PostgreSQL
+        # database in SQL_ASCII a character is a byte, so Python's count of the prefix would cut a key short.
+        sql = f"SELECT key_hash FROM {self.entries} WHERE substr(key, 1, length(?)) = ?"
+        hashes = self._run(lambda conn: [r[0] for r in self._execute(conn, sql, [stored, stored]).fetchall()])
         return self._delete_hashes(hashes)
 
     def purge_tag(self, tag: str) -> int:
