@@ -210,4 +210,23 @@ defmodule Larder.ReplyBoundsTest do
       refused_at_once(measured(fn -> op.(s) end), what, 8 * @mib)
     end
   end
+
+  test "memcached: a get answered with more values than it asked for is malformed, not read as the next key's" do
+    # Each value within max_item, the whole batch within its bytes: only the count of replies is wrong. Before `mn`
+    # ended the batch, the first two were read as the key's value and the prefix list, and the rest left unread.
+    port = serve(:memcached, fn _ -> [List.duplicate("VA 3\r\nxxx\r\n", 10), "MN\r\n"] end)
+
+    {:ok, s} = Larder.Stores.open("memcached://127.0.0.1:#{port}?timeout=30s&failures=1000")
+
+    for {what, op} <- [get: &Store.get(&1, "k"), get_many: &Store.get_many(&1, ["k1", "k2"])] do
+      {micros, result} = :timer.tc(fn -> op.(s) end)
+      assert {:error, %StoreError{kind: :malformed}} = result, "#{what}: #{inspect(result)}"
+      assert micros < 5_000_000, "#{what}: not at once"
+    end
+
+    # A server that answers as asked is read as before.
+    port = serve(:memcached, fn _ -> ["VA 3\r\nabc\r\nEN\r\nMN\r\n"] end)
+    {:ok, s} = Larder.Stores.open("memcached://127.0.0.1:#{port}?timeout=30s")
+    assert {:ok, "abc"} = Store.get(s, "k")
+  end
 end

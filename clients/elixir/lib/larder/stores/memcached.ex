@@ -204,15 +204,21 @@ defmodule Larder.Stores.Memcached do
     end
   end
 
+  # One `mg` per key, then `mn`: the batch's replies end with `MN`, so a server that answers a key with more than one
+  # value (or anything past the replies asked for) is malformed at once, not read as the next key's value or left
+  # unread on the socket (spec/STORES.md §2, "Shape").
   defp multi_get(conn, m, ks) do
-    with {:ok, conn} <- Conn.send_all(conn, Enum.map(ks, &["mg ", &1, " v\r\n"])) do
-      Enum.reduce_while(ks, {:ok, %{}, conn}, fn k, {:ok, acc, conn} ->
-        case read_value(conn, m) do
-          {:ok, nil, conn} -> {:cont, {:ok, acc, conn}}
-          {:ok, v, conn} -> {:cont, {:ok, Map.put(acc, k, v), conn}}
-          e -> {:halt, e}
-        end
-      end)
+    with {:ok, conn} <- Conn.send_all(conn, [Enum.map(ks, &["mg ", &1, " v\r\n"]), "mn\r\n"]),
+         {:ok, found, conn} <-
+           Enum.reduce_while(ks, {:ok, %{}, conn}, fn k, {:ok, acc, conn} ->
+             case read_value(conn, m) do
+               {:ok, nil, conn} -> {:cont, {:ok, acc, conn}}
+               {:ok, v, conn} -> {:cont, {:ok, Map.put(acc, k, v), conn}}
+               e -> {:halt, e}
+             end
+           end),
+         {:ok, line, conn} <- Conn.line(Conn.bound(conn, @allowance)) do
+      if line == "MN", do: {:ok, found, conn}, else: unexpected(line)
     end
   end
 
