@@ -37,13 +37,29 @@ func protoErr(format string, args ...any) error { return &protocolError{fmt.Spri
 
 func (s *mcServer) close() { s.conns.close() }
 
-// do runs one exchange on one connection under the operation's deadline: write, then read with fn.
+// do runs one exchange on one connection under the operation's deadline: write, then read with fn. Every
+// exchange ends with the meta no-op `mn`, and its reply must end with `MN` right after the replies its commands
+// can get: a server that answers more than was asked (a second value after a get's, issue 32's wide reply) is
+// out of step, its reply past the command's whole bound, and it is refused at the first line too many, not read
+// to its end or left in the connection for the next caller.
 func (s *mcServer) do(ctx context.Context, dl time.Time, write func(w *wireWriter), read func(c *wireConn) error) error {
 	if !s.health.admits() {
 		s.health.countError()
 		return &Error{Kind: Unavailable, Backend: "memcached", Server: s.addr, Msg: "ejected after failures; retrying later"}
 	}
-	err, cancelled := s.conns.exchange(ctx, dl, write, read)
+	err, cancelled := s.conns.exchange(ctx, dl, func(w *wireWriter) {
+		write(w)
+		w.WriteString("mn\r\n")
+	}, func(c *wireConn) error {
+		err := read(c)
+		if err != nil && answerOf(err) == nil {
+			return err
+		}
+		if end := c.endOfReply(); end != nil {
+			return end
+		}
+		return err
+	})
 	ans := answerOf(err)
 	good := (err == nil || ans != nil) && !cancelled
 	if cancelled {
@@ -128,6 +144,18 @@ func (c *wireConn) value(maxItem int, wantCas bool) ([]byte, uint64, error) {
 		return nil, 0, err
 	}
 	return data, cas, nil
+}
+
+// endOfReply reads the MN that ends an exchange's replies; anything else is a reply the commands cannot get.
+func (c *wireConn) endOfReply() error {
+	l, err := c.line()
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(l, []byte("MN")) {
+		return protoErr("a reply past what was asked (%q where the replies end with MN)", truncateBytes(l))
+	}
+	return nil
 }
 
 // status reads a one-word reply and returns it if it is one of allowed.

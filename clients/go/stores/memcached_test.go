@@ -96,10 +96,16 @@ func TestMemcachedEjectsADeadServerAndMovesItsKeys(t *testing.T) {
 	}
 }
 
+// Every operation against each hostile memcached fails with the store's error, by the timeout or at once. wide
+// answers a get with 10,000 values of 512 KiB, each within max_item: the first is a whole reply to `mg k v`, so
+// only a client that knows where its replies end (the `mn` that closes every exchange) sees the rest; before,
+// get, get_many and delete_if read the first value and succeeded, leaving 5 GB in the connection.
 func TestMemcachedHostileReplies(t *testing.T) {
-	for _, behaviour := range []string{"drip", "huge", "endless-line", "garbage", "silent"} {
+	servers := map[string][]string{"drip": nil, "huge": nil, "endless-line": nil, "garbage": nil, "silent": nil,
+		"wide": {"--count", "10000", "--size", "524288"}}
+	for behaviour, args := range servers {
 		t.Run(behaviour, func(t *testing.T) {
-			addr, stop := testservers.Hostile(t, "memcached", behaviour)
+			addr, stop := testservers.Hostile(t, "memcached", behaviour, args...)
 			defer stop()
 			s := openURL(t, "memcached://"+addr+"?timeout=300ms&failures=100")
 			for name, op := range everyOperation(t, s) {
@@ -134,9 +140,28 @@ func asStoreError(err error, target **stores.Error) bool {
 
 func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
 
+// mutedServer reads and never answers anything, not even the `mn` that larder-hostile's silent answers (which a
+// store that ends every exchange with mn reads as a reply out of step).
+func mutedServer(t *testing.T) string { return lyingRedis(t, "", false) }
+
+// A server that never answers costs each operation its timeout, a total deadline, and no more.
+func TestMemcachedMutedServerTimesOutEveryOperation(t *testing.T) {
+	s := openURL(t, "memcached://"+mutedServer(t)+"?timeout=300ms&failures=100")
+	for name, op := range everyOperation(t, s) {
+		start := time.Now()
+		err := op()
+		took := time.Since(start)
+		if k := stores.KindOf(err); k != stores.Timeout {
+			t.Fatalf("%s: kind %q: %v", name, k, err)
+		}
+		if took < 250*time.Millisecond || took > 800*time.Millisecond {
+			t.Fatalf("%s: took %v (timeout 300ms)", name, took)
+		}
+	}
+}
+
 func TestMemcachedHonoursCancellation(t *testing.T) {
-	addr, stop := testservers.Hostile(t, "memcached", "silent")
-	defer stop()
+	addr := mutedServer(t)
 	s := openURL(t, "memcached://"+addr+"?timeout=5s&failures=1")
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
