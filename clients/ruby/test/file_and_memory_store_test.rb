@@ -29,6 +29,18 @@ class FileStoreTest < Minitest::Test
     nil
   end
 
+  # The value in the file named for a key's wire bytes (KeySafety), whose header must hold exactly those bytes.
+  def wire_value(bytes)
+    hash = Digest::SHA256.hexdigest(bytes)
+    path = File.join(@dir, hash[0, 2], hash[2, 2], hash)
+    return nil unless File.exist?(path)
+
+    raw = File.binread(path)
+    length = raw.unpack1("@12S<")
+    assert_equal bytes.b, raw.byteslice(14, length), "the file's header holds the wire bytes"
+    raw.byteslice((14 + length)..)
+  end
+
   def test_files_follow_the_specs_layout
     key = unique("layout")
     data = entry("v", ttl_ms: 60_000)

@@ -13,6 +13,28 @@ class KeysTest < Minitest::Test
                     url_key url_keys variant_key], Larder::Keys.singleton_methods.sort
   end
 
+  # Issue 32 (spec/STORES.md §2, "Wire bytes are the checked bytes"): a key in Latin-1 or UTF-16 gives the key its
+  # text gives in UTF-8, as in every other language (before, a UTF-16 "\u4141" was the key "AA", its bytes, and a
+  # namespaced one raised Encoding::CompatibilityError); a string not valid in its encoding is hashed on its bytes,
+  # never read as UTF-8 (UTF-16LE D841 4180, a lone surrogate, is the bytes of "A\u0600A").
+  def test_keys_in_other_encodings_are_their_utf8_text
+    ["\u4141", "k\u00e9", "\u010D\u010Ams\u0120innocent", "x" * 300].each do |text|
+      %w[ISO-8859-1 UTF-16LE UTF-16BE].each do |encoding|
+        key = begin
+          text.encode(encoding)
+        rescue EncodingError
+          next
+        end
+        assert_equal Larder::Keys.safe_key(text), Larder::Keys.safe_key(key), "#{text[0, 20]} in #{encoding}"
+        assert_equal Larder::Keys.namespaced_key("app", text), Larder::Keys.namespaced_key("app", key)
+        assert_equal Larder::Keys.namespaced_key(text, "k"), Larder::Keys.namespaced_key(key, "k")
+      end
+    end
+    lone = "A\xD8\x80A".dup.force_encoding(Encoding::UTF_16LE)
+    assert_match(/\AA#\h{64}\z/, Larder::Keys.safe_key(lone))
+    assert_match(/\Aapp:A#\h{64}\z/, Larder::Keys.namespaced_key("app", lone))
+  end
+
   def test_selecting_values_read_every_line_in_order_whatever_the_case
     lines = [%w[Accept-Language fr], %w[X-Other 1], ["ACCEPT-LANGUAGE", " de ,\ten "]]
     assert_equal "accept-language:fr,de,en\nx-device\u0000absent\n",

@@ -21,6 +21,11 @@ class MemcachedStoreTest < Minitest::Test
     2.1 # memcached's exptime is whole seconds, rounded up
   end
 
+  # What the server holds at a key's wire bytes (KeySafety), asked over a socket of the test's own.
+  def wire_value(bytes)
+    Conformance::RawProbe.memcached_get(Servers.shared_memcached, bytes)
+  end
+
   # The attack of issue 15: a key carrying CR LF and a second command wrote "HIJACK" at another key.
   def test_a_key_carrying_a_second_command_hijacks_nothing
     victim = entry(unique("safe"))

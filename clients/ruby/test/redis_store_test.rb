@@ -18,6 +18,11 @@ class RedisStoreTest < Minitest::Test
     "redis://127.0.0.1:#{Servers.free_port}/0"
   end
 
+  # What the server holds at a key's wire bytes (KeySafety), asked over a socket of the test's own.
+  def wire_value(bytes)
+    Conformance::RawProbe.redis(Servers.redis, "GET", bytes)
+  end
+
   def test_entries_carry_their_expiry_and_tag_sets
     key = unique("pxat")
     data = entry("v", ttl_ms: 60_000, stale_ms: 5_000, tags: ["t1"])
@@ -65,6 +70,16 @@ class RedisClusterStoreTest < Minitest::Test
 
   def unreachable_url
     "redis+cluster://127.0.0.1:#{Servers.free_port}"
+  end
+
+  # What the master of a key's wire bytes holds there (KeySafety): each master is asked; the others answer MOVED.
+  def wire_value(bytes)
+    Servers.redis_cluster.each do |address|
+      return Conformance::RawProbe.redis(address, "GET", bytes)
+    rescue RuntimeError => e
+      raise unless e.message.include?("MOVED")
+    end
+    flunk "no master serves #{bytes.inspect}"
   end
 
   def test_keys_spread_over_every_master

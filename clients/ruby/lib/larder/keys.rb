@@ -19,6 +19,8 @@ module Larder
     # Query parameters dropped from HTTP keys unless told otherwise.
     DEFAULT_DROP = %w[utm_* gclid fbclid msclkid].freeze
     UNSAFE = /[\x00-\x20\x7F]/n
+    # Encodings whose strings are keys as their bytes are (safe_key); any other is transcoded to UTF-8 first.
+    PLAIN_ENCODINGS = [Encoding::UTF_8, Encoding::BINARY, Encoding::US_ASCII].freeze
     # The same bytes, for matching UTF-8 text (a /n regexp warns on it).
     UNSAFE_TEXT = /[\x00-\x20\x7F]/
     DEFAULT_PORTS = { "http" => ":80", "https" => ":443" }.freeze
@@ -39,14 +41,34 @@ module Larder
         return key
       end
 
-      raw = key.to_s.b
+      text = key_text(key.to_s)
+      return hashed(key.to_s.b) if text.nil?
+
+      raw = text.b
       if raw.bytesize <= MAX_KEY_LEN && !raw.match?(UNSAFE)
-        text = key.to_s.dup.force_encoding(Encoding::UTF_8)
+        text = text.dup.force_encoding(Encoding::UTF_8)
         return text if text.valid_encoding?
       end
 
+      hashed(raw)
+    end
+
+    # The readable prefix of `raw` (bytes), `#`, and its SHA-256.
+    def hashed(raw)
       prefix = raw.byteslice(0, HASHED_PREFIX_LEN)[/\A[\x21-\x7E]*/n]
       "#{prefix}##{Digest::SHA256.hexdigest(raw)}".force_encoding(Encoding::UTF_8)
+    end
+
+    # What safe_key derives a key from: a UTF-8, binary or US-ASCII string as it is (its bytes: those that are not
+    # UTF-8 are then hashed), a string in another encoding as its UTF-8, so that a Latin-1 or UTF-16 key gives the
+    # key its text gives in every language; nil for a string not valid in its encoding (a lone UTF-16 surrogate),
+    # whose bytes are then hashed, never read as UTF-8.
+    def key_text(key)
+      return key if PLAIN_ENCODINGS.include?(key.encoding)
+
+      key.valid_encoding? ? key.encode(Encoding::UTF_8) : nil
+    rescue EncodingError
+      nil
     end
 
     # Why a store refuses `key` (spec/STORES.md §2 Keys), or nil for a safe key it takes.
@@ -73,9 +95,24 @@ module Larder
       nil
     end
 
-    # `namespace:key` (just `key` when the namespace is empty or nil), made safe.
+    # `namespace:key` (just `key` when the namespace is empty or nil), made safe. Both are joined as their UTF-8
+    # (key_text), so a key in Latin-1 or UTF-16 gives the key its text gives in every other language.
     def namespaced_key(namespace, key)
-      safe_key(namespace.nil? || namespace.empty? ? key : "#{namespace}:#{key}")
+      return safe_key(key) if namespace.nil? || namespace.empty?
+
+      namespace = namespace.to_s
+      key = key.to_s
+      # The common case, interpolated.
+      if namespace.encoding == Encoding::UTF_8 && key.encoding == Encoding::UTF_8 && namespace.valid_encoding? &&
+         key.valid_encoding?
+        return safe_key("#{namespace}:#{key}")
+      end
+
+      namespace_utf8 = key_text(namespace)
+      key_utf8 = key_text(key)
+      return hashed("#{namespace.b}:#{key.b}".b) if namespace_utf8.nil? || key_utf8.nil?
+
+      safe_key("#{namespace_utf8.b}:#{key_utf8.b}".b)
     end
 
     # The key of a request, from its parts as a server sees them (spec/FORMAT.md §5.3). `drop` lists query parameter
@@ -185,7 +222,7 @@ module Larder
       text.b.tr("A-Z", "a-z").force_encoding(Encoding::UTF_8)
     end
 
-    private_class_method :marker_field, :text, :param_name, :dropped?, :normalize_authority, :ascii_upper,
-                         :ascii_lower
+    private_class_method :key_text, :hashed, :marker_field, :text, :param_name, :dropped?, :normalize_authority,
+                         :ascii_upper, :ascii_lower
   end
 end

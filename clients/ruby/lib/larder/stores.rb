@@ -43,6 +43,25 @@ module Larder
       store
     end
 
+    # A store key, purge prefix or tag as the UTF-8 text whose bytes a store checks and then sends, unchanged, to the
+    # wire (spec/STORES.md §2, "Wire bytes are the checked bytes"): a UTF-8 string as it is, a binary or US-ASCII one
+    # read as the UTF-8 its bytes are, a string in any other encoding transcoded to UTF-8 once (a Latin-1 "é" is the
+    # key "é", C3 A9; a UTF-16 "\u010A" is C4 8A, never the byte 0x0A its low half would be); nil when the string is
+    # not valid in its encoding (a lone surrogate, bytes that are not UTF-8), which a store refuses, never repairs.
+    def self.wire_text(key)
+      case key.encoding
+      when Encoding::UTF_8
+        key.valid_encoding? ? key : nil
+      when Encoding::BINARY, Encoding::US_ASCII
+        text = key.dup.force_encoding(Encoding::UTF_8)
+        text.valid_encoding? ? text : nil
+      else
+        key.valid_encoding? ? key.encode(Encoding::UTF_8) : nil
+      end
+    rescue EncodingError
+      nil
+    end
+
     # The keys a store writes (spec/STORES.md §2): a caller's keys under the `prefix` option, and internal keys.
     class Keys
       attr_reader :prefix
@@ -156,29 +175,48 @@ module Larder
 
       private
 
-      # Raises InvalidKey unless `key` is a safe, non-empty key (spec/STORES.md §2).
+      # `key` as the UTF-8 text a store checks and sends (spec/STORES.md §2, "Wire bytes are the checked bytes"), or
+      # raises InvalidKey unless it is a safe, non-empty key. Every store uses what this returns, never `key` itself.
       def check_key(key)
         raise ArgumentError, "a store key is a String, not #{key.class}" unless key.is_a?(String)
 
-        problem = Larder::Keys.key_problem(key)
+        text = Stores.wire_text(key)
+        problem = text ? Larder::Keys.key_problem(text) : "not valid in its encoding (#{key.encoding})"
         raise InvalidKey.new(backend, key, problem) if problem
 
-        key
+        text
       end
 
-      # Raises InvalidKey unless `prefix` is a prefix a store may purge (the empty prefix is one).
+      # `prefix` as UTF-8 text, or raises InvalidKey unless it is a prefix a store may purge (the empty prefix is one).
       def check_prefix(prefix)
         raise ArgumentError, "a purge prefix is a String, not #{prefix.class}" unless prefix.is_a?(String)
 
-        problem = Larder::Keys.prefix_problem(prefix)
+        text = Stores.wire_text(prefix)
+        problem = text ? Larder::Keys.prefix_problem(text) : "not valid in its encoding (#{prefix.encoding})"
         raise InvalidKey.new(backend, prefix, problem) if problem
 
-        prefix
+        text
       end
 
-      # The key the server sees for a caller's key, once the key is known to be safe.
+      # `tag` as the UTF-8 text a store compares and sends (spec/STORES.md §2: a tag is free UTF-8, encoded once, as
+      # keys are), or raises InvalidKey when it is not valid in its encoding.
+      def check_tag(tag)
+        raise ArgumentError, "a tag is a String, not #{tag.class}" unless tag.is_a?(String)
+
+        text = Stores.wire_text(tag)
+        raise InvalidKey.new(backend, tag, "not valid in its encoding (#{tag.encoding})") unless text
+
+        text
+      end
+
+      # The key the server sees for a caller's key, checked here (check_key).
       def stored_key(key)
-        @keys.stored(check_key(key))
+        stored_of(check_key(key))
+      end
+
+      # The key the server sees for a key check_key returned.
+      def stored_of(text)
+        @keys.stored(text)
       end
     end
   end

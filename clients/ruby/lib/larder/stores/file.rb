@@ -95,7 +95,8 @@ module Larder
       end
 
       def incr(key, delta, ttl: nil, create: true)
-        stored = stored_key(key)
+        key = check_key(key)
+        stored = stored_of(key)
         locked(stored) do
           found = read(path_of(stored), stored)
           if found.nil?
@@ -144,6 +145,7 @@ module Larder
       end
 
       def purge_tag(tag)
+        tag = check_tag(tag)
         FileScan.new(@root).files.count do |file|
           file.key.start_with?(@keys.prefix.b) && Base.entry_tags(file.value || "".b).include?(tag) &&
             unlink_own(file.path, file.ino)

@@ -100,7 +100,8 @@ module Larder
 
       # get_many of one key, without its lists.
       def get(key)
-        stored = stored_key(key)
+        key = check_key(key)
+        stored = stored_of(key)
         deadline = deadline_from_now
         found = multi_get(@prefix_purge ? [stored, prefixes_key] : [stored], deadline)
         value = found[stored]
@@ -112,7 +113,8 @@ module Larder
       # One round trip per server (each key's `mg`, and the prefix list), then one more for the tag records of the
       # entries found. Every key is checked before anything is sent.
       def get_many(keys)
-        stored = keys.map { |key| stored_key(key) }
+        keys = keys.map { |key| check_key(key) }
+        stored = keys.map { |key| stored_of(key) }
         wanted = stored.dup
         wanted << prefixes_key if @prefix_purge
         deadline = deadline_from_now
@@ -164,7 +166,8 @@ module Larder
       end
 
       def incr(key, delta, ttl: nil, create: true)
-        stored = stored_key(key)
+        key = check_key(key)
+        stored = stored_of(key)
         mode = delta.negative? ? "MD" : "MI"
         command = +"ma #{stored} D#{Integer(delta).abs} #{mode} v"
         if create
@@ -227,7 +230,7 @@ module Larder
       # Writes the tag's purge record: entries tagged with it and created up to now (+ skew) read as missing.
       # Answers nil (recorded: a record cannot count what it hides, spec/STORES.md §4.4).
       def purge_tag(tag)
-        record = internal("tag", tag)
+        record = internal("tag", check_tag(tag))
         now = Larder.now_ms.to_s
         on_server(record) do |connection|
           meta(connection, "ms #{record} #{now.bytesize} T0 F0\r\n#{now}\r\n", expect: %w[HD])
@@ -238,7 +241,7 @@ module Larder
       # Adds a line to the prefix list (read–modify–write with CAS, retried until it succeeds). Answers nil
       # (recorded), as purge_tag.
       def purge_prefix(prefix)
-        check_prefix(prefix)
+        prefix = check_prefix(prefix)
         raise Unsupported.new(BACKEND, "purge by prefix needs prefix_purge=true") unless @prefix_purge
 
         key = prefixes_key
@@ -254,8 +257,8 @@ module Larder
 
       private
 
-      # Keys and values go into the protocol's lines as bytes.
-      def stored_key(key)
+      # Keys and values go into the protocol's lines as bytes: the UTF-8 bytes check_key checked.
+      def stored_of(text)
         super.b
       end
 
@@ -432,7 +435,8 @@ module Larder
       end
 
       def checked(key, value)
-        stored = stored_key(key)
+        key = check_key(key)
+        stored = stored_of(key)
         limit = @max_item - ITEM_OVERHEAD - stored.bytesize
         if value.bytesize > limit
           raise TooLarge.new(BACKEND, "value of #{value.bytesize} bytes at #{key} exceeds the #{limit}-byte item limit")

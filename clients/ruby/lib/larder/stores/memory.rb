@@ -40,7 +40,7 @@ module Larder
       end
 
       def get(key)
-        check_key(key)
+        key = check_key(key)
         @mutex.synchronize do
           item = live(key)
           item && bytes_of(item)
@@ -54,7 +54,7 @@ module Larder
       # ActiveSupport's MemoryStore keeps objects rather than bytes. The block runs outside the lock; a view is
       # counted in the store's bytes (VIEW_OVERHEAD), so the capacity still holds.
       def get_view(key, owner, &)
-        check_key(key)
+        key = check_key(key)
         view(key, owner, &)
       end
 
@@ -75,7 +75,7 @@ module Larder
       end
 
       def get_many(keys)
-        keys.each { |key| check_key(key) }
+        keys = keys.map { |key| check_key(key) }
         @mutex.synchronize do
           keys.map do |key|
             item = live(key)
@@ -96,20 +96,20 @@ module Larder
       end
 
       def set(key, value, ttl: nil)
-        check_key(key)
+        key = check_key(key)
         item = bare_item(key, value, Base.expiry_ms(value, ttl))
         @mutex.synchronize { set_item(key, item) }
         nil
       end
 
       def add(key, value, ttl: nil)
-        check_key(key)
+        key = check_key(key)
         item = bare_item(key, value, Base.expiry_ms(value, ttl))
         @mutex.synchronize { add_item(key, item) }
       end
 
       def incr(key, delta, ttl: nil, create: true)
-        check_key(key)
+        key = check_key(key)
         @mutex.synchronize do
           item = live(key)
           if item.nil?
@@ -125,7 +125,7 @@ module Larder
       end
 
       def delete_if(key, expected)
-        check_key(key)
+        key = check_key(key)
         @mutex.synchronize do
           item = live(key)
           return false unless item && bytes_of(item).b == expected.b
@@ -136,7 +136,7 @@ module Larder
       end
 
       def delete(key)
-        check_key(key)
+        key = check_key(key)
         @mutex.synchronize { !remove(key).nil? }
       end
 
@@ -149,7 +149,7 @@ module Larder
       end
 
       def purge_prefix(prefix)
-        check_prefix(prefix)
+        prefix = check_prefix(prefix)
         @mutex.synchronize do
           doomed = @items.keys.select { |key| key.start_with?(prefix) }
           doomed.each { |key| remove(key) }
@@ -158,6 +158,7 @@ module Larder
       end
 
       def purge_tag(tag)
+        tag = check_tag(tag)
         @mutex.synchronize do
           doomed = @items.select { |_, item| Base.entry_tags(item.head || item.value).include?(tag) }.keys
           doomed.each { |key| remove(key) }

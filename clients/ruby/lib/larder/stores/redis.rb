@@ -107,7 +107,8 @@ module Larder
       end
 
       def incr(key, delta, ttl: nil, create: true)
-        stored = stored_key(key)
+        key = check_key(key)
+        stored = stored_of(key)
         ttl_ms = ttl ? (ttl * 1000).ceil : 0
         reply = guarded do |deadline|
           script(deadline, "incr", stored, [Integer(delta), create ? 1 : 0, ttl_ms], INTEGER_OR_NIL)
@@ -148,7 +149,7 @@ module Larder
       # Deletes the members of the tag's set, then the set (exact: once it returns, no reader sees them). Each page
       # of SSCAN and each batch of deletes is one request, bounded by `timeout`.
       def purge_tag(tag)
-        set_key = @keys.internal("tag", tag)
+        set_key = @keys.internal("tag", check_tag(tag))
         members = []
         cursor = "0"
         loop do
@@ -167,7 +168,7 @@ module Larder
 
       # SCAN MATCH <stored prefix>* on every master, deleting what it finds.
       def purge_prefix(prefix)
-        check_prefix(prefix)
+        prefix = check_prefix(prefix)
         pattern = "#{(@keys.prefix + prefix).gsub(/[*?\[\]\\]/) { |c| "\\#{c}" }}*"
         masters.sum do |node|
           total = 0

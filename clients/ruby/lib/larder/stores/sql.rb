@@ -98,7 +98,8 @@ module Larder
       end
 
       def incr(key, delta, ttl: nil, create: true)
-        stored = stored_key(key)
+        key = check_key(key)
+        stored = stored_of(key)
         hash = Sql.key_hash(stored)
         100.times do
           row = run("SELECT value FROM #{@entries} WHERE key_hash = $1 AND key = $2 AND " \
@@ -146,6 +147,7 @@ module Larder
       end
 
       def purge_tag(tag)
+        tag = check_tag(tag)
         transaction do
           count = run_count("DELETE FROM #{@entries} WHERE key_hash IN (SELECT key_hash FROM #{@tags} WHERE tag = $1)",
                             [tag])
