@@ -171,12 +171,19 @@ defmodule Larder.Stores.File do
     with :ok <- StoreError.check_key(@backend, key) do
       skey = Keys.stored_key(f.prefix, key)
 
-      locked(f, skey, fn dir, h ->
-        case read_entry(f, dir, h, skey) do
-          {:ok, _, ^expected} -> {:ok, remove_file(f, dir, h) == :ok}
-          _ -> {:ok, false}
-        end
-      end)
+      # A delete: a shard that is missing, a link or not a directory holds nothing to delete (spec/STORES.md §7), so
+      # it is a no-op as for `delete`, and no shard is made for it.
+      locked(
+        f,
+        skey,
+        fn dir, h ->
+          case read_entry(f, dir, h, skey) do
+            {:ok, _, ^expected} -> {:ok, remove_file(f, dir, h) == :ok}
+            _ -> {:ok, false}
+          end
+        end,
+        {:ok, false}
+      )
     end
   end
 
@@ -346,7 +353,9 @@ defmodule Larder.Stores.File do
   end
 
   # Runs `fun.(shard_dir, h)` holding the exclusive flock of the key's shard `.lock`, through flock(1) as a port.
-  defp locked(f, skey, fun) do
+  # `fun` under the shard's lock. The shard is made when missing, and one that cannot be used is the caller's error;
+  # with `no_shard` given, a missing or unusable shard is not made and answers `no_shard` instead.
+  defp locked(f, skey, fun, no_shard \\ nil) do
     case System.find_executable("flock") do
       nil ->
         {:error,
@@ -357,7 +366,7 @@ defmodule Larder.Stores.File do
          )}
 
       flock ->
-        in_shard_for_write(skey, f, fn dir, h ->
+        under_lock = fn dir, h ->
           case Tree.touch(dir, ".lock", f.mode) do
             {:ok, id} ->
               hold_lock(flock, dir, id, fn -> fun.(dir, h) end)
@@ -370,7 +379,16 @@ defmodule Larder.Stores.File do
                  "#{Path.join(shard(h) ++ [".lock"])}: #{describe(reason)}"
                )}
           end
-        end)
+        end
+
+        if no_shard == nil do
+          in_shard_for_write(skey, f, under_lock)
+        else
+          case in_shard(f, skey, false, under_lock) do
+            {:done, result} -> result
+            _ -> no_shard
+          end
+        end
     end
   end
 
