@@ -83,3 +83,52 @@ async fn a_redis_value_past_max_value_is_refused_before_it_is_read_and_the_store
     small.set("fine", b"small", None).await.expect("the store goes on, on a new connection");
     assert_eq!(small.get("fine").await.expect("get").as_deref(), Some(&b"small"[..]));
 }
+
+/// A reply whose every part is within its bound but whose whole is not (spec/STORES.md §2, "Whole reply"): 1,000
+/// values of 64 MiB each (Redis: one array of them; memcached: 1,000 `VA` blocks), to every command of every
+/// operation. Each is refused at once, long before the store's 5 s `timeout` (so the deadline is not what stops it),
+/// and the process grows by less than two values (the one-value bound, `max_value` = 64 MiB plus framing, is what
+/// a `SCAN` page may take; 64 GB were sent): a counter's script can return one integer and an `MGET` of n keys n
+/// values, so there the array's first line already breaks the bound.
+async fn whole_replies_are_bounded(protocol: Protocol, scheme: &str) {
+    let settings = Settings { size: 64 << 20, count: 1_000, ..Settings::default() };
+    let server = HostileServer::start(protocol, Behaviour::Wide, settings).expect("hostile server");
+    let url = format!("{scheme}://{}?timeout=5s&failures=1000", server.address());
+    let store = larder_stores::open(&url).await.expect("opens");
+    let before = rss();
+    let at_once = Duration::from_millis(2_000);
+    macro_rules! refused_at_once {
+        ($op:expr, $call:expr) => {{
+            let started = Instant::now();
+            let result = $call.await;
+            let took = started.elapsed();
+            assert!(result.is_err(), "{scheme} wide {}: the store's error expected, got {result:?}", $op);
+            assert!(took < at_once, "{scheme} wide {}: answered after {took:?}, not at once", $op);
+            let grown = rss().saturating_sub(before);
+            assert!(grown < 128 << 20, "{scheme} wide {}: memory grew by {} MiB", $op, grown >> 20);
+        }};
+    }
+    refused_at_once!("get", store.get("k"));
+    refused_at_once!("get_many", store.get_many(&["a", "b", "c"]));
+    refused_at_once!("set", store.set("k", b"v", None));
+    refused_at_once!("set_many", store.set_many(&[("a", b"v".as_slice()), ("b", b"w".as_slice())], None));
+    refused_at_once!("add", store.add("k", b"v", None));
+    refused_at_once!("incr", store.incr("counter", 1, None, true));
+    refused_at_once!("delete_if", store.delete_if("k", b"token"));
+    refused_at_once!("delete", store.delete("k"));
+    refused_at_once!("delete_many", store.delete_many(&["a", "b"]));
+    refused_at_once!("purge_prefix", store.purge_prefix("p/"));
+    refused_at_once!("purge_tag", store.purge_tag("t"));
+    refused_at_once!("stats", store.stats());
+    refused_at_once!("clear", store.clear());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_reply_of_a_thousand_64_mib_values_is_refused_at_once() {
+    whole_replies_are_bounded(Protocol::Redis, "redis").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memcached_reply_of_a_thousand_64_mib_values_is_refused_at_once() {
+    whole_replies_are_bounded(Protocol::Memcached, "memcached").await;
+}
