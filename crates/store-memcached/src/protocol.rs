@@ -36,16 +36,37 @@ pub enum Reply {
 pub struct ReplyReader {
     buffer: ReadBuffer,
     max_value: usize,
+    /// Bytes the replies to the current request may still take (spec/STORES.md §2, "Whole reply").
+    left: u64,
 }
 
 impl ReplyReader {
     pub fn new(max_value: usize) -> ReplyReader {
-        ReplyReader { buffer: ReadBuffer::new(), max_value }
+        ReplyReader { buffer: ReadBuffer::new(), max_value, left: u64::MAX }
+    }
+
+    /// The longest value a reply may hold.
+    pub fn max_value(&self) -> usize {
+        self.max_value
+    }
+
+    /// Bounds the replies read from now on (a request's, as a whole) to `bytes` in all.
+    pub fn allow(&mut self, bytes: u64) {
+        self.left = bytes;
+    }
+
+    /// Counts `n` bytes of a reply against what the request's replies may take, before they are read.
+    fn take(&mut self, n: usize) -> Result<(), Failure> {
+        self.left = self.left.checked_sub(n as u64).ok_or_else(|| {
+            malformed("replies of more bytes in all than the request can get (a value bound per command and 64 KiB)")
+        })?;
+        Ok(())
     }
 
     /// The next reply. An error leaves the connection out of step: its caller closes it.
     pub async fn read<R: AsyncRead + Unpin>(&mut self, io: &mut R) -> Result<Reply, Failure> {
         let length = self.buffer.line(io, MAX_LINE).await?;
+        self.take(length + 2)?;
         let line = &self.buffer.bytes()[..length];
         let mut tokens = line.split(|&b| b == b' ');
         let reply = match tokens.next().unwrap_or_default() {
@@ -67,6 +88,7 @@ impl ReplyReader {
                     }
                 }
                 self.buffer.advance(length + 2);
+                self.take(size + 2)?;
                 self.buffer.at_least(io, size + 2).await?;
                 if &self.buffer.bytes()[size..size + 2] != b"\r\n" {
                     return Err(malformed("a value not followed by CRLF"));

@@ -21,9 +21,24 @@ pub enum Expect {
     UntilEndOrOne,
 }
 
+/// Bytes a request's replies may take besides their values (spec/STORES.md §2: at most 64 KiB).
+const FRAMING: u64 = 64 << 10;
+/// `STAT` lines a `stats` may get (memcached sends about a hundred; spec/STORES.md §2: at most 1,024).
+const MAX_STATS: usize = 1024;
+
 /// The meta protocol's replies, for the pipeline.
 struct Meta {
     max_value: usize,
+}
+
+/// What the replies to a request may take in all: a value bound (`max_value`, the item size and a line) for each
+/// command, and the framing allowance (spec/STORES.md §2, "Whole reply").
+fn allowance(expect: Expect, max_value: usize) -> u64 {
+    let values = match expect {
+        Expect::Count(n) => n.max(1),
+        Expect::UntilEndOrOne => 1,
+    };
+    (values as u64).saturating_mul(max_value as u64).saturating_add(FRAMING)
 }
 
 impl larder_pipeline::Protocol for Meta {
@@ -36,19 +51,33 @@ impl larder_pipeline::Protocol for Meta {
     }
 
     async fn read(reader: &mut ReplyReader, io: &mut OwnedReadHalf, expect: Expect) -> Result<Vec<Reply>, Failure> {
-        let mut replies = Vec::new();
-        loop {
-            let reply = reader.read(io).await?;
-            let end = matches!(reply, Reply::End);
-            replies.push(reply);
-            match expect {
-                Expect::Count(n) if replies.len() == n => break,
-                Expect::UntilEndOrOne if end || !matches!(replies.last(), Some(Reply::Stat(..))) => break,
-                _ => {}
-            }
-        }
-        Ok(replies)
+        read_replies(reader, io, expect).await
     }
+}
+
+/// The replies to one request, bounded as a whole: in bytes by [`allowance`], in number by the commands sent (one
+/// reply each) or, for `stats`, by [`MAX_STATS`].
+async fn read_replies<R: tokio::io::AsyncRead + Unpin>(
+    reader: &mut ReplyReader,
+    io: &mut R,
+    expect: Expect,
+) -> Result<Vec<Reply>, Failure> {
+    reader.allow(allowance(expect, reader.max_value()));
+    let mut replies = Vec::new();
+    loop {
+        let reply = reader.read(io).await?;
+        let end = matches!(reply, Reply::End);
+        replies.push(reply);
+        match expect {
+            Expect::Count(n) if replies.len() == n => break,
+            Expect::UntilEndOrOne if end || !matches!(replies.last(), Some(Reply::Stat(..))) => break,
+            Expect::UntilEndOrOne if replies.len() > MAX_STATS => {
+                return Err(larder_pipeline::malformed(&format!("more than {MAX_STATS} STAT lines")));
+            }
+            _ => {}
+        }
+    }
+    Ok(replies)
 }
 
 pub struct Server {
@@ -77,5 +106,42 @@ impl Server {
         connect_timeout: Duration,
     ) -> Result<Vec<Reply>, Failure> {
         self.connections.exchange(request, expect, timeout, connect_timeout).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn read(bytes: &[u8], expect: Expect, max_value: usize) -> Result<Vec<Reply>, Failure> {
+        let mut reader = ReplyReader::new(max_value);
+        let mut io = bytes;
+        read_replies(&mut reader, &mut io, expect).await
+    }
+
+    #[tokio::test]
+    async fn a_stats_reply_is_bounded_in_lines_and_bytes() {
+        let stats = [b"STAT pid 1\r\n".repeat(100), b"END\r\n".to_vec()].concat();
+        assert_eq!(read(&stats, Expect::UntilEndOrOne, 2048).await.map(|r| r.len()), Ok(101));
+        // Endless STAT lines, each short: refused at line 1,025, not read until memory runs out.
+        let endless = b"STAT x 1\r\n".repeat(2000);
+        let refused = read(&endless, Expect::UntilEndOrOne, 1 << 20).await;
+        assert!(refused.is_err_and(|f| f.0.contains("STAT lines")));
+        // Long STAT lines: refused once they pass a value bound and 64 KiB in all.
+        let long = [b"STAT x ".as_slice(), &[b'y'; 8000], b"\r\n"].concat().repeat(20);
+        let refused = read(&long, Expect::UntilEndOrOne, 2048).await;
+        assert!(refused.is_err_and(|f| f.0.contains("in all")));
+    }
+
+    #[tokio::test]
+    async fn a_batch_holds_at_most_a_value_bound_per_command_and_64_kib() {
+        let value = |size: usize| [format!("VA {size}\r\n").into_bytes(), vec![b'x'; size], b"\r\n".to_vec()].concat();
+        let three = [value(1000), value(1000), b"EN\r\n".to_vec()].concat();
+        assert_eq!(read(&three, Expect::Count(3), 1024).await.map(|r| r.len()), Ok(3));
+        // Each reply line may run to 8 KiB: 100 such lines to a batch of 100 commands pass no bound of their own,
+        // and are refused by the batch's whole one (100 value bounds of 16 bytes and 64 KiB).
+        let lines = [b"HD ".as_slice(), &[b'x'; 8000], b"\r\n"].concat().repeat(100);
+        let refused = read(&lines, Expect::Count(100), 16).await;
+        assert!(refused.is_err_and(|f| f.0.contains("in all")));
     }
 }
