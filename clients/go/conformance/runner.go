@@ -1,11 +1,13 @@
 // Package conformance is the Go column of the conformance matrix (spec/vectors/README.md, "Conformance
 // runners"): Judge reads one vector file and reports one JSON object. The Go test suite runs the same cases
-// (conformance_test.go), so the matrix and the suite cannot disagree. No server is needed.
+// (conformance_test.go), so the matrix and the suite cannot disagree. No server is needed, except by
+// hostile_keys.json and hostile_replies.json, which take theirs from the environment (hostile.go).
 package conformance
 
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -41,10 +43,21 @@ var files = map[string]func([]byte) ([]Case, error){
 	"storage.json": storageCases,
 }
 
+// filesAt are the vector files whose cases also need the file's own path (the scripts and files beside it).
+var filesAt = map[string]func(path string, data []byte) ([]Case, error){
+	"hostile_keys.json":    hostileKeysCases,
+	"hostile_pages.json":   hostilePagesCases,
+	"hostile_files.json":   hostileFilesCases,
+	"hostile_replies.json": hostileRepliesCases,
+}
+
 // Cases lists the cases of the vector file at path, or an error saying why it cannot be judged.
 func Cases(path string) ([]Case, error) {
 	name := filepath.Base(path)
 	lister, ok := files[name]
+	if at, known := filesAt[name]; known {
+		lister, ok = func(data []byte) ([]Case, error) { return at(path, data) }, true
+	}
 	if !ok {
 		return nil, fmt.Errorf("%s is not a vector file this runner knows: add it to clients/go/conformance/runner.go", name)
 	}
@@ -62,6 +75,10 @@ func Cases(path string) ([]Case, error) {
 		return nil, fmt.Errorf("%s is not a schema 1 vector file", name)
 	}
 	cases, err := lister(data)
+	var missing *missingEnv
+	if errors.As(err, &missing) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s does not have the shape of %s: %v", name, name, err)
 	}
