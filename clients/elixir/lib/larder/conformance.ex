@@ -5,7 +5,8 @@ defmodule Larder.Conformance do
       clients/elixir/bin/conformance spec/vectors/entries.json
 
   prints one JSON line per file (`{"language":"elixir","file":…,"status":…,"cases":N,"failed":[…],"reason":…}`).
-  The ExUnit suite runs the same cases (test/vectors_test.exs), so the matrix and the suite cannot disagree.
+  The ExUnit suite runs the same cases (test/vectors_test.exs, test/hostile_vectors_test.exs), so the matrix and
+  the suite cannot disagree. The hostile_*.json files are `Larder.Conformance.Hostile`'s.
   A case is a name and a function that raises on a mismatch. zstd and brotli entries need
   `Larder.Codecs.Native` (priv/bin/larder_codec); only when it is not built do their cases pass on the clear
   `{:unsupported_compressor, name}` error instead (see README).
@@ -14,7 +15,8 @@ defmodule Larder.Conformance do
   alias Larder.{Entry, JSON, Keys, Ordered, Response, Ring, SignedExt}
 
   @not_applicable %{}
-  @files ~w(entries.json invalid.json keys.json ring.json stores.json signed.json storage.json)
+  @files ~w(entries.json invalid.json keys.json ring.json stores.json signed.json storage.json) ++
+           Larder.Conformance.Hostile.files()
 
   defmodule Mismatch do
     defexception [:message]
@@ -27,11 +29,16 @@ defmodule Larder.Conformance do
       System.halt(2)
     end
 
+    # The stores' pools, health table and SQLite connections (hostile_*.json) live under the application.
+    {:ok, _} = Application.ensure_all_started(:larder)
     Enum.each(paths, &IO.puts(JSON.encode!(report(&1))))
   end
 
-  @doc "The report (an `Ordered`) for one vector file."
-  def report(path) do
+  @doc """
+  The report (an `Ordered`) for one vector file. `env` gives the servers the hostile_*.json files need
+  (`Larder.Conformance.Hostile`); the process environment by default.
+  """
+  def report(path, env \\ System.get_env()) do
     file = Path.basename(path)
     base = [language: "elixir", file: file, status: "pass", cases: 0, failed: [], reason: nil]
 
@@ -44,11 +51,12 @@ defmodule Larder.Conformance do
           {:fail, "#{file} is not a vector file this runner knows: add it to Larder.Conformance"}
 
         true ->
-          run_cases(path)
+          with :ok <- Larder.Conformance.Hostile.missing(file, env), do: run_cases(path, env)
       end
 
     fields =
       case result do
+        {:error, why} -> set(base, status: "fail", reason: why)
         {:na, why} -> set(base, status: "not_applicable", reason: why)
         {:fail, why} -> set(base, status: "fail", reason: why)
         {:ok, n, []} -> Keyword.replace(base, :cases, n)
@@ -68,8 +76,8 @@ defmodule Larder.Conformance do
 
   defp failure_reason({name, message}), do: String.slice("#{name}: #{message}", 0, 500)
 
-  defp run_cases(path) do
-    case cases(path) do
+  defp run_cases(path, env) do
+    case cases_in(path, env) do
       {:ok, cases} -> {:ok, length(cases), failures(cases)}
       {:error, why} -> {:fail, why}
     end
@@ -89,11 +97,21 @@ defmodule Larder.Conformance do
     kind, value -> "#{kind}: #{inspect(value)}"
   end
 
-  @doc "`{:ok, [{name, check}]}` for the vector file at `path`, or `{:error, why}`."
-  def cases(path) do
+  @doc """
+  `{:ok, [{name, check}]}` for the vector file at `path`, or `{:error, why}`, with the process environment (see
+  `cases_in/2`).
+  """
+  def cases(path), do: cases_in(path, System.get_env())
+
+  @doc "`cases/1` with `env` (as for `report/2`, read when a check runs) giving the servers."
+  def cases_in(path, env) do
     with {:ok, text} <- File.read(path),
          {:ok, doc} <- JSON.decode(text, objects: :ordered) do
-      {:ok, cases(Path.basename(path), doc)}
+      file = Path.basename(path)
+
+      if file in Larder.Conformance.Hostile.files(),
+        do: {:ok, Larder.Conformance.Hostile.cases(file, doc, Path.dirname(path), env)},
+        else: {:ok, cases(file, doc)}
     else
       {:error, why} -> {:error, "cannot read #{path}: #{inspect(why)}"}
     end
