@@ -151,6 +151,74 @@ def test_a_gigabyte_reply_costs_far_less_than_the_bound(hostile: Callable[..., H
     assert result["growth_kib"] < 8 * 1024, f"peak RSS grew {result['growth_kib']} KiB for a refused 1 GiB reply"
 
 
+#: Replies each of whose parts is within its bound, the whole past any (spec/STORES.md §2, "Whole reply"; issue 32
+#: finding 4): 1,000 strings of 64 MiB (each within max_value) in one array, and 10,000 values of 512 KiB (each
+#: within max_item).
+WIDE = {
+    "memcached": ["--count", "10000", "--size", str(512 << 10)],
+    "redis": ["--count", "1000", "--size", str(64 << 20)],
+}
+WIDE_RSS = """
+import json, resource, sys, time
+from larder.stores import StoreError, StoreTimeout, open_store
+url = sys.argv[1]
+operations = {
+    "get": lambda s: s.get("k1"),
+    "get_many": lambda s: s.get_many(["k1", "k2", "k3"]),
+    "set": lambda s: s.set("k1", b"v"),
+    "set_many": lambda s: s.set_many([("k1", b"v"), ("k2", b"v")]),
+    "add": lambda s: s.add("k1", b"v"),
+    "incr": lambda s: s.incr("k1", 1),
+    "delete": lambda s: s.delete("k1"),
+    "delete_many": lambda s: s.delete_many(["k1", "k2"]),
+    "delete_if": lambda s: s.delete_if("k1", b"v"),
+    "purge_tag": lambda s: s.purge_tag("t"),
+    "purge_prefix": lambda s: s.purge_prefix("k"),
+    "clear": lambda s: s.clear(),
+    "stats": lambda s: s.stats(),
+}
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+results = {}
+for name, operation in operations.items():
+    store = open_store(url)  # fresh: no ejection from an earlier operation
+    started = time.monotonic()
+    try:
+        operation(store)
+        outcome = "success"
+    except StoreTimeout:
+        outcome = "timeout"
+    except StoreError as e:
+        outcome = type(e).__name__
+    results[name] = [outcome, round((time.monotonic() - started) * 1000)]
+    store.close()
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"growth_kib": after - before, "results": results}))
+"""
+
+
+@pytest.mark.parametrize(
+    ("scheme", "protocol"), [("memcached", "memcached"), ("redis", "redis"), ("redis+cluster", "redis")]
+)
+def test_a_wide_reply_is_refused_at_once_on_every_operation(
+    hostile: Callable[..., Hostile], scheme: str, protocol: str
+) -> None:
+    """A counter's script answered with 1,000 strings of 64 MiB (1 GiB of replies whose every part is within its
+    bound; Go's client grew by 1.1 GB before the fix) fails at its first line, as does every other operation: a
+    ServerError well before the 5 s timeout, and the process grows by far less than one such string."""
+    server = hostile(protocol, "wide", *WIDE[protocol])
+    done = subprocess.run(
+        [sys.executable, "-c", WIDE_RSS, url(scheme, server, "&failures=1000", timeout=5)],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    result = json.loads(done.stdout)
+    for name, (outcome, elapsed_ms) in result["results"].items():
+        assert outcome == "ServerError", f"{name}: {outcome} after {elapsed_ms} ms"
+        assert elapsed_ms < 2000, f"{name}: refused only after {elapsed_ms} ms"
+    assert result["growth_kib"] < 8 * 1024, f"peak RSS grew {result['growth_kib']} KiB"
+
+
 def test_a_value_past_a_smaller_max_value_is_refused_when_announced(hostile: Callable[..., Hostile]) -> None:
     server = hostile("redis", "huge", "--size", str(48 << 20))
     done = subprocess.run(

@@ -239,3 +239,43 @@ def test_a_server_closing_during_the_kernel_wait_is_a_failure() -> None:
             read_memcached(wire, time.monotonic() + 2, 100)
     finally:
         wire.close()
+
+
+def test_a_whole_reply_is_bounded_framing_included(pair: tuple[Wire, socket.socket]) -> None:
+    """Spec/STORES.md §2 "Whole reply": every line and CRLF counts, so a reply of no value at all (statuses of
+    8 KiB in an array the command may get) is refused once it passes its values' bound plus 64 KiB."""
+    wire, server = pair
+    limits = Limits(max_bulk=10, max_bytes=10, max_elements=100_000)
+    status = b"+" + b"x" * (MAX_LINE - 1) + b"\r\n"
+    assert resp(pair, b"*7\r\n" + status * 7, limits) == [b"x" * (MAX_LINE - 1)] * 7  # 57 KiB
+    sender = threading.Thread(target=lambda: server.sendall(b"*100000\r\n" + status * 9))
+    sender.start()
+    with pytest.raises(WireFailure, match="whole reply's bound"):
+        read_reply(wire, time.monotonic() + 2, limits)
+    sender.join()
+    wire.buf.clear()
+    wire.pos = 0
+    # A value counts with its length line and CRLF: 10 bytes of value, then 64 KiB of framing at most.
+    assert resp(pair, b"*2\r\n$10\r\n0123456789\r\n:1\r\n", limits) == [b"0123456789", 1]
+    with pytest.raises(WireFailure, match="whole reply's bound"):
+        resp(pair, b"*9\r\n$10\r\n0123456789\r\n" + status * 8, limits)
+
+
+def test_a_memcached_reply_is_bounded_by_the_room_left(pair: tuple[Wire, socket.socket]) -> None:
+    """What is left of a request's whole bound: a value that fits max_item but not the room is refused when its
+    length is announced, a line when it is read."""
+    wire, _ = pair
+    assert memcached_room(pair, b"VA 3\r\nabc\r\n", 11).size == 11
+    with pytest.raises(WireFailure, match="whole reply's bound"):
+        memcached_room(pair, b"VA 3\r\n", 10)  # nothing follows: refused without waiting for it
+    wire.buf.clear()
+    wire.pos = 0
+    assert memcached_room(pair, b"HD\r\n", 4).code == "HD"
+    with pytest.raises(WireFailure, match="whole reply's bound"):
+        memcached_room(pair, b"HD\r\n", 3)
+
+
+def memcached_room(pair: tuple[Wire, socket.socket], data: bytes, room: int) -> Any:
+    wire, server = pair
+    server.sendall(data)
+    return read_memcached(wire, time.monotonic() + 1.0, 100, room)

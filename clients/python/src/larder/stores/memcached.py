@@ -1,9 +1,10 @@
 """`memcached://h1:11211,h2:11211?…`: a pool of memcached servers (spec/STORES.md §4), mirroring `larder-memcached`.
 
-- Protocol: memcached's meta commands (`mg`, `ms`, `md`, `ma`, `mn`), pipelined: a multi-get is one batch per server
-  ended by `mn`. Written here over plain sockets rather than pymemcache, because pymemcache speaks the text protocol
-  (no `ma` with autovivify and TTL, no `ms` mode flags) and picks servers by rendezvous hashing; the meta protocol
-  is a few dozen lines and lets every language send the same commands.
+- Protocol: memcached's meta commands (`mg`, `ms`, `md`, `ma`, `mn`), pipelined: a request (a multi-get is one
+  batch per server) ends with `mn`, so that a reply with more in it than the request can get is refused. Written
+  here over plain sockets rather than pymemcache, because pymemcache speaks the text protocol (no `ma` with
+  autovivify and TTL, no `ms` mode flags) and picks servers by rendezvous hashing; the meta protocol is a few dozen
+  lines and lets every language send the same commands.
 - Servers: the ketama ring of ring.py; a server that fails `failures` times in a row is ejected for `retry_after`
   and its keys move to the others (the failing request is retried once on the key's new server).
 - Purges: records checked on read (§4.4): a tag's purge time, and the prefix list read in the same round trip.
@@ -11,8 +12,10 @@
 Each server keeps up to `pool` idle connections (wire.py); a request takes one (or opens one within `connect_timeout`),
 sends its batch and reads every reply, all within `timeout`: a total deadline, connecting included, not a limit per
 read. Replies are bounded as spec/STORES.md §2 says: a line of 8 KiB, a value of `max_item` (refused when its length
-is announced), no more replies than the batch can get. A reply that breaks a bound or does not parse is a failure of
-the server (it counts toward ejection) and closes the connection; a connection that errs is never reused.
+is announced), no more replies than the batch can get, and the whole reply to a request, lines included, at most one
+`max_item` per key asked plus 64 KiB (`stats`: 64 KiB and 1,024 lines). A reply that breaks a bound or does not
+parse is a failure of the server (it counts toward ejection) and closes the connection; a connection that errs is
+never reused.
 """
 
 from __future__ import annotations
@@ -52,8 +55,11 @@ BACKEND: Final = "memcached"
 #: memcached's per-item overhead (48-byte header + CAS) that counts against its item size.
 ITEM_OVERHEAD: Final = 56
 MAX_PREFIX_LINES: Final = 1000
-#: The most `STAT` lines a `stats` reply may have.
-MAX_STAT_LINES: Final = 10_000
+#: The most `STAT` lines a `stats` reply may have (memcached 1.6 sends about 90).
+MAX_STAT_LINES: Final = 1024
+#: What a whole reply may hold on the wire beyond one `max_item` per key asked: its lines (spec/STORES.md §2 allows
+#: at most 64 KiB), and all of a reply that holds no value (`stats`, `flush_all`).
+ALLOWANCE: Final = 64 * 1024
 #: The replies each command can get (spec/STORES.md §2: any other is malformed); error answers aside.
 _GET_REPLIES: Final = frozenset({"VA", "EN"})
 _SET_REPLIES: Final = frozenset({"HD", "NS", "NF", "EX"})
@@ -62,15 +68,18 @@ _INCR_REPLIES: Final = frozenset({"VA", "NF", "EN", "NS", "EX"})
 
 
 class Reply:
-    """One meta reply: `code` is VA, HD, NS, EX, NF, EN, MN, OK, END, STAT or ERROR."""
+    """One meta reply: `code` is VA, HD, NS, EX, NF, EN, MN, OK, END, STAT or ERROR; `size` its bytes on the wire."""
 
-    __slots__ = ("code", "data", "flags", "message")
+    __slots__ = ("code", "data", "flags", "message", "size")
 
-    def __init__(self, code: str, data: bytes = b"", flags: tuple[str, ...] = (), message: str = "") -> None:
+    def __init__(
+        self, code: str, data: bytes = b"", flags: tuple[str, ...] = (), message: str = "", size: int = 0
+    ) -> None:
         self.code = code
         self.data = data
         self.flags = flags
         self.message = message
+        self.size = size
 
     def __repr__(self) -> str:
         return f"Reply({self.code!r}, {self.data[:40]!r}, {self.flags!r}, {self.message!r})"
@@ -89,6 +98,8 @@ class Reply:
         return None
 
 
+#: The meta no-op that ends every request of a known number of replies; its reply is `MN`.
+_NOOP: Final = b"mn\r\n"
 _STATUS: Final = frozenset({"HD", "NS", "EX", "NF", "EN", "MN", "OK", "END"})
 _ERRORS: Final = frozenset({"ERROR", "CLIENT_ERROR", "SERVER_ERROR"})
 #: Where an entry's flags byte is (spec/FORMAT.md §1).
@@ -97,9 +108,14 @@ _FLAGS_AT: Final = 6
 _MAX_LENGTH_DIGITS: Final = 12
 
 
-def read_reply(wire: Wire, deadline: float, max_value: int) -> Reply:
-    """One reply, within the deadline; a value longer than `max_value` is refused when its length is announced."""
-    line = wire.line(deadline).decode("utf-8", "replace")
+def read_reply(wire: Wire, deadline: float, max_value: int, room: int = 1 << 62) -> Reply:
+    """One reply, within the deadline; a value longer than `max_value` is refused when its length is announced, and
+    a reply of more than `room` bytes on the wire (what is left of the whole reply's bound) when its line is read."""
+    raw = wire.line(deadline)
+    size = len(raw) + 2
+    if size > room:
+        raise WireFailure("reply refused: more bytes than the request can get (the whole reply's bound)")
+    line = raw.decode("utf-8", "replace")
     tokens = line.split(" ")
     code = tokens[0]
     if code == "VA":
@@ -107,11 +123,15 @@ def read_reply(wire: Wire, deadline: float, max_value: int) -> Reply:
             raise WireFailure(f"malformed reply: {line[:100]!r}")
         if len(tokens[1]) > _MAX_LENGTH_DIGITS or int(tokens[1]) > max_value:
             raise WireFailure(f"malformed reply: a value of {tokens[1][:20]} bytes (max_item is {max_value})")
-        return Reply("VA", wire.exact(int(tokens[1]), deadline), tuple(tokens[2:]))
+        length = int(tokens[1])
+        size += length + 2
+        if size > room:
+            raise WireFailure("reply refused: more bytes than the request can get (the whole reply's bound)")
+        return Reply("VA", wire.exact(length, deadline), tuple(tokens[2:]), size=size)
     if code in _STATUS or code == "STAT":
-        return Reply(code, flags=tuple(tokens[1:]))
+        return Reply(code, flags=tuple(tokens[1:]), size=size)
     if code in _ERRORS:
-        return Reply("ERROR", message=line)
+        return Reply("ERROR", message=line, size=size)
     raise WireFailure(f"malformed reply: {line[:100]!r}")
 
 
@@ -137,19 +157,35 @@ class _Server:
     ) -> list[Reply]:
         """Sends `request` and reads its replies, all within `timeout` (connecting included): `expect` replies, or
         with `expect` None until `END`/`OK`, refusing more than `most` replies before it. A reply whose code is not
-        `allowed` (nor an error answer) is malformed: a failure of the server."""
+        `allowed` (nor an error answer) is malformed: a failure of the server. The replies together hold at most
+        one `max_value` per reply expected, plus `ALLOWANCE` bytes (the whole reply's bound).
+
+        A request of `expect` replies ends with the meta no-op `mn`, whose `MN` must come right after them: a server
+        that answers more than was asked (a second value after a get's, issue 32's wide reply) is out of step, and
+        is refused at the first reply too many, not read to its end nor left in the connection for the next
+        caller."""
         deadline = monotonic() + timeout
+        room = (expect or 0) * self.max_value + ALLOWANCE
+        if expect is not None:
+            request = [*request, _NOOP] if isinstance(request, list) else request + _NOOP
         wire = self.pool.take(deadline)
         try:
             wire.send(request, deadline)
             replies: list[Reply] = []
             while True:
-                reply = read_reply(wire, deadline, self.max_value)
+                reply = read_reply(wire, deadline, self.max_value, room)
+                room -= reply.size
                 if reply.code not in allowed and reply.code != "ERROR":
                     raise WireFailure(f"malformed reply: {reply.code} is not an answer to this request")
                 replies.append(reply)
                 if expect is not None:
                     if len(replies) == expect:
+                        end = wire.line(deadline)
+                        if end != b"MN":
+                            raise WireFailure(
+                                f"malformed reply: {end[:40]!r} where MN ends the replies: more replies than the"
+                                " request can get"
+                            )
                         break
                 elif reply.code in ("END", "OK") or (reply.code == "ERROR" and not replies[:-1]):
                     break

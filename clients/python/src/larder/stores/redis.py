@@ -48,7 +48,7 @@ from .redis_cluster import Cluster, Request, Standalone
 from .resp import ErrorReply, Limits, Node, pack
 from .scripts import Script, load
 from .url import StoreUrl
-from .wire import WireFailure
+from .wire import MAX_LINE, WireFailure
 
 DELETE_BATCH: Final = 500
 SCAN_COUNT: Final = 1000
@@ -58,8 +58,12 @@ DEFAULT_MAX_VALUE: Final = 64 << 20
 _SMALL: Final = Limits(max_bulk=1024, max_bytes=1024, max_elements=0)
 #: INFO's text.
 _INFO: Final = Limits(max_bulk=1 << 20, max_bytes=1 << 20, max_elements=0)
-#: A SCAN/SSCAN page: a cursor and up to about COUNT keys (more while the server rehashes; small sets come whole).
-_SCAN_ELEMENTS: Final = 2 + 100 * SCAN_COUNT
+#: A SCAN/SSCAN page, elements of nested arrays counted: a cursor and up to about COUNT keys (a little more while the
+#: server rehashes; a small set comes whole, and is at most 512 members): COUNT + 1,024 (spec/STORES.md §2).
+_SCAN_ELEMENTS: Final = SCAN_COUNT + 1024
+#: A SCAN/SSCAN page's keys: larder's are at most 250 bytes (a page of 1,000 is about 270 KB); the rest is room for
+#: keys other programs wrote under the pattern, each at most a line's length.
+_SCAN: Final = Limits(max_bulk=MAX_LINE, max_bytes=4 << 20, max_elements=_SCAN_ELEMENTS)
 _GET: Final = b"*2\r\n$3\r\nGET\r\n"
 
 
@@ -118,7 +122,6 @@ class RedisStore(Store):
         self.health = Health()
         self.policy = FailurePolicy(failures, retry_after_ms)
         self._value = Limits(max_bulk=max_value, max_bytes=max_value, max_elements=0)
-        self._scan = Limits(max_bulk=max_value, max_bytes=max_value, max_elements=_SCAN_ELEMENTS)
 
         def make_node(host: str, port: int) -> Node:
             return Node(
@@ -401,7 +404,7 @@ class RedisStore(Store):
                 self._scan_pages(
                     b"SCAN",
                     lambda cursor, n=node: self._run_on(
-                        n, pack("SCAN", cursor, "MATCH", pattern, "COUNT", SCAN_COUNT), self._scan
+                        n, pack("SCAN", cursor, "MATCH", pattern, "COUNT", SCAN_COUNT), _SCAN
                     ),
                 )
             )
@@ -411,7 +414,7 @@ class RedisStore(Store):
         tag_key = internal_key(self.prefix, "tag", check_tag(self.backend, tag)).encode("utf-8")
         members = self._scan_pages(
             b"SSCAN",
-            lambda cursor: self._run([(tag_key, pack("SSCAN", tag_key, cursor, "COUNT", SCAN_COUNT), self._scan)])[0],
+            lambda cursor: self._run([(tag_key, pack("SSCAN", tag_key, cursor, "COUNT", SCAN_COUNT), _SCAN)])[0],
         )
         deleted = self._delete_stored(list(dict.fromkeys(members)))
         self._delete_stored([tag_key])

@@ -6,6 +6,9 @@ read within the operation's deadline and within the bounds of spec/STORES.md §2
 - Arrays nest at most `MAX_DEPTH` (8) deep, and a reply holds at most `max_elements` array elements in all (an MGET
   of n keys: n), so neither recursion nor a list of a billion small items can be forced on the reader.
 - Lines (status, error, integer, lengths) are at most 8 KiB; integers are at most 19 digits.
+- The whole reply, framing included (every line and CRLF), is at most `max_bytes` + `ALLOWANCE` (64 KiB) bytes on
+  the wire ("Whole reply"): counted as it is read, and refused at the first line or announced length past it, so
+  that a reply of small parts (statuses of 8 KiB in an array of many) cannot grow past its command's bound either.
 
 Anything else, or a reply that does not parse, is a `WireFailure`: a failure of the server, whose connection the
 caller closes. An error *reply* (`-ERR …`) is an answer, returned as an `ErrorReply` value.
@@ -25,6 +28,9 @@ from .wire import Pool, Wire, WireFailure, connect_tcp
 
 #: The deepest arrays may nest in a reply (larder's commands need 3: CLUSTER SLOTS).
 MAX_DEPTH: Final = 8
+#: What a whole reply may hold on the wire beyond its values' `max_bytes`: its framing (spec/STORES.md §2 allows
+#: at most 64 KiB), and all of a reply that holds no value (a status, an integer, an error line).
+ALLOWANCE: Final = 64 * 1024
 _NUMBER: Final = re.compile(rb"-?[0-9]{1,19}")
 
 
@@ -71,11 +77,13 @@ def _number(line: bytes) -> int:
 
 
 class _Budget:
-    __slots__ = ("bytes", "elements")
+    __slots__ = ("bytes", "elements", "wire")
 
     def __init__(self, limits: Limits) -> None:
         self.bytes = limits.max_bytes
         self.elements = limits.max_elements
+        #: Bytes of the whole reply, framing included, still allowed.
+        self.wire = limits.max_bytes + ALLOWANCE
 
 
 def read_reply(wire: Wire, deadline: float, limits: Limits) -> Any:
@@ -85,6 +93,9 @@ def read_reply(wire: Wire, deadline: float, limits: Limits) -> Any:
 
 def _value(wire: Wire, deadline: float, max_bulk: int, budget: _Budget, depth: int) -> Any:
     line = wire.line(deadline)
+    budget.wire -= len(line) + 2
+    if budget.wire < 0:
+        raise WireFailure("reply refused: more bytes than its command can get (the whole reply's bound)")
     kind = line[:1]
     if kind == b"$":
         size = _number(line)
@@ -93,6 +104,9 @@ def _value(wire: Wire, deadline: float, max_bulk: int, budget: _Budget, depth: i
         if size < 0 or size > max_bulk or size > budget.bytes:
             raise WireFailure(f"reply refused: a value of {size} bytes (the bound is {min(max_bulk, budget.bytes)})")
         budget.bytes -= size
+        budget.wire -= size + 2
+        if budget.wire < 0:
+            raise WireFailure("reply refused: more bytes than its command can get (the whole reply's bound)")
         return wire.exact(size, deadline)
     if kind == b"+":
         return line[1:]
