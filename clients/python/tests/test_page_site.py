@@ -171,7 +171,11 @@ def test_asgi_reads_the_same_rules() -> None:
     asyncio.run(call(pages, [(b"host", b"evil@victim.example")]))
     asyncio.run(call(pages, [(b"host", b"victim.example/admin")]))
     asyncio.run(call(pages, []))
+    # ASGI servers pass every header line: two Hosts name no one site (the first alone was believed).
+    asyncio.run(call(pages, [(b"host", b"victim.example"), (b"host", b"evil.example")]))
+    asyncio.run(call(pages, [(b"host", b"victim.example"), (b"host", b"victim.example")]))
     assert keys_of(pages) == []
+    assert pages.stats.not_stored["host"] == 5
     asyncio.run(call(pages, [(b"host", b"victim.example"), (b"x-forwarded-host", b"evil.example")]))
     assert keys_of(pages) == ["GET:http://victim.example/p"]
     asyncio.run(call(pages, [(b"host", b"victim.example"), (b"x-forwarded-host", b"shop.example")], client=PROXY))

@@ -45,7 +45,9 @@ def asgi_request(scope: Scope) -> PageRequest:
         path = urllib.parse.quote(full, safe=_PATH_SAFE) or "/"
     query = bytes(scope.get("query_string", b"")).decode("latin-1")
     raw_target = path + ("?" + query if query else "")
-    host = next((v for n, v in headers if n == "host"), "")
+    # Every Host line, joined as WSGI and Django join a field that repeats: two Hosts are not a plain authority, so
+    # such a request stores nothing (spec/HTTP.md §2), where the first alone would key it on a site of its choosing.
+    host = ",".join(v for n, v in headers if n == "host")
     client = scope.get("client")
     return PageRequest(
         method=str(scope.get("method", "GET")),
