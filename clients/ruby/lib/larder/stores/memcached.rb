@@ -15,6 +15,11 @@ module Larder
       MAX_PREFIX_LINES = 1000
       # A value line, its size of at most 10 digits, then flags or nothing.
       VALUE_LINE = /\AVA \d{1,10}(?: |\z)/n
+      # The meta no-op that ends every request: its MN must come right after the replies the request can get, so a
+      # server that answers more (issue 32's wide reply: values after a get's) is refused at the first reply too many.
+      NOOP = "mn\r\n"
+      # What a request's replies may take besides their values (lines, CR LFs): spec/STORES.md §2 allows 64 KiB.
+      ALLOWANCE = 16 << 10
       # How batched finds an item's stored key (made once, not per request).
       ITSELF = :itself.to_proc
       FIRST = :first.to_proc
@@ -129,7 +134,7 @@ module Larder
         exptime = exptime_for(value, ttl)
         on_server(stored) do |connection|
           if exptime.nil?
-            meta(connection, "md #{stored} q\r\nmn\r\n", expect: %w[MN])
+            meta(connection, "md #{stored}\r\n", expect: %w[HD NF])
           else
             meta(connection, "ms #{stored} #{value.bytesize} T#{exptime} F0\r\n#{binary(value)}\r\n",
                  expect: %w[HD])
@@ -145,11 +150,11 @@ module Larder
         end
         batched(writes, deadline_from_now, FIRST) do |connection, batch|
           request = batch.map do |stored, value, exptime|
-            next "md #{stored} q\r\n" if exptime.nil?
+            next "md #{stored}\r\n" if exptime.nil?
 
-            "ms #{stored} #{value.bytesize} T#{exptime} F0 q\r\n#{binary(value)}\r\n"
+            "ms #{stored} #{value.bytesize} T#{exptime} F0\r\n#{binary(value)}\r\n"
           end.join
-          meta(connection, "#{request}mn\r\n", expect: %w[MN])
+          answers(connection, request, batch.size, %w[HD NF])
         end
         nil
       end
@@ -175,12 +180,16 @@ module Larder
           command << " N#{exptime} J#{[delta, 0].max}"
         end
         on_server(stored) do |connection|
-          connection.write("#{command}\r\n")
+          connection.write("#{command}\r\n#{NOOP}")
           line = connection.read_line
           case line
-          when /\AVA (\d{1,2})\z/ then counter(connection.read_bytes(Regexp.last_match(1).to_i))
-          when "NF" then nil
+          when /\AVA (\d{1,2})\z/
+            value = counter(connection.read_bytes(Regexp.last_match(1).to_i))
+            end_of_replies(connection)
+            value
+          when "NF" then end_of_replies(connection)
           when /\ACLIENT_ERROR .*non-numeric/
+            end_of_replies(connection)
             raise NotACounter.new(BACKEND, "the value at #{key} is not a counter",
                                   server: @servers[server_index(stored)].address)
           else raise Connection::Failure, "unexpected answer #{shown(line)}"
@@ -191,14 +200,8 @@ module Larder
       def delete_if(key, expected)
         stored = stored_key(key)
         on_server(stored) do |connection|
-          connection.write("mg #{stored} v c\r\n")
-          line = connection.read_line
-          next false if line == "EN"
-
-          size, flags = value_header(line)
-          cas = flags["c"]
-          raise Connection::Failure, "unexpected answer #{shown(line)}: no cas" unless cas&.match?(/\A\d{1,20}\z/)
-          next false unless connection.read_bytes(size) == expected.b
+          found, cas = value_and_cas(connection, stored)
+          next false unless found == expected.b
 
           meta(connection, "md #{stored} C#{cas}\r\n", expect: %w[HD EX NF]) == "HD"
         end
@@ -279,22 +282,31 @@ module Larder
       end
 
       def update_prefixes(connection, key, prefix)
-        connection.write("mg #{key} v c\r\n")
-        line = connection.read_line
-        old = ""
-        cas = nil
-        unless line == "EN"
-          size, flags = value_header(line)
-          old = connection.read_bytes(size)
-          cas = flags["c"]
-          raise Connection::Failure, "unexpected answer #{shown(line)}: no cas" unless cas&.match?(/\A\d{1,20}\z/)
-        end
+        old, cas = value_and_cas(connection, key)
         now = Larder.now_ms
         lines = parse_prefixes(old).reject { |time, _| time < now - @purge_retention }
         lines << [now, prefix]
         text = lines.last(MAX_PREFIX_LINES).map { |time, p| "#{time} #{p}\n" }.join
         mode = cas ? "C#{cas}" : "ME"
         meta(connection, "ms #{key} #{text.bytesize} T0 F0 #{mode}\r\n#{text}\r\n", expect: %w[HD NS EX NF]) == "HD"
+      end
+
+      # `mg <key> v c`: the value and its CAS token, or nil (EN).
+      def value_and_cas(connection, key)
+        connection.write("mg #{key} v c\r\n#{NOOP}")
+        line = connection.read_line
+        if line == "EN"
+          end_of_replies(connection)
+          return nil
+        end
+
+        size, flags = value_header(line)
+        cas = flags["c"]
+        raise Connection::Failure, "unexpected answer #{shown(line)}: no cas" unless cas&.match?(/\A\d{1,20}\z/)
+
+        value = connection.read_bytes(size)
+        end_of_replies(connection)
+        [value, cas]
       end
 
       # The lines of a prefix list, [[ms, prefix]…]; lines that do not parse are skipped (anyone may write there).
@@ -342,20 +354,28 @@ module Larder
       end
 
       # stored key => value, for the keys found; one pipelined batch per server, within one deadline. The replies
-      # pair with the keys by position (§4.1): each is `EN` or `VA <size>` with a size of at most max_item, so a
-      # multi-get holds at most one item's worth per key asked; anything else is a Failure.
+      # pair with the keys by position (§4.1): each is `EN` or `VA <size>` with a size of at most max_item, then MN,
+      # so a multi-get holds at most one item's worth per key asked, its lines within ALLOWANCE (the whole reply's
+      # bound, §2); anything else is a Failure, at the first byte past the bound.
       def multi_get(stored_keys, deadline)
         found = {}
         batched(stored_keys, deadline, ITSELF) do |connection, batch|
           request = String.new(capacity: 64 * batch.size, encoding: Encoding::BINARY) # grows if the keys are longer
           batch.each { |key| request << "mg " << key << " v\r\n" }
-          connection.write(request)
+          connection.write(request << NOOP)
+          room = (batch.size * @max_item) + ALLOWANCE
           batch.each do |key|
             line = connection.read_line
+            room -= line.bytesize + 2
             next if line == "EN"
 
-            found[key] = connection.read_bytes(value_size(line))
+            size = value_size(line)
+            room -= size + 2
+            raise Connection::Failure, "the replies hold more bytes than the request can get" if room.negative?
+
+            found[key] = connection.read_bytes(size)
           end
+          end_of_replies(connection)
         end
         found
       end
@@ -414,13 +434,46 @@ module Larder
         [size, tokens.drop(2).to_h { |token| [token[0], token[1..]] }]
       end
 
+      # Sends `request` (one command) and the no-op; its one reply line, which must be in `expect`, then MN.
       def meta(connection, request, expect:)
-        connection.write(request)
+        connection.write((+request) << NOOP)
         line = connection.read_line
-        return line if expect.include?(line)
-        raise TooLarge.new(BACKEND, "the server refused the value: #{shown(line)}") if line.include?("too large")
+        if expect.include?(line)
+          end_of_replies(connection)
+          return line
+        end
+        if line.include?("too large")
+          end_of_replies(connection)
+          raise TooLarge.new(BACKEND, "the server refused the value: #{shown(line)}")
+        end
 
         raise Connection::Failure, "unexpected answer #{shown(line)}"
+      end
+
+      # Sends `commands` commands (not quiet: a server that says nothing has not answered) and the no-op: one line
+      # in `expect` per command, then MN. A value too large is TooLarge, once MN is read; anything else a Failure.
+      def answers(connection, request, commands, expect)
+        connection.write((+request) << NOOP)
+        refused = nil
+        commands.times do
+          line = connection.read_line
+          next if expect.include?(line)
+          raise Connection::Failure, "unexpected answer #{shown(line)}" unless line.include?("too large")
+
+          refused ||= line
+        end
+        end_of_replies(connection)
+        raise TooLarge.new(BACKEND, "the server refused a value: #{shown(refused)}") if refused
+      end
+
+      # The MN that must follow the replies a request can get: anything else is a server answering more than was
+      # asked (out of step), refused before it is read further.
+      def end_of_replies(connection)
+        line = connection.read_line
+        return nil if line == "MN"
+
+        raise Connection::Failure, "malformed answer: #{shown(line)} where MN ends the replies: more replies than " \
+                                   "the request can get"
       end
 
       # The number in a counter's value, which memcached may pad with spaces (spec/STORES.md §3).

@@ -11,13 +11,22 @@ module Larder
     # files' bytes, by EVALSHA, falling back to EVAL when the server does not have them yet; each touches one key, so
     # they run on a Cluster too). Over larder's own RESP client (redis_nodes.rb says why not the redis
     # gem), which bounds every reply: `timeout` is the total deadline of an operation, values are at most
-    # `max_value` (default 64M), replies nest at most 8 deep and hold no more than the command can produce; a bad
+    # `max_value` (default 64M), replies nest at most 8 deep and hold, as a whole, no more elements and bytes than
+    # the command can produce (a script's one integer or status; GET one value; MGET of n keys n values; a SCAN page
+    # COUNT + 1,024 names): refused at the first line or bulk announced past that, before it is read; a bad
     # reply is a failure of its server. A standalone server is ejected after `failures` failures and fails fast
     # meanwhile; Cluster nodes are not ejected (the cluster fails over on its own), each request bounded by `timeout`.
     class Redis < Base
       BACKEND = "redis"
 
       SCAN_COUNT = 1000
+      # What a SCAN or SSCAN page may hold beyond its COUNT: Redis returns a small set whole, and a bucket's chain
+      # (spec/STORES.md §2, "Whole reply").
+      SCAN_SLACK = 1024
+      # The longest name a SCAN or SSCAN page may hold: larder's own keys are at most 250 bytes (a foreign key of
+      # the prefix longer than this fails the purge, with the store's error), so a page of huge strings is refused
+      # at its first one, not read to max_value.
+      SCAN_NAME_MAX = 64 << 10
       DELETE_BATCH = 500
       BULK_OR_NIL = [String, NilClass].freeze
       VALUE = ->(reply) { reply.nil? || reply.is_a?(String) }
@@ -58,8 +67,10 @@ module Larder
         @address = hosts.map(&:to_s).join(",")
         @timeout = timeout / 1000.0
         @max_value = max_value
-        @value_limits = Resp::Limits.new(max_value, 0, max_value).freeze
-        @scan_limits = Resp::Limits.new(max_value, 100 * SCAN_COUNT, max_value).freeze
+        @value_limits = Resp.limits(max_value).freeze
+        # A cursor and at most SCAN_COUNT + SCAN_SLACK names (the page's array and the reply's own elements too).
+        @scan_limits = Resp::Limits.new(SCAN_NAME_MAX, 3 + SCAN_COUNT + SCAN_SLACK,
+                                        max_value + Resp::ALLOWANCE).freeze
         options = { username: username, password: password, db: db, pool: pool, timeout: timeout,
                     connect_timeout: connect_timeout }
         if cluster
@@ -90,7 +101,7 @@ module Larder
           if @cluster
             per_node(deadline, stored, BULK_OR_NIL, @value_limits) { |key| ["GET", key] }
           else
-            limits = Resp::Limits.new(@max_value, stored.size, @max_value * stored.size)
+            limits = Resp.limits(@max_value, values: stored.size, elements: stored.size)
             shape = ->(reply) { reply.is_a?(Array) && reply.size == stored.size && reply.all?(VALUE) }
             answer(@node.call(deadline, ["MGET", *stored], limits, shape))
           end

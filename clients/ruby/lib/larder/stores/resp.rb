@@ -5,11 +5,13 @@ require_relative "remote"
 module Larder
   module Stores
     # RESP2, Redis's protocol, as larder's Redis store speaks it: commands encoded as arrays of bulk strings, and
-    # replies read under bounds given per command (spec/STORES.md §2, "Replies are hostile too"): a bulk string no
-    # longer than `max_bulk` (refused when its length is announced, before it is read), at most `max_elements`
-    # elements in all the reply's arrays, at most `max_bytes` in all its bulk strings, arrays nested at most
-    # MAX_DEPTH deep, lines at most Connection::MAX_LINE. Anything else, or anything that does not parse, is a
-    # Connection::Failure. An error reply (`-ERR …`) is an answer, returned as an ErrorReply, not a failure.
+    # replies read under bounds given per command (spec/STORES.md §2, "Replies are hostile too" and "Whole reply"): a
+    # bulk string no longer than `max_bulk` (refused when its length is announced, before it is read), at most
+    # `max_elements` elements in all the reply's arrays at any depth (refused when an array announces more than are
+    # left), at most `max_bytes` in the whole reply, its lines and CR LFs included (counted as it is read: a bulk
+    # string announced past what is left is refused before any of it is read), arrays nested at most MAX_DEPTH deep,
+    # lines at most Connection::MAX_LINE. Anything else, or anything that does not parse, is a Connection::Failure.
+    # An error reply (`-ERR …`) is an answer, returned as an ErrorReply, not a failure.
     #
     # It exists because the redis gem (4.8 on Debian 12) reads whatever a server announces (a 1 GiB bulk string,
     # arrays nested until the stack overflows) and bounds each read, not the operation, in time.
@@ -33,8 +35,16 @@ module Larder
       # What one reply may hold. `max_elements` and `max_bytes` are totals for the whole reply.
       Limits = Struct.new(:max_bulk, :max_elements, :max_bytes)
 
+      # A whole reply's bytes besides its values (its lines and CR LFs): spec/STORES.md §2 allows at most 64 KiB.
+      ALLOWANCE = 16 << 10
+
       # For replies that are a status, an integer or an error: no array, bulk strings of one line's worth.
-      SMALL = Limits.new(Connection::MAX_LINE, 0, Connection::MAX_LINE).freeze
+      SMALL = Limits.new(Connection::MAX_LINE, 0, ALLOWANCE).freeze
+
+      # For a command answered by at most `values` values of at most `max_value` bytes each and `elements` elements.
+      def self.limits(max_value, values: 1, elements: 0)
+        Limits.new(max_value, elements, (values * max_value) + ALLOWANCE)
+      end
 
       module_function
 
@@ -79,6 +89,7 @@ module Larder
 
         def reply(depth)
           line = @connection.read_line
+          spend(line.bytesize + 2)
           body = line.byteslice(1, line.bytesize - 1)
           case line.getbyte(0)
           when 43 then body == "OK" ? OK : Status.new(body) # "+"
@@ -110,10 +121,13 @@ module Larder
           return nil if size.negative?
           raise Connection::Failure, "a #{size}-byte value is longer than max_value (#{@max_bulk})" if size > @max_bulk
 
-          @bytes -= size
-          raise Connection::Failure, "the reply holds more bytes than the command can produce" if @bytes.negative?
-
+          spend(size + 2)
           @connection.read_bytes(size)
+        end
+
+        def spend(bytes)
+          @bytes -= bytes
+          raise Connection::Failure, "the reply holds more bytes than the command can produce" if @bytes.negative?
         end
 
         def array(count, depth)
