@@ -246,8 +246,9 @@ def page_cases() -> list[dict[str, Any]]:
         page("site_trusted_forwarded_other", "even a trusted proxy cannot name another site",
              [["Host", "shop.example"], ["X-Forwarded-Host", "evil.example"]], None, peer=PROXY,
              options={**SITE, **TRUSTING}),
-        page("absolute_target_same_authority", "RFC 9112 §3.2.2, keyed on its own authority",
-             [["Host", "shop.example"]], "GET:http://shop.example/p", target="http://shop.example/p"),
+        page("absolute_target_same_authority", "HTTP.md §2 step 2: an absolute-form target is never stored, even "
+             "when its authority is the Host's (RFC 9112 §3.2.2: the app ignores that Host; Go's net/http drops it)",
+             [["Host", "shop.example"]], None, target="http://shop.example/p"),
         page("absolute_target_other_authority", "GET http://evil.example/ with Host: victim.example",
              [["Host", "victim.example"]], None, target="http://evil.example/p"),
         page("absolute_target_userinfo", "", [["Host", "victim.example"]], None,
