@@ -253,4 +253,31 @@ defmodule Larder.HostileKeysTest do
       end
     end
   end
+
+  test "a URL's prefix option that is not UTF-8 is refused by every store; a UTF-8 one goes on the wire as is",
+       ctx do
+    urls = fn query ->
+      [
+        "memcached://#{Application.fetch_env!(:larder, :test_memcached)}?#{query}",
+        "redis://#{Application.fetch_env!(:larder, :test_redis)}/0?#{query}",
+        "file://#{ctx.tmp}/prefixed?#{query}",
+        "sqlite://#{ctx.tmp}/prefixed.db?#{query}"
+      ]
+    end
+
+    for bad <- ["%FF", "%C0%AF", "a%ED%A0%80"], url <- urls.("prefix=" <> bad) do
+      assert {:error, %StoreError{kind: :url, message: message}} = Larder.Stores.open(url)
+      assert message =~ "prefix", url
+    end
+
+    # "é:" then the key: the stored key is exactly those bytes, read back raw.
+    [memcached, redis | _] = urls.("prefix=#{ctx.token}%C3%A9:")
+    key = ctx.token <> "é:k"
+
+    for {url, kind} <- [{memcached, :memcached}, {redis, :redis}] do
+      {:ok, s} = Larder.Stores.open(url)
+      assert :ok = Store.set(s, "k", "v")
+      assert raw_get(kind, key) == {:ok, "v"}
+    end
+  end
 end

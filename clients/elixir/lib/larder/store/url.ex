@@ -97,6 +97,19 @@ defmodule Larder.Store.URL do
     {if(v == nil, do: default, else: v), %{url | options: options}}
   end
 
+  @doc """
+  Takes the `prefix` option (spec/STORES.md §2), which goes on the wire before every key: UTF-8 text, as keys are
+  (a percent-escape may not smuggle in bytes that are not). Raises ArgumentError otherwise.
+  """
+  def take_prefix(url) do
+    {prefix, url} = take(url, "prefix", "")
+
+    unless String.valid?(prefix),
+      do: raise(ArgumentError, "#{redact(url)}: option prefix: not UTF-8 text")
+
+    {prefix, url}
+  end
+
   @doc "Takes a duration (ms): `250`, `250ms`, `2s`, `1m`, `1h`. Raises ArgumentError when it does not parse."
   def take_duration(url, name, default_ms) do
     case take(url, name) do

@@ -51,7 +51,7 @@ defmodule Larder.Stores.File do
     if url.path == "",
       do: raise(ArgumentError, "#{Store.URL.redact(url)}: file:// needs a directory")
 
-    {prefix, url} = Store.URL.take(url, "prefix", "")
+    {prefix, url} = Store.URL.take_prefix(url)
     {mode, url} = Store.URL.take_mode(url, "mode", @default_mode)
 
     # 0, as in the other languages, is unbounded.

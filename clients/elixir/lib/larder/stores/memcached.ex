@@ -42,7 +42,7 @@ defmodule Larder.Stores.Memcached do
   @doc "A store handle for a parsed `memcached://` URL. Raises ArgumentError for a bad or unknown option."
   def open(%Store.URL{} = url) do
     if url.hosts == [], do: raise(ArgumentError, "#{Store.URL.redact(url)}: no server")
-    {prefix, url} = Store.URL.take(url, "prefix", "")
+    {prefix, url} = Store.URL.take_prefix(url)
     {timeout, url} = Store.URL.take_duration(url, "timeout", 250)
     {connect_timeout, url} = Store.URL.take_duration(url, "connect_timeout", 500)
     {pool, url} = Store.URL.take_integer(url, "pool", 2)

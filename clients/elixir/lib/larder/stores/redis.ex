@@ -75,7 +75,7 @@ defmodule Larder.Stores.Redis do
               )
       end
 
-    {prefix, url} = Store.URL.take(url, "prefix", "")
+    {prefix, url} = Store.URL.take_prefix(url)
     {timeout, url} = Store.URL.take_duration(url, "timeout", 250)
     {connect_timeout, url} = Store.URL.take_duration(url, "connect_timeout", 500)
     {pool, url} = Store.URL.take_integer(url, "pool", 4)

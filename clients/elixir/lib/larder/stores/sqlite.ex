@@ -35,7 +35,7 @@ defmodule Larder.Stores.SQLite do
   exist). Raises ArgumentError for a bad URL. `opts`: `max_value` (bytes), `timeout` (ms).
   """
   def open(%Store.URL{} = url, opts \\ []) do
-    {prefix, url} = Store.URL.take(url, "prefix", "")
+    {prefix, url} = Store.URL.take_prefix(url)
     {table, url} = Store.URL.take(url, "table", "larder_entries")
     Store.URL.finish(url)
 
