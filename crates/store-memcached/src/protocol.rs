@@ -147,6 +147,11 @@ pub fn set(out: &mut Vec<u8>, key: &str, value: &[u8], exptime: i64, flags: &str
     out.extend_from_slice(b"\r\n");
 }
 
+/// `mn`, which closes a batch: its `MN` is the last reply the batch gets.
+pub fn end(out: &mut Vec<u8>) {
+    out.extend_from_slice(b"mn\r\n");
+}
+
 /// `md <key> [flags]`.
 pub fn delete(out: &mut Vec<u8>, key: &str, flags: &str) {
     out.extend_from_slice(b"md ");

@@ -15,9 +15,9 @@ use crate::protocol::{Reply, ReplyReader};
 /// How many replies a batch reads.
 #[derive(Debug, Clone, Copy)]
 pub enum Expect {
-    /// Exactly this many.
+    /// Exactly this many, then the `MN` of the `mn` that closes the request (a reply too many is malformed).
     Count(usize),
-    /// Up to `END`, or one reply that is not a `STAT` line (`flush_all`'s `OK`, an error).
+    /// `STAT` lines up to `END` (`stats`), or one `OK` (`flush_all`) or error.
     UntilEndOrOne,
 }
 
@@ -64,13 +64,27 @@ async fn read_replies<R: tokio::io::AsyncRead + Unpin>(
 ) -> Result<Vec<Reply>, Failure> {
     reader.allow(allowance(expect, reader.max_value()));
     let mut replies = Vec::new();
+    if let Expect::Count(0) = expect {
+        return closed(reader, io, 0).await.map(|()| replies);
+    }
     loop {
         let reply = reader.read(io).await?;
         let end = matches!(reply, Reply::End);
         replies.push(reply);
         match expect {
-            Expect::Count(n) if replies.len() == n => break,
-            Expect::UntilEndOrOne if end || !matches!(replies.last(), Some(Reply::Stat(..))) => break,
+            Expect::Count(n) if replies.len() == n => {
+                closed(reader, io, n).await?;
+                break;
+            }
+            Expect::UntilEndOrOne if end || matches!(replies.last(), Some(Reply::Done | Reply::Error(_))) => break,
+            // `stats` gets STAT lines and END, `flush_all` OK: nothing else answers either.
+            Expect::UntilEndOrOne if !matches!(replies.last(), Some(Reply::Stat(..))) => {
+                let what = match replies.pop() {
+                    Some(Reply::Value { data, .. }) => format!("a {}-byte value", data.len()),
+                    other => format!("{other:?}"),
+                };
+                return Err(larder_pipeline::malformed(&format!("{what} where STAT lines, END or OK were expected")));
+            }
             Expect::UntilEndOrOne if replies.len() > MAX_STATS => {
                 return Err(larder_pipeline::malformed(&format!("more than {MAX_STATS} STAT lines")));
             }
@@ -78,6 +92,23 @@ async fn read_replies<R: tokio::io::AsyncRead + Unpin>(
         }
     }
     Ok(replies)
+}
+
+fn too_many(n: usize, what: &str) -> Failure {
+    larder_pipeline::malformed(&format!("more than the {n} replies the request asked for (then {what})"))
+}
+
+/// Reads the `MN` that must follow a request's `n` replies.
+async fn closed<R: tokio::io::AsyncRead + Unpin>(
+    reader: &mut ReplyReader,
+    io: &mut R,
+    n: usize,
+) -> Result<(), Failure> {
+    match reader.read(io).await? {
+        Reply::End => Ok(()),
+        Reply::Value { data, .. } => Err(too_many(n, &format!("a {}-byte value", data.len()))),
+        other => Err(too_many(n, &format!("{other:?}"))),
+    }
 }
 
 pub struct Server {
@@ -134,10 +165,23 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn stats_and_flush_all_take_only_their_own_replies() {
+        assert_eq!(read(b"OK\r\n", Expect::UntilEndOrOne, 64).await.map(|r| r.len()), Ok(1));
+        assert_eq!(read(b"SERVER_ERROR no\r\n", Expect::UntilEndOrOne, 64).await.map(|r| r.len()), Ok(1));
+        let value = read(b"VA 3\r\nabc\r\nEND\r\n", Expect::UntilEndOrOne, 64).await;
+        assert!(value.is_err_and(|f| f.0.contains("a 3-byte value where")));
+        assert!(read(b"STAT a 1\r\nNS\r\n", Expect::UntilEndOrOne, 64).await.is_err());
+    }
+
+    #[tokio::test]
     async fn a_batch_holds_at_most_a_value_bound_per_command_and_64_kib() {
         let value = |size: usize| [format!("VA {size}\r\n").into_bytes(), vec![b'x'; size], b"\r\n".to_vec()].concat();
-        let three = [value(1000), value(1000), b"EN\r\n".to_vec()].concat();
+        let three = [value(1000), value(1000), b"EN\r\nMN\r\n".to_vec()].concat();
         assert_eq!(read(&three, Expect::Count(3), 1024).await.map(|r| r.len()), Ok(3));
+        // A reply more than the commands sent, where the closing `MN` should be: the stream is out of step.
+        let four = [value(1000), value(1000), value(1000), b"EN\r\nMN\r\n".to_vec()].concat();
+        let refused = read(&four, Expect::Count(2), 1024).await;
+        assert!(refused.is_err_and(|f| f.0.contains("more than the 2 replies")));
         // Each reply line may run to 8 KiB: 100 such lines to a batch of 100 commands pass no bound of their own,
         // and are refused by the batch's whole one (100 value bounds of 16 bytes and 64 KiB).
         let lines = [b"HD ".as_slice(), &[b'x'; 8000], b"\r\n"].concat().repeat(100);

@@ -164,9 +164,9 @@ impl Inner {
 
     /// A request about one key to its server, and its replies: `batched`'s rule for a batch of one (a failure that
     /// ejects the server is retried once on the key's new server).
-    async fn exchange(&self, route_key: &str, request: impl Into<Bytes>) -> Result<Vec<Reply>, StoreError> {
-        let request = request.into();
-        let replies = self.batched(&[route_key], |_| request.clone()).await?;
+    async fn exchange(&self, route_key: &str, request: impl AsRef<[u8]>) -> Result<Vec<Reply>, StoreError> {
+        let request = request.as_ref();
+        let replies = self.batched(&[route_key], |_, out| out.extend_from_slice(request)).await?;
         Ok(replies.into_iter().map(|(_, reply)| reply).collect())
     }
 
@@ -194,7 +194,7 @@ impl Inner {
     async fn send_groups(
         &self,
         mut groups: Groups,
-        request: &(impl Fn(&[usize]) -> Bytes + Sync),
+        request: &(impl Fn(&[usize], &mut Vec<u8>) + Sync),
     ) -> Vec<Result<Vec<(usize, Reply)>, (StoreError, Vec<usize>, bool)>> {
         if groups.len() == 1 {
             if let Some((server, items)) = groups.pop() {
@@ -205,14 +205,19 @@ impl Inner {
     }
 
     /// One batch of items to one server: each item's reply, or the error, the items and whether it ejected the server.
+    /// `request` writes the batch's commands, one reply each; an `mn` closes it, so a server that answers a command
+    /// with more than one reply is caught at the first reply too many (spec/STORES.md §2, "Whole reply").
     async fn send_batch(
         &self,
         index: usize,
         items: Vec<usize>,
-        request: &(impl Fn(&[usize]) -> Bytes + Sync),
+        request: &(impl Fn(&[usize], &mut Vec<u8>) + Sync),
     ) -> Result<Vec<(usize, Reply)>, (StoreError, Vec<usize>, bool)> {
         let server = &self.servers[index];
-        let bytes = request(&items);
+        let mut bytes = Vec::new();
+        request(&items, &mut bytes);
+        protocol::end(&mut bytes);
+        let bytes = Bytes::from(bytes);
         match server.exchange(bytes, Expect::Count(items.len()), self.timeout, self.connect_timeout).await {
             Ok(replies) => {
                 server.health.succeeded();
@@ -236,7 +241,7 @@ impl Inner {
     async fn batched(
         &self,
         routes: &[&str],
-        request: impl Fn(&[usize]) -> Bytes + Sync,
+        request: impl Fn(&[usize], &mut Vec<u8>) + Sync,
     ) -> Result<Vec<(usize, Reply)>, StoreError> {
         let groups = self.group(routes, 0..routes.len())?;
         let request = &request;
@@ -273,12 +278,11 @@ impl Inner {
         // Without `q`, every key gets its own reply (a value or `EN`) in the order asked, so replies pair with keys
         // by position: no key echoed back, no map to build.
         let replies = self
-            .batched(keys, |items| {
-                let mut request = Vec::with_capacity(items.len() * 64);
+            .batched(keys, |items, request| {
+                request.reserve(items.len() * 64 + 4);
                 for &i in items {
-                    protocol::get(&mut request, keys[i], "");
+                    protocol::get(request, keys[i], "");
                 }
-                Bytes::from(request)
             })
             .await?;
         let mut values = vec![None; keys.len()];
@@ -307,17 +311,15 @@ impl Inner {
     async fn set_stored(&self, items: &[(String, &[u8], i64)], mode: &str) -> Result<Vec<bool>, StoreError> {
         let routes: Vec<&str> = items.iter().map(|(key, _, _)| key.as_str()).collect();
         let replies = self
-            .batched(&routes, |batch| {
-                let mut request = Vec::new();
+            .batched(&routes, |batch, request| {
                 for &i in batch {
                     let (key, value, exptime) = &items[i];
                     if *exptime < 0 {
-                        protocol::delete(&mut request, key, "");
+                        protocol::delete(request, key, "");
                     } else {
-                        protocol::set(&mut request, key, value, *exptime, mode);
+                        protocol::set(request, key, value, *exptime, mode);
                     }
                 }
-                Bytes::from(request)
             })
             .await?;
         let mut results = vec![false; items.len()];
@@ -353,12 +355,10 @@ impl Inner {
     /// Deletes stored keys; how many were present.
     async fn delete_stored(&self, keys: &[&str]) -> Result<usize, StoreError> {
         let replies = self
-            .batched(keys, |batch| {
-                let mut request = Vec::new();
+            .batched(keys, |batch, request| {
                 for &i in batch {
-                    protocol::delete(&mut request, keys[i], "");
+                    protocol::delete(request, keys[i], "");
                 }
-                Bytes::from(request)
             })
             .await?;
         Ok(replies.iter().filter(|(_, r)| matches!(r, Reply::Done)).count())

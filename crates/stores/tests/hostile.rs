@@ -90,8 +90,8 @@ async fn a_redis_value_past_max_value_is_refused_before_it_is_read_and_the_store
 /// and the process grows by less than two values (the one-value bound, `max_value` = 64 MiB plus framing, is what
 /// a `SCAN` page may take; 64 GB were sent): a counter's script can return one integer and an `MGET` of n keys n
 /// values, so there the array's first line already breaks the bound.
-async fn whole_replies_are_bounded(protocol: Protocol, scheme: &str) {
-    let settings = Settings { size: 64 << 20, count: 1_000, ..Settings::default() };
+async fn whole_replies_are_bounded(protocol: Protocol, scheme: &str, size: u64, count: u64) {
+    let settings = Settings { size, count, ..Settings::default() };
     let server = HostileServer::start(protocol, Behaviour::Wide, settings).expect("hostile server");
     let url = format!("{scheme}://{}?timeout=5s&failures=1000", server.address());
     let store = larder_stores::open(&url).await.expect("opens");
@@ -125,10 +125,19 @@ async fn whole_replies_are_bounded(protocol: Protocol, scheme: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_reply_of_a_thousand_64_mib_values_is_refused_at_once() {
-    whole_replies_are_bounded(Protocol::Redis, "redis").await;
+    whole_replies_are_bounded(Protocol::Redis, "redis", 64 << 20, 1_000).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_memcached_reply_of_a_thousand_64_mib_values_is_refused_at_once() {
-    whole_replies_are_bounded(Protocol::Memcached, "memcached").await;
+    whole_replies_are_bounded(Protocol::Memcached, "memcached", 64 << 20, 1_000).await;
+}
+
+/// memcached's values are bounded by `max_item` (1 MiB): 10,000 values of 512 KiB are each within it, and a
+/// request's replies end at the `MN` of the `mn` that closes it, so the second value to a one-key get (or the first
+/// one to a set) is a reply too many, refused at once; without the `mn`, a get answered the first value as a hit and
+/// left the rest to be read as the answers to the next requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memcached_reply_of_ten_thousand_values_within_max_item_is_refused_at_once() {
+    whole_replies_are_bounded(Protocol::Memcached, "memcached", 512 << 10, 10_000).await;
 }
