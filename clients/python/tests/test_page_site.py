@@ -129,13 +129,17 @@ def test_a_configured_site_is_the_only_one_stored() -> None:
         PageCache("memory://", trusted_proxies="10.0.0.0/8")
 
 
-def test_an_absolute_target_is_keyed_only_when_it_names_the_host() -> None:
+def test_an_absolute_target_is_never_stored() -> None:
+    """spec/HTTP.md §2 step 2: RFC 9112 §3.2.2 has the app ignore the Host of a request with an absolute-form
+    target, whose authority a direct sender chooses; so it is not stored even when the two agree."""
     pages = PageCache("memory://")
     wsgi(pages, "victim.example", raw_uri="http://evil.example/p")
     wsgi(pages, "victim.example", raw_uri="http://user@victim.example/p")
-    assert keys_of(pages) == []
-    assert pages.stats.not_stored["host"] == 2
     wsgi(pages, "victim.example", raw_uri="http://VICTIM.example:80/p")
+    wsgi(pages, "victim.example", raw_uri="http://victim.example/p")
+    assert keys_of(pages) == []
+    assert pages.stats.not_stored["host"] == 4
+    wsgi(pages, "victim.example", raw_uri="/p")
     assert keys_of(pages) == ["GET:http://victim.example/p"]
 
 

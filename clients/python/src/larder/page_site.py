@@ -159,14 +159,11 @@ class SiteRule:
                 authority = claimed_host
         if not authority or not plain_authority(authority):
             return None
-        scheme = scheme_option or proto or (scheme.lower() if scheme.lower() in ("http", "https") else "http")
-        if target_authority is not None and (
-            not host
-            or not plain_authority(target_authority)
-            or not plain_authority(host)
-            or normalise(target_authority, scheme) != normalise(host, scheme)
-        ):
+        if target_authority is not None:
+            # An absolute-form target is never stored, whatever its Host (spec/HTTP.md §2 step 2): RFC 9112 §3.2.2
+            # has the app ignore that Host for the target's authority, which a direct sender chooses.
             return None
+        scheme = scheme_option or proto or (scheme.lower() if scheme.lower() in ("http", "https") else "http")
         key_authority = normalise(authority, scheme)
         if self.site is not None and key_authority != normalise(self.site, scheme):
             return None
