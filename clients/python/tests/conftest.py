@@ -68,3 +68,19 @@ def postgres_server() -> Iterator[Postgres]:
     server = Postgres()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def conformance_env() -> Iterator[dict[str, str]]:
+    """The environment the hostile_*.json vectors need (spec/vectors/README.md): a memcached and a Redis of their
+    own (the runner flushes them before each case, so not the session's shared servers) and larder-hostile."""
+    from hostile import hostile_bin
+
+    memcached, redis = Memcached(), Redis()
+    yield {
+        "LARDER_CONFORMANCE_MEMCACHED": memcached.address,
+        "LARDER_CONFORMANCE_REDIS": f"127.0.0.1:{redis.port}",
+        "LARDER_HOSTILE": str(hostile_bin()),
+    }
+    memcached.stop()
+    redis.stop()

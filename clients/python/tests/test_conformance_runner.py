@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import random
 import subprocess
 import sys
@@ -20,15 +21,27 @@ from support import REPO_ROOT, VECTORS
 RUNNER = Path(conformance.__file__).resolve()
 
 
-def run(*files: str | Path, cwd: Path = REPO_ROOT) -> tuple[int, list[dict[str, Any]]]:
-    """The runner's exit status and its reports, run as the matrix runs it (a subprocess, from `cwd`)."""
+def run(
+    *files: str | Path, cwd: Path = REPO_ROOT, env: dict[str, str] | None = None, before: str = ""
+) -> tuple[int, list[dict[str, Any]]]:
+    """The runner's exit status and its reports, run as the matrix runs it (a subprocess, from `cwd`), with `env`
+    added to the environment (a value of "" removes the variable), and the Python code `before` run first."""
+    runner = str(RUNNER.relative_to(REPO_ROOT)) if cwd == REPO_ROOT else str(RUNNER)
+    command = [sys.executable, runner, *map(str, files)]
+    if before:
+        start = (
+            f"import runpy, sys; sys.argv = {[runner, *map(str, files)]!r}; sys.path.insert(0, {str(RUNNER.parent)!r})"
+        )
+        command = [sys.executable, "-c", f"{start}\n{before}\nrunpy.run_path({runner!r}, run_name='__main__')"]
+    environ = {**os.environ, **(env or {})}
     done = subprocess.run(
-        [sys.executable, str(RUNNER.relative_to(REPO_ROOT)) if cwd == REPO_ROOT else str(RUNNER), *map(str, files)],
+        command,
         cwd=cwd,
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
+        env={k: v for k, v in environ.items() if v},
     )
     return done.returncode, [json.loads(line) for line in done.stdout.splitlines()]
 
@@ -42,9 +55,9 @@ def copy_with(tmp_path: Path, name: str, change: Any) -> Path:
     return path
 
 
-def test_every_vector_file_passes_from_the_repository_root() -> None:
+def test_every_vector_file_passes_from_the_repository_root(conformance_env: dict[str, str]) -> None:
     files = sorted(VECTORS.glob("*.json"))
-    status, reports = run(*(f.relative_to(REPO_ROOT) for f in files))
+    status, reports = run(*(f.relative_to(REPO_ROOT) for f in files), env=conformance_env)
     assert status == 0
     assert [r["file"] for r in reports] == [f.name for f in files]
     for path, report in zip(files, reports, strict=True):
@@ -143,3 +156,42 @@ def load_module(path: Path) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def test_a_hostile_file_without_its_servers_fails_saying_which(conformance_env: dict[str, str]) -> None:
+    for name, variable in [
+        ("hostile_keys.json", "LARDER_CONFORMANCE_MEMCACHED"),
+        ("hostile_keys.json", "LARDER_CONFORMANCE_REDIS"),
+        ("hostile_replies.json", "LARDER_HOSTILE"),
+    ]:
+        status, (report,) = run(VECTORS / name, env={**conformance_env, variable: ""})
+        assert status == 0
+        assert report["status"] == "fail", (name, variable)
+        assert report["cases"] == len(json.loads((VECTORS / name).read_text())["cases"])
+        assert f"${variable} is not set" in report["reason"], report["reason"]
+
+
+#: A memcached client that checks a key's UTF-8 and writes each character's low byte (as Buffer.from(…, "latin1")
+#: did in TypeScript, issue 32 finding 1).
+LATIN1_MEMCACHED = """
+import larder.stores.memcached as m
+def low(text): return bytes(ord(c) & 0xFF for c in text)
+m._get = lambda key, flags: low(f"mg {key} {flags}\\r\\n")
+m._delete = lambda key, flags="": low(f"md {key}{' ' + flags if flags else ''}\\r\\n")
+_set = m._set
+def latin1_set(key, value, exptime, mode):
+    head, *rest = _set(key, value, exptime, mode)
+    return [low(head.decode()), *rest]
+m._set = latin1_set
+"""
+
+
+def test_a_client_that_writes_other_bytes_than_it_checked_fails_hostile_keys(conformance_env: dict[str, str]) -> None:
+    """The matrix's point (issue 32): a client whose memcached commands carry each character's low byte instead of
+    the UTF-8 its check read fails the u01xx and smuggle cases, whatever else it gets right."""
+    status, (report,) = run(VECTORS / "hostile_keys.json", env=conformance_env, before=LATIN1_MEMCACHED)
+    assert status == 0
+    assert report["status"] == "fail"
+    assert {"u010a_low_lf", "u010d_low_cr", "u0120_low_space", "smuggle_flush_all"} <= set(report["failed"])
+    assert "ascii_plain" not in report["failed"]
+    assert "memcached" in report["reason"]
