@@ -3,8 +3,9 @@ and the test suite (tests/test_vectors.py and the others call the runner's cases
 conformance` and the suite cannot disagree.
 
 Each module's `cases(document)` lists a `Case` per vector case: its name and a check that raises AssertionError
-(or any exception) on the first difference. Only the standard library and larder are imported: no server, no
-pytest.
+(or any exception) on the first difference. Only the standard library and larder (and Django, for a page case
+through its middleware) are imported, never pytest; only hostile_keys.json and hostile_replies.json need servers,
+which the environment names (hostile.py).
 """
 
 from __future__ import annotations
