@@ -33,15 +33,6 @@ func hostileEnv(t *testing.T) {
 	t.Setenv("LARDER_HOSTILE", testenv.HostileBin(t))
 }
 
-// goDeviations are the cases the Go page cache cannot pass as the vector says, each with what Go does instead
-// (asserted, so a change of either is seen). net/http drops the Host field of an absolute-form request (RFC 9112
-// §3.2.2 tells an origin server to ignore it), so the page cache cannot check the target's authority against it
-// and stores no absolute-form request (reason host): the safe side of spec/HTTP.md §2 step 2, reported as this
-// one case's failure in the matrix.
-var goDeviations = map[string]string{
-	"hostile_pages.json/absolute_target_same_authority": "written under [] (status 200, not stored map[host:1])",
-}
-
 func vectorsDir(t testing.TB) string {
 	dir, err := filepath.Abs("../../../spec/vectors")
 	if err != nil {
@@ -63,14 +54,7 @@ func TestEveryVectorFile(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, c := range cases {
-				err := run(c)
-				if want, ok := goDeviations[filepath.Base(f)+"/"+c.Name]; ok && err != nil {
-					if !strings.Contains(err.Error(), want) {
-						t.Errorf("%s: %v (Go's known outcome: %s)", c.Name, err, want)
-					}
-					continue
-				}
-				if err != nil {
+				if err := run(c); err != nil {
 					t.Errorf("%s: %v", c.Name, err)
 				}
 			}
@@ -94,13 +78,9 @@ func TestHostileFilesThroughTheCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) != 2 || !strings.HasPrefix(lines[0], `{"language":"go","file":"hostile_keys.json","status":"pass"`) {
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], `{"language":"go","file":"hostile_keys.json","status":"pass"`) ||
+		!strings.HasPrefix(lines[1], `{"language":"go","file":"hostile_pages.json","status":"pass"`) {
 		t.Fatalf("output: %s", out)
-	}
-	// The one case of goDeviations, and no other.
-	if !strings.HasPrefix(lines[1], `{"language":"go","file":"hostile_pages.json","status":"fail"`) ||
-		!strings.Contains(lines[1], `"failed":["absolute_target_same_authority"]`) {
-		t.Errorf("hostile_pages.json: %s", lines[1])
 	}
 	cmd := exec.Command(bin, keys, replies)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
