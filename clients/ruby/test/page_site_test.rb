@@ -21,12 +21,13 @@ class PageSiteTest < Minitest::Test
     [Larder::Rack::PageCache.new(app, store: store, **options), store]
   end
 
-  def call(cache, host, peer: UNTRUSTED, request_uri: nil, **headers)
+  def call(cache, host, peer: UNTRUSTED, request_uri: nil, server: nil, **headers)
     env = { "REQUEST_METHOD" => "GET", "SCRIPT_NAME" => "", "PATH_INFO" => "/p", "QUERY_STRING" => "",
             "SERVER_NAME" => "victim.example", "SERVER_PORT" => "80", "REMOTE_ADDR" => peer,
             "rack.url_scheme" => "http", "rack.errors" => StringIO.new }
     env["HTTP_HOST"] = host if host
     env["REQUEST_URI"] = request_uri if request_uri
+    env["SERVER_SOFTWARE"] = server if server
     headers.each { |name, value| env["HTTP_#{name.to_s.upcase}"] = value }
     cache.call(env)
   end
@@ -78,12 +79,37 @@ class PageSiteTest < Minitest::Test
     assert_raises(ArgumentError) { middleware(trusted_proxies: "10.0.0.0/8") }
   end
 
-  def test_an_absolute_target_is_keyed_only_when_it_names_the_host
+  # spec/HTTP.md §2 step 2: an absolute-form target is not stored, even when it names the Host (RFC 9112 §3.2.2 tells
+  # the app to use the target's authority, which a direct sender chooses).
+  def test_an_absolute_target_is_never_stored
     cache, store = middleware
     call(cache, "victim.example", request_uri: "http://evil.example/p")
     call(cache, "victim.example", request_uri: "http://user@victim.example/p")
-    assert_empty keys(store)
     call(cache, "victim.example", request_uri: "http://VICTIM.example:80/p")
+    assert_empty keys(store)
+    assert_equal({ "host" => 3 }, cache.not_stored)
+    call(cache, "victim.example", request_uri: "/p")
+    assert_equal ["GET:http://victim.example/p"], keys(store), "an origin-form target is"
+  end
+
+  # WEBrick rebuilds REQUEST_URI as an absolute URL from the Host for every request: there a target naming the Host
+  # is stored under it, and one naming another authority is not.
+  def test_under_webrick_an_absolute_target_is_keyed_only_when_it_names_the_host
+    cache, store = middleware
+    webrick = { server: "WEBrick/1.8.1 (Ruby/3.1.2/2022-04-12)" }
+    call(cache, "victim.example", request_uri: "http://evil.example/p", **webrick)
+    call(cache, "victim.example", request_uri: "http://user@victim.example/p", **webrick)
+    assert_empty keys(store)
+    call(cache, "victim.example", request_uri: "http://VICTIM.example:80/p", **webrick)
     assert_equal ["GET:http://victim.example/p"], keys(store)
+  end
+
+  # The `scheme:` option keys every page on it, whatever the connection or a trusted proxy says.
+  def test_the_scheme_option_wins
+    cache, store = middleware(scheme: "https", trusted_proxies: ["10.0.0.0/8"])
+    call(cache, "shop.example")
+    call(cache, "other.example", peer: PROXY, x_forwarded_proto: "http")
+    assert_equal ["GET:https://other.example/p", "GET:https://shop.example/p"], keys(store)
+    assert_raises(ArgumentError) { middleware(scheme: "gopher") }
   end
 end

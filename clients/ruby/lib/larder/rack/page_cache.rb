@@ -30,10 +30,11 @@ module Larder
     # `host[:port]`; `X-Forwarded-Host`, `X-Forwarded-Proto` and `Forwarded` count only from the peers in
     # `trusted_proxies:` (addresses or networks, as `larder serve --trusted-proxies`; none by default), so a request
     # that reaches the app without the front (a health check, an internal caller) cannot write a page for another
-    # site. The scheme is a trusted proxy's, else the connection's (`rack.url_scheme`: http behind the front). What
-    # was not stored, and why, is counted in `not_stored` (reason `host` for the site). Writing never fails the
-    # request: a store error is reported to `on_error` (default: a warning on rack.errors) and the response goes out
-    # as rendered.
+    # site. A request whose target is in absolute form is not stored (PageSite says how WEBrick differs). The
+    # scheme is the `scheme:` option when given, else a trusted proxy's, else the connection's (`rack.url_scheme`:
+    # http behind the front). What was not stored, and why, is counted in `not_stored` (reason `host` for the
+    # site). Writing never fails the request: a store error is reported to `on_error` (default: a warning on
+    # rack.errors) and the response goes out as rendered.
     class PageCache
       ENV_KEY = "larder.page_cache"
       # Response fields the front consumes (they address the cache) and never stores.
@@ -44,11 +45,11 @@ module Larder
       attr_reader :store, :rules, :not_stored
 
       # `store`: a store URL or an open store. `max_body`: larger bodies are not stored (the front's --max-body).
-      # `site`, `trusted_proxies`: spec/HTTP.md §2 (above).
+      # `site`, `trusted_proxies`, `scheme` (http or https, which then keys every page): spec/HTTP.md §2 (above).
       def initialize(app, store:, namespace: "", drop: Keys::DEFAULT_DROP, max_body: 8 << 20, on_error: nil,
-                     clock: -> { Larder.now_ms }, site: nil, trusted_proxies: [], **rule_options)
+                     clock: -> { Larder.now_ms }, site: nil, trusted_proxies: [], scheme: nil, **rule_options)
         @app = app
-        @site = PageSite.new(site: site, trusted_proxies: trusted_proxies)
+        @site = PageSite.new(site: site, trusted_proxies: trusted_proxies, scheme: scheme)
         @not_stored = Hash.new(0)
         @store = store.is_a?(String) ? Stores.open(store) : store
         @namespace = namespace.to_s

@@ -10,7 +10,12 @@ module Larder
     # request's Host; a Host (or forwarded host) that is not a plain `host[:port]` stores nothing.
     # `X-Forwarded-Host`, `X-Forwarded-Proto` and `Forwarded` count only when the peer (REMOTE_ADDR) is in
     # `trusted_proxies`, as `larder serve --trusted-proxies`; Rack's `Request#host` and `#scheme` believe them from
-    # anyone, so they are not used. `resolve` gives [scheme, authority], or nil: not stored, reason `host`.
+    # anyone, so they are not used. A request whose target is in absolute form (`GET http://a.example/x`: REQUEST_URI
+    # as Puma, Unicorn and Passenger give it) is not stored, whatever its Host says (§2 step 2). WEBrick rebuilds
+    # REQUEST_URI as an absolute URL from the Host for every request, so there an absolute target cannot be told
+    # from an origin-form one; it is stored only when its authority is the Host's (keyed on that Host: no other
+    # site). The scheme is the `scheme` option when given, else a trusted proxy's, else the connection's.
+    # `resolve` gives [scheme, authority], or nil: not stored, reason `host`.
     class PageSite
       NAME = /\A[A-Za-z0-9._~-]+\z/
       V6 = /\A\[[0-9A-Fa-f:.]+\]\z/
@@ -62,18 +67,22 @@ module Larder
         target.split("://", 2).last[%r{\A[^/?#]*}]
       end
 
-      attr_reader :site
+      attr_reader :site, :scheme
 
-      def initialize(site: nil, trusted_proxies: [])
+      def initialize(site: nil, trusted_proxies: [], scheme: nil)
         if site && !self.class.plain_authority?(site)
           raise ArgumentError, "site must be a plain host[:port] such as shop.example or shop.example:8443, " \
                                "not #{site.inspect}"
+        end
+        unless scheme.nil? || %w[http https].include?(scheme.to_s)
+          raise ArgumentError, "scheme is http or https, not #{scheme.inspect}"
         end
         if trusted_proxies.is_a?(String)
           raise ArgumentError, "trusted_proxies is a list of addresses or networks, not a string"
         end
 
         @site = site
+        @scheme = scheme&.to_s
         @trusted = trusted_proxies.map do |entry|
           IPAddr.new(entry.to_s.strip)
         rescue IPAddr::Error
@@ -94,8 +103,8 @@ module Larder
         return nil unless authority && !authority.empty? && self.class.plain_authority?(authority)
 
         connection = env["rack.url_scheme"].to_s.downcase
-        scheme = proto || (%w[http https].include?(connection) ? connection : "http")
-        return nil unless target_names_the_host?(env["REQUEST_URI"], host, scheme)
+        scheme = @scheme || proto || (%w[http https].include?(connection) ? connection : "http")
+        return nil unless origin_form?(env, host, scheme)
 
         key_authority = self.class.normalise(authority, scheme)
         return nil if @site && key_authority != self.class.normalise(@site, scheme)
@@ -115,10 +124,12 @@ module Larder
         false
       end
 
-      # An absolute-form target is keyed only when its authority is the Host's.
-      def target_names_the_host?(request_uri, host, scheme)
-        target = self.class.target_authority(request_uri)
+      # Whether the request's target is in origin form (`/p?q`): an absolute-form target is never stored. Under
+      # WEBrick, whose REQUEST_URI is always absolute (rebuilt from the Host), one whose authority is the Host's.
+      def origin_form?(env, host, scheme)
+        target = self.class.target_authority(env["REQUEST_URI"])
         return true if target.nil?
+        return false unless env["SERVER_SOFTWARE"].to_s.start_with?("WEBrick")
         return false unless host && self.class.plain_authority?(host) && self.class.plain_authority?(target)
 
         self.class.normalise(target, scheme) == self.class.normalise(host, scheme)
