@@ -130,7 +130,8 @@ defmodule Larder.PagesHostTest do
     assert Pages.stats(pages)["stored"] == 0
   end
 
-  test "an absolute-form target is keyed on its authority only when it is the Host's", ctx do
+  test "an absolute-form target stores nothing, whatever its authority and Host (spec/HTTP.md §2 step 2)",
+       ctx do
     pages = use_pages(ctx)
 
     assert 200 =
@@ -143,13 +144,15 @@ defmodule Larder.PagesHostTest do
     refute stored?(ctx, pages, "http", "evil.example", "/abs")
     assert Pages.stats(pages)["host"] == 2
 
+    # Even when the target's authority is the Host's: RFC 9112 §3.2.2 has the server ignore that Host.
     assert 200 =
              send_head(
                ctx,
                "GET http://Victim.Example:80/abs HTTP/1.1\r\nHost: victim.example\r\n"
              )
 
-    assert stored?(ctx, pages, "http", "victim.example", "/abs")
+    refute stored?(ctx, pages, "http", "victim.example", "/abs")
+    assert Pages.stats(pages)["host"] == 3
 
     # A target that is neither a path nor an absolute URL would glue onto the authority in the key.
     request = %Pages.Request{

@@ -10,8 +10,8 @@ defmodule Larder.Pages.Authority do
     none), as `larder serve --trusted-proxies` reads them; where they disagree, nothing is stored;
   - a Host that is not a plain `host[:port]` (a path, query, fragment, userinfo, backslash, space, control byte or
     percent sign, a port that is not 1–5 digits up to 65535, a malformed bracketed IPv6 literal), a missing or
-    repeated Host, an absolute-form target whose authority is not the Host's, or a target that is neither
-    origin-form nor absolute-form: not stored.
+    repeated Host, or a target that is not origin-form (an absolute-form target, whatever its authority and Host):
+    not stored.
 
   The scheme is the page cache's `scheme` option when set, else a trusted proxy's forwarded protocol, else the
   connection's (spec/HTTP.md §2 step 5).
@@ -167,7 +167,7 @@ defmodule Larder.Pages.Authority do
     with true <- length(hosts) <= 1,
          {:ok, claimed_scheme, host} <- claimed(request, networks),
          scheme = scheme || claimed_scheme,
-         {:ok, target} <- target(request.target, scheme, host),
+         {:ok, target} <- target(request.target),
          true <- valid?(host),
          authority = normalise(scheme, host),
          true <- site == nil or normalise(scheme, site) == authority do
@@ -257,18 +257,9 @@ defmodule Larder.Pages.Authority do
 
   defp ascii?(s), do: for(<<c <- s>>, reduce: true, do: (acc -> acc and c in 0x20..0x7E))
 
-  # An origin-form target as it is; an absolute-form one only when its authority is the host's (then its path and
-  # query); anything else names no page.
-  defp target("/" <> _ = target, _scheme, _host), do: {:ok, target}
-
-  defp target(target, scheme, host) do
-    with [_, _target_scheme, authority, rest] <-
-           Regex.run(~r{\A([A-Za-z][A-Za-z0-9+.-]*)://([^/?#]*)(.*)\z}s, target),
-         true <- valid?(authority) and valid?(host),
-         true <- normalise(scheme, authority) == normalise(scheme, host) do
-      {:ok, if(String.starts_with?(rest, "/"), do: rest, else: "/" <> rest)}
-    else
-      _ -> :error
-    end
-  end
+  # An origin-form target as it is; anything else (an absolute-form target above all) names no page: RFC 9112 §3.2.2
+  # has a server ignore the Host of an absolute-form request and use the target's authority, which a direct sender
+  # chooses (spec/HTTP.md §2 step 2).
+  defp target("/" <> _ = target), do: {:ok, target}
+  defp target(_), do: :error
 end
