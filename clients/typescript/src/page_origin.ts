@@ -9,7 +9,7 @@
 //   that is not the site (lowercase, default port removed) names none either;
 // - X-Forwarded-Host, X-Forwarded-Proto and Forwarded are read only from a peer in `trustedProxies` (addresses and
 //   CIDRs; none by default), whose claims must agree and be plain too;
-// - an absolute-form target (`GET http://victim.example/ HTTP/1.1`) counts only when its authority is the Host's;
+// - a request with an absolute-form target (`GET http://victim.example/ HTTP/1.1`) names no page, whatever its Host;
 // - the scheme is the cache's `scheme` option, else a trusted proxy's, else the connection's.
 // A request that names no page this way is not stored (reason `host`).
 
@@ -162,16 +162,10 @@ export function pageOrigin(
   if (!validAuthority(host)) return undefined;
   const authority = normalAuthority(scheme, host);
   if (policy.site !== undefined && normalAuthority(scheme, policy.site) !== authority) return undefined;
-  let target = request.target;
-  const absolute = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/([^/?#]*)(.*)$/s.exec(target);
-  if (absolute !== null) {
-    // `GET http://a.example/x`: the target's authority must be the Host's (not the forwarded host: the proxy sent
-    // both), else the request names two sites and no page is stored.
-    const [, named, rest] = absolute as unknown as [string, string, string];
-    const received = request.authority;
-    if (!validAuthority(named) || !validAuthority(received)) return undefined;
-    if (normalAuthority(scheme, named) !== normalAuthority(scheme, received)) return undefined;
-    target = rest.startsWith("/") ? rest : `/${rest}`;
-  } else if (!target.startsWith("/")) return undefined; // `*` or an authority-form target names no page
+  // Only an origin-form target (`/p?q`) names a page. An absolute-form one (`GET http://a.example/x HTTP/1.1`) is
+  // never stored, whatever its Host: RFC 9112 §3.2.2 has the app use the target's authority, which a direct sender
+  // chooses, and ignore the Host (spec/HTTP.md §2 step 2); `*` and authority-form targets name no page either.
+  const target = request.target;
+  if (!target.startsWith("/")) return undefined;
   return { scheme, authority, target };
 }
