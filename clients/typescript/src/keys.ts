@@ -184,6 +184,8 @@ const PLAIN_KEY = /^[\x21-\x7e]{1,250}$/;
 /** The rule is checked on the key's UTF-8 bytes, the bytes every store writes (STORES.md §2, "wire bytes are the
  * checked bytes"): a string that has none (an unpaired surrogate) is refused before it is encoded. */
 export function keyProblem(key: string): string | undefined {
+  // A JavaScript caller may hand over anything: bytes are not a key (the regex would read a Buffer as its text).
+  if (typeof key !== "string") return "a key is a string";
   if (PLAIN_KEY.test(key)) return undefined; // the common case, without encoding: ASCII is its own UTF-8
   if (key.length === 0) return "the key is empty";
   if (!key.isWellFormed()) return "the key holds a lone surrogate (it has no UTF-8 form)";
@@ -202,6 +204,7 @@ export function tagProblem(tag: string): string | undefined {
 
 /** Why a store may not take `prefix` for purge_prefix, or undefined (the empty prefix is allowed). */
 export function prefixProblem(prefix: string): string | undefined {
+  if (typeof prefix !== "string") return "a prefix is a string";
   return prefix === "" ? undefined : keyProblem(prefix);
 }
 

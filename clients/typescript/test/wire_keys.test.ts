@@ -301,3 +301,51 @@ describe("whatever a store accepts goes on the wire as exactly the UTF-8 bytes i
     }
   });
 });
+
+// hostile_keys.json's keys that are not UTF-8 (`FF`, `C0 AF`…) cannot be a JavaScript string; a JavaScript caller
+// that hands a store their bytes anyway gets invalid_key from every operation, with nothing sent. purge_prefix read a
+// Buffer as a string and threw a TypeError (`isWellFormed is not a function`) instead.
+describe("bytes given where a key, prefix or tag goes are refused by every store", () => {
+  let memcached: ServerProcess;
+  let redis: ServerProcess;
+  let dir: string;
+  before(async () => {
+    [memcached, redis] = await Promise.all([startMemcached(), startRedis()]);
+    dir = mkdtempSync(join(tmpdir(), "larder-ts-bytes-key-"));
+  });
+  after(async () => {
+    await Promise.all([memcached?.stop(), redis?.stop()]);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("get, getMany, set, add, delete, purgePrefix and purgeTag answer invalid_key", async () => {
+    const urls = [
+      "memory://",
+      `file://${join(dir, "files")}`,
+      `sqlite://${join(dir, "db.sqlite")}`,
+      `memcached://${memcached.address}?timeout=2s`,
+      `redis://${redis.address}?timeout=2s`,
+    ];
+    const refused = (e: StoreError) => e instanceof InvalidKey && e.kind === "invalid_key";
+    for (const url of urls) {
+      const store = openStore(url);
+      try {
+        await store.set("sentinel", bytes("safe"));
+        for (const raw of ["ff", "c0af", "e9", "6162"]) {
+          const key = Buffer.from(raw, "hex") as unknown as string; // what an untyped caller may pass
+          const what = `${url} ${raw}`;
+          await assert.rejects(store.get(key), refused, what);
+          await assert.rejects(store.getMany([key]), refused, what);
+          await assert.rejects(store.set(key, bytes("v")), refused, what);
+          await assert.rejects(store.add(key, bytes("v")), refused, what);
+          await assert.rejects(store.delete(key), refused, what);
+          await assert.rejects(store.purgePrefix(key), refused, what);
+          await assert.rejects(store.purgeTag(key), refused, what);
+        }
+        assert.deepEqual(await store.get("sentinel"), bytes("safe"), url);
+      } finally {
+        await store.close();
+      }
+    }
+  });
+});

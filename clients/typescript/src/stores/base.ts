@@ -74,7 +74,7 @@ export function checkKeys(backend: string, keys: readonly string[]): void {
 
 export function checkPrefix(backend: string, prefix: string): string {
   const problem = prefixProblem(prefix);
-  if (problem !== undefined) throw new InvalidKey(backend, prefix, problem);
+  if (problem !== undefined) throw new InvalidKey(backend, String(prefix), problem);
   return prefix;
 }
 
