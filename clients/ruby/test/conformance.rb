@@ -7,7 +7,9 @@
 # prints one JSON line per file: {"language":"ruby","file":…,"status":"pass"|"fail"|"not_applicable","cases":N,
 # "failed":[…],"reason":…}. The test suite defines one test per case from the same `Conformance.cases`
 # (vectors_test.rb), so the matrix and the suite cannot disagree. A case is a name and a check that takes an
-# assertion context (a Minitest::Test in the suite, a Checker here) and asserts on it. No server is needed.
+# assertion context (a Minitest::Test in the suite, a Checker here) and asserts on it. hostile_keys.json and
+# hostile_replies.json need servers, named by LARDER_CONFORMANCE_MEMCACHED, LARDER_CONFORMANCE_REDIS and
+# LARDER_HOSTILE (conformance/hostile.rb); the other files need none.
 
 $LOAD_PATH.unshift File.expand_path("../lib", __dir__)
 require "json"
@@ -18,12 +20,14 @@ require_relative "conformance/keys"
 require_relative "conformance/stores"
 require_relative "conformance/signed"
 require_relative "conformance/storage"
+require_relative "conformance/hostile"
 
 module Conformance
   # The vector files this runner knows, by name: the module whose `cases(document)` lists their cases.
   FILES = { "entries.json" => Entries::Valid, "invalid.json" => Entries::Invalid, "keys.json" => Keys,
             "ring.json" => Stores::Ring, "stores.json" => Stores::StoredKeys, "signed.json" => Signed,
-            "storage.json" => Storage }.freeze
+            "storage.json" => Storage, "hostile_keys.json" => Hostile::Keys, "hostile_pages.json" => Hostile::Pages,
+            "hostile_files.json" => Hostile::Files, "hostile_replies.json" => Hostile::Replies }.freeze
   # Files with nothing for Ruby to check, and why (none today: Ruby reads and writes everything the vectors cover).
   NOT_APPLICABLE = {}.freeze
   MAX_FAILED = 20

@@ -12,15 +12,20 @@ class ConformanceRunnerTest < Minitest::Test
   RUNNER = File.expand_path("conformance.rb", __dir__)
   CLIENT = File.expand_path("..", __dir__)
 
-  def runner(*args, dir: TestPaths::REPO)
-    out, err, status = Open3.capture3(RbConfig.ruby, RUNNER, *args, chdir: dir)
+  def runner(*args, dir: TestPaths::REPO, env: {})
+    out, err, status = Open3.capture3(env, RbConfig.ruby, RUNNER, *args, chdir: dir)
     [out.lines.map { |line| JSON.parse(line) }, err, status.exitstatus]
   end
 
+  # Every file from the repository root, as `make conformance` runs them (the hostile ones with the servers of the
+  # suite's harness in the variables of spec/vectors/README.md); from clients/ruby, the files that need no server
+  # (the hostile ones take seconds each, and VectorsTest runs their every case in this process too).
   def test_every_file_passes_from_the_repository_root_and_from_clients_ruby
-    files = Conformance::FILES.keys.sort
-    [[TestPaths::REPO, "spec/vectors"], [CLIENT, "../../spec/vectors"]].each do |dir, vectors|
-      reports, err, code = runner(*files.map { |file| "#{vectors}/#{file}" }, dir: dir)
+    env = Servers.conformance_environment
+    everything = Conformance::FILES.keys.sort
+    quiet = everything.reject { |file| file.start_with?("hostile_") }
+    [[TestPaths::REPO, "spec/vectors", everything], [CLIENT, "../../spec/vectors", quiet]].each do |dir, vectors, files|
+      reports, err, code = runner(*files.map { |file| "#{vectors}/#{file}" }, dir: dir, env: env)
       assert_equal [0, ""], [code, err], dir
       assert_equal(files, reports.map { |r| r["file"] })
       reports.each do |report|
@@ -29,6 +34,17 @@ class ConformanceRunnerTest < Minitest::Test
                        "failed" => [], "reason" => nil }, report)
       end
     end
+  end
+
+  # spec/vectors/README.md: a runner that lacks a variable it needs reports `fail` with that reason, never
+  # not_applicable.
+  def test_a_missing_server_variable_fails_with_its_name
+    unset = { "LARDER_CONFORMANCE_MEMCACHED" => nil, "LARDER_CONFORMANCE_REDIS" => nil, "LARDER_HOSTILE" => nil }
+    reports, _, code = runner("spec/vectors/hostile_keys.json", "spec/vectors/hostile_replies.json", env: unset)
+    assert_equal 0, code
+    assert_equal(%w[fail fail], reports.map { |r| r["status"] })
+    assert_match(/\$LARDER_CONFORMANCE_MEMCACHED is not set/, reports[0]["reason"])
+    assert_match(/\$LARDER_HOSTILE is not set/, reports[1]["reason"])
   end
 
   def test_every_storage_case_is_run_and_passes

@@ -100,6 +100,41 @@ describe("memcached: every command's reply is bounded", () => {
       /more bytes than/,
     ));
 
+  // hostile_replies.json's memcached_wide (10,000 values of 512 KiB to one mg): each value is within max_item and the
+  // first is a well-formed answer, so a store that read only the replies it asked for returned it as the get's value
+  // and left the rest on the connection, to be read as the next request's. Every request now ends with `mn`, whose
+  // MN must come right after the replies the request can get.
+  test("a second value answering one get is refused where MN ends the replies", () =>
+    refused(
+      "memcached",
+      on("memcached", "mg", () => "VA 1\r\na\r\nVA 1\r\nb\r\n"),
+      withStore((s) => s.get("k")),
+      /where MN ends the replies/,
+    ));
+
+  test("a multi-get answered with one value more than it asked for is refused", () =>
+    refused(
+      "memcached",
+      on("memcached", "mg", (command) => (command.parts[1]?.toString() === "c" ? "VA 1\r\nc\r\nEN\r\n" : "EN\r\n")),
+      withStore((s) => s.getMany(["a", "b", "c"])),
+      /where MN ends the replies/,
+    ));
+
+  test("a write answered twice is refused, and the extra answer is not the next request's", async () => {
+    const server = await FakeServer.start(
+      "memcached",
+      on("memcached", "ms", () => "HD\r\nHD\r\n"),
+    );
+    const store = openStore(`memcached://${server.address}?timeout=${TIMEOUT_MS}ms&failures=1000&prefix_purge=false`);
+    try {
+      await assert.rejects(store.set("k", bytes("v")), /where MN ends the replies/);
+      assert.equal(await store.get("other"), undefined, "the extra VA was read as the next get's value");
+    } finally {
+      await store.close();
+      await server.stop();
+    }
+  });
+
   test("a multi-get's replies are bounded by the batch: one value of max_item per key", () =>
     refused(
       "memcached",

@@ -223,10 +223,14 @@ describe("whatever a store accepts goes on the wire as exactly the UTF-8 bytes i
           const sent = memcachedFake.since(from).map((c) => c.line);
           if (!ok) return assert.deepEqual(sent, [], "a refused key sent something");
           const k = utf8(key);
+          // each request ends with the meta no-op, whose MN ends its replies
           assert.deepEqual(sent, [
             Buffer.concat([utf8("mg "), k, utf8(" v")]),
+            utf8("mn"),
             Buffer.concat([utf8("ms "), k, utf8(" 1 T0 F0")]),
+            utf8("mn"),
             Buffer.concat([utf8("md "), k]),
+            utf8("mn"),
           ]);
         }),
         { numRuns: RUNS },

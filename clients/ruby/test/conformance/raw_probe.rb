@@ -2,6 +2,7 @@
 
 require "socket"
 require "io/wait"
+require "digest"
 
 module Conformance
   # The raw probes of spec/vectors/README.md (hostile_keys.json): a few lines of socket code of their own, written
@@ -62,6 +63,25 @@ module Conformance
       yield link
     ensure
       link&.close
+    end
+
+    # The value of the file store's file for the stored key `key_bytes` (spec/STORES.md §7:
+    # <root>/<h[0..2]>/<h[2..4]>/<h>, h the SHA-256 of the key's bytes; "LDR1", expires_at u64 LE, key length u16 LE,
+    # the key, the value), or nil when there is none. Raises when the header's key is not exactly `key_bytes`.
+    def file_value(root, key_bytes)
+      hash = Digest::SHA256.hexdigest(key_bytes.b)
+      path = File.join(root, hash[0, 2], hash[2, 2], hash)
+      return nil unless File.file?(path)
+
+      raw = File.binread(path)
+      raise "#{path}: no LDR1 magic" unless raw.byteslice(0, 4) == "LDR1".b
+
+      length = raw.byteslice(12, 2).unpack1("S<")
+      key = raw.byteslice(14, length)
+      raise "#{path}: its header holds the key #{key.unpack1('H*')}, not #{key_bytes.unpack1('H*')}" unless
+        key == key_bytes.b
+
+      raw.byteslice((14 + length)..)
     end
 
     # memcached `mg <bytes> v`: the value's bytes, or nil (EN).

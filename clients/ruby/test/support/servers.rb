@@ -93,15 +93,30 @@ module Servers
     end
 
     def redis
+      @mutex.synchronize { @started[:redis] ||= new_redis }
+    end
+
+    # A redis-server on a new port each call (one a test may flush): "127.0.0.1:port".
+    def new_redis
+      port = free_port
+      spawn("redis-server", binary(REDIS, "redis-server"), "--bind", "127.0.0.1", "--port", port.to_s, "--save", "",
+            "--appendonly", "no", "--protected-mode", "no", port: port)
+      wait_answer(port, "redis-server", "PING\r\n", "+PONG")
+      "127.0.0.1:#{port}"
+    end
+
+    # The variables of spec/vectors/README.md (hostile_*.json) for the conformance runner, when they are not set
+    # already: a memcached and a redis-server of their own (the runner flushes them) and larder-hostile.
+    def conformance_environment
       @mutex.synchronize do
-        @started[:redis] ||= begin
-          port = free_port
-          spawn("redis-server", binary(REDIS, "redis-server"), "--bind", "127.0.0.1", "--port", port.to_s, "--save", "",
-                "--appendonly", "no", "--protected-mode", "no", port: port)
-          wait_answer(port, "redis-server", "PING\r\n", "+PONG")
-          "127.0.0.1:#{port}"
+        @started[:conformance] ||= begin
+          ENV["LARDER_CONFORMANCE_MEMCACHED"] ||= memcached.first
+          ENV["LARDER_CONFORMANCE_REDIS"] ||= new_redis
+          ENV["LARDER_HOSTILE"] ||= File.join(TestPaths::REPO, "target", "debug", "larder-hostile")
+          true
         end
       end
+      ENV.slice("LARDER_CONFORMANCE_MEMCACHED", "LARDER_CONFORMANCE_REDIS", "LARDER_HOSTILE")
     end
 
     # A three-master Redis Cluster: its seed addresses.

@@ -63,6 +63,8 @@ export interface Reply {
   message?: string;
 }
 
+const MN_REPLY: Reply = Object.freeze({ code: "MN", flags: [] as string[] }) as Reply;
+
 function flag(reply: Reply, letter: string): string | undefined {
   return reply.flags.find((f) => f.startsWith(letter))?.slice(1);
 }
@@ -110,6 +112,13 @@ export class MetaReader implements ReplyReader<Reply, MetaLimits> {
       return this.more(pos, buf.length - pos + 1);
     }
     if (end - pos > MAX_LINE) throw new WireFailure(`malformed reply: a line longer than ${MAX_LINE} bytes`);
+    if (end === pos + 2 && buf[pos] === 0x4d && buf[pos + 1] === 0x4e) {
+      // `MN`, which ends every request's replies: one shared reply, read from the bytes
+      if (limits.left < 4) throw new WireFailure("malformed reply: more bytes than the request's replies may take");
+      limits.left -= 4;
+      this.end = end + 2;
+      return MN_REPLY;
+    }
     if (buf[pos] === 0x56 && buf[pos + 1] === 0x41 && buf[pos + 2] === 0x20) {
       // `VA <length>[ flags]`, read from the bytes: the reply to every hit
       let i = pos + 3;
@@ -181,8 +190,10 @@ class Server {
     );
   }
 
-  /** Sends `request` and reads `expect` replies (or, without, until END/OK, at most `most`), each of a code in
-   * `allowed` or an error answer, all within `limits`; anything else is a failure of the server. */
+  /** Sends `request` and the meta no-op `mn`, and reads `expect` replies (or, without, until END/OK, at most
+   * `most`), each of a code in `allowed` or an error answer, then the `MN` that must come right after them, all
+   * within `limits`; anything else (a reply past what the request can get, such as a second value) is a failure of
+   * the server: without the no-op, replies nobody asked for would be read as the next request's. */
   exchange(
     request: WireRequest,
     expect: number | undefined,
@@ -191,21 +202,41 @@ class Server {
     limits: MetaLimits,
     most = 1,
   ): Promise<Reply[]> {
+    limits.left += MN_REPLY_BYTES;
+    let complete = false;
     return this.pool.pick().request(
-      request,
+      withNoop(request),
       (reply, replies) => {
+        if (complete) {
+          if (reply.code !== "MN")
+            throw new WireFailure(
+              `malformed reply: ${reply.code} where MN ends the replies (more replies than the request can get)`,
+            );
+          replies.pop();
+          return true;
+        }
         if (!allowed.has(reply.code) && reply.code !== "ERROR")
           throw new WireFailure(`malformed reply: ${reply.code} is not an answer to this request`);
-        if (expect !== undefined) return replies.length === expect;
-        if (reply.code === "END" || reply.code === "OK" || (reply.code === "ERROR" && replies.length === 1))
-          return true;
-        if (replies.length > most) throw new WireFailure(`malformed reply: more than ${most} lines`);
+        if (expect !== undefined) complete = replies.length === expect;
+        else if (reply.code === "END" || reply.code === "OK" || (reply.code === "ERROR" && replies.length === 1))
+          complete = true;
+        else if (replies.length > most) throw new WireFailure(`malformed reply: more than ${most} lines`);
         return false;
       },
       timeoutMs,
       limits,
     );
   }
+}
+
+/** The meta no-op that ends every request, and what its `MN` takes of the replies' bounds. */
+const NOOP = Buffer.from("mn\r\n");
+const MN_REPLY_BYTES = 4;
+
+function withNoop(request: WireRequest): readonly Uint8Array[] {
+  if (typeof request === "string") return [Buffer.from(request), NOOP];
+  if (request instanceof Uint8Array) return [request, NOOP];
+  return [...request, NOOP];
 }
 
 /** The bytes of command lines: UTF-8, so a key goes out as exactly the bytes its check read (its only encoding; a
