@@ -5,14 +5,19 @@
 //! each case's panic and reports its message, so one bad case never hides the others.
 
 pub mod entries;
+pub mod hostile_files;
+pub mod hostile_keys;
+pub mod hostile_replies;
 pub mod invalid;
 pub mod keys;
 pub mod ring;
 pub mod storage;
 pub mod stores;
 
+use std::io::{BufRead, BufReader};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -42,8 +47,89 @@ pub fn load(path: &Path) -> Result<Value, String> {
     serde_json::from_str(&text).map_err(|e| format!("{} is not JSON: {e}", path.display()))
 }
 
-/// Checks every case of the vector file at `path`.
+/// A running hostile server (its address), stopped when dropped.
+pub struct Hostile {
+    pub address: String,
+    _guard: Box<dyn Send>,
+}
+
+impl Hostile {
+    pub fn new(address: String, guard: Box<dyn Send>) -> Hostile {
+        Hostile { address, _guard: guard }
+    }
+}
+
+/// Starts a hostile server for `protocol`, `behaviour` and `larder-hostile`'s options (`--size N`, …).
+pub type StartHostile = dyn Fn(&str, &str, &[String]) -> Result<Hostile, String> + Send + Sync;
+
+/// What the hostile_*.json files need besides the file (spec/vectors/README.md): real servers the runner may flush,
+/// and a way to start hostile ones.
+pub struct Servers {
+    /// `127.0.0.1:PORT` of a memcached (`LARDER_CONFORMANCE_MEMCACHED`).
+    pub memcached: Option<String>,
+    /// `127.0.0.1:PORT` of a redis-server (`LARDER_CONFORMANCE_REDIS`).
+    pub redis: Option<String>,
+    /// How to start `larder-hostile` (`LARDER_HOSTILE`, the binary; the crate's tests start it in-process).
+    pub hostile: Option<Box<StartHostile>>,
+}
+
+impl Servers {
+    /// From the environment `spec/conformance.py` sets.
+    pub fn from_env() -> Servers {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        Servers {
+            memcached: var("LARDER_CONFORMANCE_MEMCACHED"),
+            redis: var("LARDER_CONFORMANCE_REDIS"),
+            hostile: var("LARDER_HOSTILE").map(|binary| {
+                Box::new(move |protocol: &str, behaviour: &str, args: &[String]| {
+                    spawn_hostile(&binary, protocol, behaviour, args)
+                }) as Box<StartHostile>
+            }),
+        }
+    }
+}
+
+/// The `larder-hostile` binary's server: it prints its address, and serves until its standard input closes.
+fn spawn_hostile(binary: &str, protocol: &str, behaviour: &str, args: &[String]) -> Result<Hostile, String> {
+    struct Running(Child, Option<ChildStdin>);
+    impl Drop for Running {
+        fn drop(&mut self) {
+            drop(self.1.take());
+            if self.0.try_wait().ok().flatten().is_none() {
+                let _ = self.0.kill();
+            }
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Command::new(binary)
+        .arg(protocol)
+        .arg(behaviour)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start LARDER_HOSTILE={binary}: {e}"))?;
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take();
+    let running = Running(child, stdin);
+    let mut line = String::new();
+    if let Some(stdout) = stdout {
+        BufReader::new(stdout).read_line(&mut line).map_err(|e| format!("{binary}: {e}"))?;
+    }
+    let address = line.trim().to_owned();
+    if address.is_empty() {
+        return Err(format!("{binary} {protocol} {behaviour} printed no address"));
+    }
+    Ok(Hostile::new(address, Box::new(running)))
+}
+
+/// Checks every case of the vector file at `path`, with the servers the environment names.
 pub fn run_file(path: &Path) -> Report {
+    run_file_with(path, &Servers::from_env())
+}
+
+/// Checks every case of the vector file at `path`, with `servers` for the hostile_*.json files.
+pub fn run_file_with(path: &Path, servers: &Servers) -> Report {
     let file = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let report =
         |status, cases, failed, reason| Report { language: "rust", file: file.clone(), status, cases, failed, reason };
@@ -62,6 +148,17 @@ pub fn run_file(path: &Path) -> Report {
         "ring.json" => ring::check(path),
         "stores.json" => stores::check(path),
         "storage.json" => storage::check(path),
+        "hostile_keys.json" => hostile_keys::check(path, servers),
+        "hostile_files.json" => hostile_files::check(path),
+        "hostile_replies.json" => hostile_replies::check(path, servers),
+        "hostile_pages.json" => {
+            return report(
+                "not_applicable",
+                0,
+                Vec::new(),
+                Some("Rust has no page cache inside an app: pages are cached by the front, which applies its own Host rules (crates/proxy; spec/HTTP.md §2)".into()),
+            )
+        }
         other => Err(format!("{other} is not a vector file this runner knows: add it to crates/conformance")),
     };
     match results {
@@ -109,4 +206,19 @@ pub(crate) fn str_field<'a>(v: &'a Value, name: &str) -> &'a str {
 
 pub(crate) fn u64_field(v: &Value, name: &str) -> u64 {
     v[name].as_u64().unwrap_or_else(|| panic!("field {name} is an integer in {v}"))
+}
+
+/// A runtime for a file's store calls (the stores are async).
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start a tokio runtime: {e}"))
+}
+
+/// The `entry_hex` of a hostile_*.json file, as bytes.
+pub(crate) fn entry_bytes(doc: &Value) -> Result<Vec<u8>, String> {
+    let text = doc["entry_hex"].as_str().ok_or("the file has no entry_hex")?;
+    hex::decode(text).map_err(|e| format!("entry_hex: {e}"))
 }
