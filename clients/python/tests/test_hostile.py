@@ -10,9 +10,12 @@ Redis value over `max_value` is refused when its length is announced."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -249,3 +252,61 @@ def test_a_real_redis_value_over_max_value_is_refused_fast(redis_server: Redis) 
     assert writer.get("big") == b"x" * (2 << 20), "the default max_value (64M) reads it"
     writer.close()
     reader.close()
+
+
+class CannedMemcached:
+    """A memcached stand-in that answers each request (whatever it holds) with `answer`."""
+
+    def __init__(self, answer: bytes) -> None:
+        self.answer = answer
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                connection, _ = self.listener.accept()
+                with connection:
+                    while connection.recv(65536):
+                        connection.sendall(self.answer)
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.mark.parametrize(
+    ("operation", "answer", "surplus"),
+    [
+        ("stats", b"STAT curr_items 3\r\nEND\r\nMN\r\n", b"STAT curr_items 9\r\nEND\r\nMN\r\n"),
+        ("clear", b"OK\r\nMN\r\n", b"OK\r\nMN\r\n"),
+        ("get", b"VA 1\r\nx\r\nMN\r\n", b"VA 1\r\ny\r\nMN\r\n"),
+        ("delete", b"HD\r\nMN\r\n", b"HD\r\nMN\r\n"),
+    ],
+)
+def test_a_memcached_answer_with_more_than_its_replies_before_mn_is_refused(
+    operation: str, answer: bytes, surplus: bytes
+) -> None:
+    """spec/STORES.md §4.1: every request ends with `mn`, and its answer is exactly its replies, then `MN`; a
+    second answer where `MN` should be is malformed at once (a reader stopping at END or at the replies it counted
+    would leave it for the next request, or read it as that request's answer)."""
+    calls: dict[str, Callable[[Store], object]] = {
+        "stats": lambda s: s.stats().entries,
+        "clear": lambda s: s.clear(),
+        "get": lambda s: s.get("k"),
+        "delete": lambda s: s.delete("k"),
+    }
+    expected = {"stats": 3, "clear": None, "get": b"x", "delete": True}
+    good = CannedMemcached(answer)
+    store = open_store(f"memcached://{good.address}?timeout=2s&prefix_purge=false")
+    assert calls[operation](store) == expected[operation]
+    assert calls[operation](store) == expected[operation], "the connection stayed in step"
+    store.close()
+    good.close()
+    bad = CannedMemcached(answer.removesuffix(b"MN\r\n") + surplus)
+    store = open_store(f"memcached://{bad.address}?timeout=2s&prefix_purge=false&failures=1000")
+    with pytest.raises(ServerError, match="where MN ends the replies"):
+        calls[operation](store)
+    assert idle_connections(store) == 0
+    store.close()
+    bad.close()

@@ -160,14 +160,13 @@ class _Server:
         `allowed` (nor an error answer) is malformed: a failure of the server. The replies together hold at most
         one `max_value` per reply expected, plus `ALLOWANCE` bytes (the whole reply's bound).
 
-        A request of `expect` replies ends with the meta no-op `mn`, whose `MN` must come right after them: a server
-        that answers more than was asked (a second value after a get's, issue 32's wide reply) is out of step, and
-        is refused at the first reply too many, not read to its end nor left in the connection for the next
-        caller."""
+        Every request ends with the meta no-op `mn`, whose `MN` must come right after its replies (spec/STORES.md
+        §4.1): a server that answers more than was asked (a second value after a get's, issue 32's wide reply) is
+        out of step, and is refused at the first reply too many, not read to its end nor left in the connection for
+        the next caller."""
         deadline = monotonic() + timeout
         room = (expect or 0) * self.max_value + ALLOWANCE
-        if expect is not None:
-            request = [*request, _NOOP] if isinstance(request, list) else request + _NOOP
+        request = [*request, _NOOP] if isinstance(request, list) else request + _NOOP
         wire = self.pool.take(deadline)
         try:
             wire.send(request, deadline)
@@ -180,17 +179,16 @@ class _Server:
                 replies.append(reply)
                 if expect is not None:
                     if len(replies) == expect:
-                        end = wire.line(deadline)
-                        if end != b"MN":
-                            raise WireFailure(
-                                f"malformed reply: {end[:40]!r} where MN ends the replies: more replies than the"
-                                " request can get"
-                            )
                         break
                 elif reply.code in ("END", "OK") or (reply.code == "ERROR" and not replies[:-1]):
                     break
                 elif len(replies) > most:
                     raise WireFailure(f"malformed reply: more than {most} lines")
+            end = wire.line(deadline)
+            if end != b"MN":
+                raise WireFailure(
+                    f"malformed reply: {end[:40]!r} where MN ends the replies: more replies than the request can get"
+                )
         except BaseException:
             self.pool.discard(wire)
             raise
