@@ -102,14 +102,14 @@ describe("memcached: every command's reply is bounded", () => {
 
   // hostile_replies.json's memcached_wide (10,000 values of 512 KiB to one mg): each value is within max_item and the
   // first is a well-formed answer, so a store that read only the replies it asked for returned it as the get's value
-  // and left the rest on the connection, to be read as the next request's. Every request now ends with `mn`, whose
-  // MN must come right after the replies the request can get.
+  // and left the rest on the connection, to be read as the next request's. Every write of requests now ends with
+  // `mn`, whose MN must come right after the replies they can get, and they are answered only then.
   test("a second value answering one get is refused where MN ends the replies", () =>
     refused(
       "memcached",
       on("memcached", "mg", () => "VA 1\r\na\r\nVA 1\r\nb\r\n"),
       withStore((s) => s.get("k")),
-      /where MN ends the replies/,
+      /malformed reply/,
     ));
 
   test("a multi-get answered with one value more than it asked for is refused", () =>
@@ -117,7 +117,7 @@ describe("memcached: every command's reply is bounded", () => {
       "memcached",
       on("memcached", "mg", (command) => (command.parts[1]?.toString() === "c" ? "VA 1\r\nc\r\nEN\r\n" : "EN\r\n")),
       withStore((s) => s.getMany(["a", "b", "c"])),
-      /where MN ends the replies/,
+      /malformed reply/,
     ));
 
   test("a write answered twice is refused, and the extra answer is not the next request's", async () => {
@@ -129,6 +129,28 @@ describe("memcached: every command's reply is bounded", () => {
     try {
       await assert.rejects(store.set("k", bytes("v")), /where MN ends the replies/);
       assert.equal(await store.get("other"), undefined, "the extra VA was read as the next get's value");
+    } finally {
+      await store.close();
+      await server.stop();
+    }
+  });
+
+  test("gets written together end with one mn, and a surplus value to the first is not the second's answer", async () => {
+    const server = await FakeServer.start(
+      "memcached",
+      on("memcached", "mg", (command) =>
+        command.parts[1]?.toString() === "a" ? "VA 1\r\na\r\nVA 4\r\nevil\r\n" : "VA 1\r\nb\r\n",
+      ),
+    );
+    const store = openStore(`memcached://${server.address}?timeout=${TIMEOUT_MS}ms&failures=1000&prefix_purge=false`);
+    try {
+      const [a, b] = await Promise.allSettled([store.get("a"), store.get("b")]);
+      assert.equal(a.status, "rejected");
+      assert.equal(b.status, "rejected", `the second get answered ${b.status === "fulfilled" ? String(b.value) : ""}`);
+      assert.deepEqual(
+        server.commands.map((c) => c.line.toString()),
+        ["mg a v", "mg b v", "mn"],
+      );
     } finally {
       await store.close();
       await server.stop();

@@ -34,7 +34,7 @@ import {
 import { NotACounter, ServerError, type StoreError, StoreTimeout, TooLarge, Unsupported } from "./errors.js";
 import { MORE, type ReplyReader, view } from "./received.js";
 import type { StoreUrl } from "./url.js";
-import { Connection, ConnectionPool, WireFailure, type WireRequest } from "./wire.js";
+import { Connection, ConnectionPool, type Terminator, WireFailure, type WireRequest } from "./wire.js";
 
 const BACKEND = "memcached";
 /** memcached's per-item overhead (48-byte header + CAS) that counts against its item size. */
@@ -186,14 +186,15 @@ class Server {
         new Connection<Reply, MetaLimits>(
           { host, port, connectTimeoutMs, onFailure: () => onFailure(this) },
           new MetaReader(),
+          MN_TERMINATOR,
         ),
     );
   }
 
-  /** Sends `request` and the meta no-op `mn`, and reads `expect` replies (or, without, until END/OK, at most
-   * `most`), each of a code in `allowed` or an error answer, then the `MN` that must come right after them, all
-   * within `limits`; anything else (a reply past what the request can get, such as a second value) is a failure of
-   * the server: without the no-op, replies nobody asked for would be read as the next request's. */
+  /** Sends `request` and reads `expect` replies (or, without, until END/OK, at most `most`), each of a code in
+   * `allowed` or an error answer, all within `limits`; anything else is a failure of the server. The connection ends
+   * each write of requests with the meta no-op `mn` and answers them once its `MN` follows their replies
+   * (MN_TERMINATOR), so a reply past what the requests can get (a second value to one get) fails them. */
   exchange(
     request: WireRequest,
     expect: number | undefined,
@@ -202,25 +203,15 @@ class Server {
     limits: MetaLimits,
     most = 1,
   ): Promise<Reply[]> {
-    limits.left += MN_REPLY_BYTES;
-    let complete = false;
     return this.pool.pick().request(
-      withNoop(request),
+      request,
       (reply, replies) => {
-        if (complete) {
-          if (reply.code !== "MN")
-            throw new WireFailure(
-              `malformed reply: ${reply.code} where MN ends the replies (more replies than the request can get)`,
-            );
-          replies.pop();
-          return true;
-        }
         if (!allowed.has(reply.code) && reply.code !== "ERROR")
           throw new WireFailure(`malformed reply: ${reply.code} is not an answer to this request`);
-        if (expect !== undefined) complete = replies.length === expect;
-        else if (reply.code === "END" || reply.code === "OK" || (reply.code === "ERROR" && replies.length === 1))
-          complete = true;
-        else if (replies.length > most) throw new WireFailure(`malformed reply: more than ${most} lines`);
+        if (expect !== undefined) return replies.length === expect;
+        if (reply.code === "END" || reply.code === "OK" || (reply.code === "ERROR" && replies.length === 1))
+          return true;
+        if (replies.length > most) throw new WireFailure(`malformed reply: more than ${most} lines`);
         return false;
       },
       timeoutMs,
@@ -229,15 +220,19 @@ class Server {
   }
 }
 
-/** The meta no-op that ends every request, and what its `MN` takes of the replies' bounds. */
-const NOOP = Buffer.from("mn\r\n");
-const MN_REPLY_BYTES = 4;
-
-function withNoop(request: WireRequest): readonly Uint8Array[] {
-  if (typeof request === "string") return [Buffer.from(request), NOOP];
-  if (request instanceof Uint8Array) return [request, NOOP];
-  return [...request, NOOP];
-}
+/** Every write of requests ends with the meta no-op `mn` (STORES.md §4.1), whose `MN` must come right after the
+ * replies they can get: one per write, not per request (memcached answers each `mn` with a write of its own, and an
+ * `mn` per request cut a pipelined get's throughput by half). */
+const MN_TERMINATOR: Terminator<Reply, MetaLimits> = {
+  bytes: Buffer.from("mn\r\n"),
+  limits: () => ({ maxValue: 0, left: 4 }),
+  check: (reply) => {
+    if (reply.code !== "MN")
+      throw new WireFailure(
+        `malformed reply: ${reply.code} where MN ends the replies (more replies than the requests can get)`,
+      );
+  },
+};
 
 /** The bytes of command lines: UTF-8, so a key goes out as exactly the bytes its check read (its only encoding; a
  * checked key is well-formed, and a string that is not is refused here too rather than written as U+FFFD). */

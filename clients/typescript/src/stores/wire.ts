@@ -26,6 +26,16 @@ export class WireFailure extends Error {
  * from where it lies, not copied behind its command line). */
 export type WireRequest = Buffer | string | readonly Uint8Array[];
 
+/** What ends every write of a connection's requests (memcached's `mn`, STORES.md §4.1): its bytes, the bounds of its
+ * reply, and a check that throws (a WireFailure) when the reply read in its place is another. The requests of a write
+ * are answered only once the terminator's reply has been read right after theirs, so a surplus reply (a server
+ * answering one get with two values) fails them all instead of being taken as the next request's. */
+export interface Terminator<R, L> {
+  bytes: Uint8Array;
+  limits: () => L;
+  check: (reply: R) => void;
+}
+
 interface Pending<R, L> {
   /** The bounds of every reply, or of each reply in turn. */
   limits: L;
@@ -40,6 +50,8 @@ interface Pending<R, L> {
   /** Date.now() past which the request has failed, and the timeout it was given (for the message). */
   deadline: number;
   timeoutMs: number;
+  /** With a terminator: this is the terminator's entry, which answers the requests queued before it. */
+  ends?: true;
 }
 
 export interface ConnectionOptions {
@@ -54,24 +66,37 @@ export class Connection<R, L = undefined> {
   private socket: net.Socket | undefined;
   /** Bytes received and not yet read into replies. */
   private received: Received<R, L> | undefined;
-  /** Where `received` puts the replies it reads: the request at the head of the queue. */
+  /** Where `received` puts the replies it reads: the request at `active` in the queue (the head, unless requests
+   * before it have all their replies and wait for their write's terminator). */
   private readonly sink: ReplySink<R, L> = {
     nextLimits: () => {
-      const head = this.queue[0];
+      const head = this.queue[this.active];
       if (head === undefined) throw new WireFailure("malformed reply: bytes nobody asked for");
       return head.perReply === undefined ? head.limits : (head.perReply[head.replies.length] as L);
     },
     take: (reply) => {
-      const head = this.queue[0] as Pending<R, L>;
+      const head = this.queue[this.active] as Pending<R, L>;
+      if (head.ends) {
+        (this.terminator as Terminator<R, L>).check(reply);
+        const answered = this.queue.splice(0, this.active + 1);
+        this.active = 0;
+        for (const p of answered) if (!p.ends) p.resolve(p.replies);
+        return;
+      }
       const replies = head.replies;
       replies.push(reply);
       if (head.take === undefined ? replies.length === head.want : head.take(reply, replies)) {
-        this.queue.shift();
-        head.resolve(replies);
+        if (this.terminator !== undefined) this.active++;
+        else {
+          this.queue.shift();
+          head.resolve(replies);
+        }
       }
     },
   };
   private readonly queue: Array<Pending<R, L>> = [];
+  /** How many requests at the head of the queue have all their replies and wait for their terminator's. */
+  private active = 0;
   private failed: WireFailure | undefined;
   /** This tick's requests' bytes, written when it ends (flush), and how many bytes and requests they are. */
   private outgoing: Uint8Array[] = [];
@@ -82,12 +107,31 @@ export class Connection<R, L = undefined> {
   private timerAt = Number.POSITIVE_INFINITY;
   private readonly flush = (): void => {
     const parts = this.outgoing;
-    const bytes = this.outgoingBytes;
+    let bytes = this.outgoingBytes;
     this.outgoing = [];
     this.outgoingBytes = 0;
     this.batched = 0;
     const socket = this.socket;
     if (socket === undefined || this.failed !== undefined || parts.length === 0) return;
+    const terminator = this.terminator;
+    if (terminator !== undefined) {
+      parts.push(terminator.bytes);
+      bytes += terminator.bytes.length;
+      const never = Number.POSITIVE_INFINITY; // the requests it answers have their deadlines
+      const resolve = (): void => {};
+      this.queue.push({
+        ends: true,
+        take: undefined,
+        want: 1,
+        replies: [],
+        limits: terminator.limits(),
+        perReply: undefined,
+        resolve,
+        reject: resolve,
+        deadline: never,
+        timeoutMs: 0,
+      });
+    }
     if (parts.length === 1) socket.write(parts[0] as Uint8Array);
     else if (bytes <= JOIN_UP_TO) socket.write(Buffer.concat(parts, bytes));
     else {
@@ -100,6 +144,7 @@ export class Connection<R, L = undefined> {
   constructor(
     private readonly options: ConnectionOptions,
     reader: ReplyReader<R, L>,
+    private readonly terminator?: Terminator<R, L>,
   ) {
     this.received = new Received(reader);
     const socket = net.connect({ host: options.host, port: options.port, noDelay: true });
@@ -208,6 +253,7 @@ export class Connection<R, L = undefined> {
     this.socket?.destroy();
     this.stopDeadlines();
     this.received = undefined;
+    this.active = 0;
     const pending = this.queue.splice(0);
     for (const p of pending) {
       p.reject(
@@ -222,6 +268,7 @@ export class Connection<R, L = undefined> {
       this.failed = new WireFailure("the store was closed");
       this.socket?.destroy();
       this.stopDeadlines();
+      this.active = 0;
       for (const p of this.queue.splice(0)) p.reject(this.failed);
     }
   }
