@@ -8,27 +8,49 @@ import type { PageCache, PageRequest } from "./pages.js";
 
 type Next = (error?: unknown) => void;
 
-/** The request as the app received it, as a PageRequest: the scheme of its connection, its one Host line (none, or
- * several, is no authority), the target as sent and the peer's address. Forwarding fields are not read here: the
- * PageCache reads them from its trusted proxies only (page_origin.ts). */
-export function pageRequest(req: IncomingMessage): PageRequest {
+/** The parts of a request as a Node server hands them over: header lines as `rawHeaders` (name, value, name,
+ * value…; values are the bytes received read as latin-1), the target as sent (`req.url`), the scheme of the
+ * connection and the peer's address (`req.socket.remoteAddress`). */
+export interface ReceivedRequest {
+  method: string;
+  scheme: "http" | "https";
+  target: string;
+  rawHeaders: readonly string[];
+  peer: string | undefined;
+}
+
+/** A received request as a PageRequest: its one Host line is the authority (none, or several, is no authority);
+ * forwarding fields are not read here but by the PageCache, from its trusted proxies only (page_origin.ts). */
+export function pageRequestOf(r: ReceivedRequest): PageRequest {
   // Node reads header bytes as latin-1: back to the bytes received, which variant keys read as UTF-8 (§5.4).
   const headers: Array<[string, Uint8Array]> = [];
   const hosts: string[] = [];
-  for (let i = 0; i < req.rawHeaders.length; i += 2) {
-    const name = req.rawHeaders[i] as string;
-    const value = req.rawHeaders[i + 1] as string;
+  for (let i = 0; i + 1 < r.rawHeaders.length; i += 2) {
+    const name = r.rawHeaders[i] as string;
+    const value = r.rawHeaders[i + 1] as string;
     headers.push([name, new Uint8Array(Buffer.from(value, "latin1"))]);
     if (name.toLowerCase() === "host") hosts.push(value);
   }
   return {
+    method: r.method,
+    scheme: r.scheme,
+    authority: hosts.length === 1 ? (hosts[0] as string) : "",
+    target: r.target,
+    headers,
+    peer: r.peer,
+  };
+}
+
+/** The request as the app received it, as a PageRequest (pageRequestOf): the scheme of its connection, its Host,
+ * the target as sent and the peer's address. */
+export function pageRequest(req: IncomingMessage): PageRequest {
+  return pageRequestOf({
     method: req.method ?? "GET",
     scheme: "encrypted" in req.socket ? "https" : "http",
-    authority: hosts.length === 1 ? (hosts[0] as string) : "",
     target: req.url ?? "/",
-    headers,
+    rawHeaders: req.rawHeaders,
     peer: req.socket.remoteAddress,
-  };
+  });
 }
 
 export interface MiddlewareOptions {

@@ -11,13 +11,19 @@ import { pathToFileURL } from "node:url";
 import type { Value } from "../src/value.js";
 import { type Case, get, readVectorText } from "./vectors/common.js";
 import { invalidCases, validCases } from "./vectors/entries.js";
+import { hostileFileCases } from "./vectors/hostile_files.js";
+import { hostileKeyCases } from "./vectors/hostile_keys.js";
+import { hostilePageCases } from "./vectors/hostile_pages.js";
+import { hostileReplyCases } from "./vectors/hostile_replies.js";
 import { cases as keyCases } from "./vectors/keys.js";
 import { cases as signedCases } from "./vectors/signed.js";
 import { cases as storageCases } from "./vectors/storage.js";
 import { ringCases, storeCases } from "./vectors/stores.js";
 
-/** The vector files this runner knows, and what lists their cases. */
-export const FILES: Record<string, (document: Value) => Case[]> = {
+/** The vector files this runner knows, and what lists their cases (from the document and the file's path). The
+ * hostile_*.json cases talk to stores, to memcached and Redis (LARDER_CONFORMANCE_MEMCACHED, LARDER_CONFORMANCE_REDIS)
+ * and to larder-hostile (LARDER_HOSTILE); a case that lacks its variable fails, saying which. */
+export const FILES: Record<string, (document: Value, path: string) => Case[]> = {
   "entries.json": validCases,
   "invalid.json": invalidCases,
   "keys.json": keyCases,
@@ -25,8 +31,14 @@ export const FILES: Record<string, (document: Value) => Case[]> = {
   "stores.json": storeCases,
   "signed.json": signedCases,
   "storage.json": storageCases,
+  "hostile_keys.json": hostileKeyCases,
+  "hostile_pages.json": hostilePageCases,
+  "hostile_files.json": hostileFileCases,
+  "hostile_replies.json": hostileReplyCases,
 };
 const MAX_FAILED = 20;
+/** The longest one case may take before it is reported as hung (the slowest, hostile_files', is a few seconds). */
+const CASE_MS = 60_000;
 
 class Unknown extends Error {}
 
@@ -46,7 +58,7 @@ export function casesOf(path: string): Case[] {
   }
   if (get(document, "schema") !== 1) throw new Unknown(`${name} is not a schema 1 vector file`);
   try {
-    return lister(document);
+    return lister(document, path);
   } catch (e) {
     throw new Unknown(`${name} does not have the shape of ${name}: ${(e as Error).name}: ${(e as Error).message}`);
   }
@@ -61,7 +73,25 @@ export interface FileReport {
   reason: string | null;
 }
 
-export function judge(path: string): FileReport {
+/** Runs one case: what it threw, or undefined; a case that does not settle within CASE_MS is a failure. */
+export async function runCase(c: Case): Promise<unknown> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      c.check(),
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`the case did not finish within ${CASE_MS} ms`)), CASE_MS);
+      }),
+    ]);
+    return undefined;
+  } catch (e) {
+    return e;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export async function judge(path: string): Promise<FileReport> {
   const report: FileReport = {
     language: "typescript",
     file: basename(path),
@@ -79,13 +109,11 @@ export function judge(path: string): FileReport {
   }
   const failures: string[] = [];
   for (const c of listed) {
-    try {
-      c.check();
-    } catch (e) {
-      const err = e as Error;
-      failures.push(`${c.name}: ${err.name}: ${err.message}`);
-      report.failed.push(c.name);
-    }
+    const e = await runCase(c);
+    if (e === undefined) continue;
+    const err = e instanceof Error ? e : new Error(String(e));
+    failures.push(`${c.name}: ${err.name}: ${err.message}`);
+    report.failed.push(c.name);
   }
   report.cases = listed.length;
   report.failed = report.failed.slice(0, MAX_FAILED);
@@ -93,13 +121,24 @@ export function judge(path: string): FileReport {
   return report;
 }
 
-function main(argv: string[]): number {
+async function main(argv: string[]): Promise<number> {
   if (argv.length === 0) {
     process.stderr.write("usage: conformance.js FILE… (files of spec/vectors)\n");
     return 2;
   }
-  for (const path of argv) process.stdout.write(`${JSON.stringify(judge(path))}\n`);
+  for (const path of argv) {
+    const line = `${JSON.stringify(await judge(path))}\n`;
+    await new Promise<void>((resolve) => process.stdout.write(line, () => resolve()));
+  }
   return 0;
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) process.exitCode = main(process.argv.slice(2));
+// Exits once the lines are written: a connection a hostile server left half-open must not keep the runner alive.
+if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href)
+  main(process.argv.slice(2)).then(
+    (code) => process.exit(code),
+    (e: unknown) => {
+      process.stderr.write(`${e instanceof Error ? e.stack : String(e)}\n`);
+      process.exit(1);
+    },
+  );

@@ -6,16 +6,34 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, readdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { describe, test } from "node:test";
-import { casesOf, FILES, judge } from "./conformance.js";
-import { REPO, TS_ROOT } from "./support/paths.js";
+import { after, before, describe, test } from "node:test";
+import { casesOf, FILES, judge, runCase } from "./conformance.js";
+import { LARDER_HOSTILE, REPO, TS_ROOT } from "./support/paths.js";
+import { type ServerProcess, startMemcached, startRedis } from "./support/servers.js";
 
 const VECTORS = join(REPO, "spec", "vectors");
 
 describe("spec/vectors", () => {
+  // hostile_keys.json probes a memcached and a Redis it may flush: this suite's own, passed as conformance.py passes
+  // its servers (LARDER_CONFORMANCE_*); hostile_replies.json starts larder-hostile (LARDER_HOSTILE, test.sh's).
+  const servers: ServerProcess[] = [];
+  before(async () => {
+    const [memcached, redis] = await Promise.all([startMemcached(), startRedis()]);
+    servers.push(memcached, redis);
+    process.env.LARDER_CONFORMANCE_MEMCACHED = memcached.address;
+    process.env.LARDER_CONFORMANCE_REDIS = redis.address;
+    process.env.LARDER_HOSTILE ??= LARDER_HOSTILE;
+  });
+  after(async () => {
+    await Promise.all(servers.map((s) => s.stop()));
+  });
   for (const file of Object.keys(FILES)) {
     describe(file, () => {
-      for (const c of casesOf(join(VECTORS, file))) test(c.name, () => c.check());
+      for (const c of casesOf(join(VECTORS, file)))
+        test(c.name, async () => {
+          const e = await runCase(c);
+          if (e !== undefined) throw e;
+        });
     });
   }
   test("every vector file is known to the runner", () => {
@@ -30,7 +48,9 @@ describe("spec/vectors", () => {
 describe("conformance runner", () => {
   const runner = join(TS_ROOT, "build", "test", "conformance.js");
   test("prints one JSON line per file and exits 0", () => {
-    const out = execFileSync(process.execPath, [runner, "spec/vectors/ring.json", "spec/vectors/keys.json"], {
+    // hostile_pages.json and hostile_files.json need no server: the matrix's command, as conformance.py runs it
+    const files = ["ring.json", "keys.json", "hostile_pages.json", "hostile_files.json"];
+    const out = execFileSync(process.execPath, [runner, ...files.map((f) => `spec/vectors/${f}`)], {
       cwd: REPO,
       encoding: "utf8",
     });
@@ -38,16 +58,26 @@ describe("conformance runner", () => {
       .trim()
       .split("\n")
       .map((l) => JSON.parse(l));
-    assert.equal(lines.length, 2);
     assert.deepEqual(
-      lines.map((l) => [l.language, l.file, l.status]),
-      [
-        ["typescript", "ring.json", "pass"],
-        ["typescript", "keys.json", "pass"],
-      ],
+      lines.map((l) => [l.language, l.file, l.status, l.reason]),
+      files.map((f) => ["typescript", f, "pass", null]),
     );
   });
-  test("a wrong case fails with its name and reason", () => {
+  test("a hostile file whose servers are not given fails, naming the variable", async () => {
+    const saved = [process.env.LARDER_CONFORMANCE_MEMCACHED, process.env.LARDER_CONFORMANCE_REDIS];
+    delete process.env.LARDER_CONFORMANCE_MEMCACHED;
+    delete process.env.LARDER_CONFORMANCE_REDIS;
+    try {
+      const r = await judge(join(VECTORS, "hostile_keys.json"));
+      assert.equal(r.status, "fail");
+      assert.match(r.reason ?? "", /LARDER_CONFORMANCE_(MEMCACHED|REDIS) is not set/);
+      assert.ok(r.failed.length > 0 && r.failed.every((name) => /^(memcached|redis)\//.test(name)), r.failed.join(" "));
+    } finally {
+      if (saved[0] !== undefined) process.env.LARDER_CONFORMANCE_MEMCACHED = saved[0];
+      if (saved[1] !== undefined) process.env.LARDER_CONFORMANCE_REDIS = saved[1];
+    }
+  });
+  test("a wrong case fails with its name and reason", async () => {
     const dir = mkdtempSync(join(tmpdir(), "larder-ts-"));
     const path = join(dir, "keys.json");
     writeFileSync(
@@ -61,18 +91,18 @@ describe("conformance runner", () => {
         alternates: [],
       }),
     );
-    const r = judge(path);
+    const r = await judge(path);
     assert.equal(r.status, "fail");
     assert.deepEqual(r.failed, ["http/wrong"]);
     assert.match(r.reason ?? "", /GET:http:\/\/a\//);
   });
-  test("an unknown or unreadable file is a failure, not a pass", () => {
+  test("an unknown or unreadable file is a failure, not a pass", async () => {
     const dir = mkdtempSync(join(tmpdir(), "larder-ts-"));
     writeFileSync(join(dir, "new.json"), "{}");
-    assert.equal(judge(join(dir, "new.json")).status, "fail");
+    assert.equal((await judge(join(dir, "new.json"))).status, "fail");
     writeFileSync(join(dir, "ring.json"), "{not json");
-    assert.equal(judge(join(dir, "ring.json")).status, "fail");
-    assert.equal(judge(join(dir, "entries.json")).status, "fail");
+    assert.equal((await judge(join(dir, "ring.json"))).status, "fail");
+    assert.equal((await judge(join(dir, "entries.json"))).status, "fail");
   });
   test("without files it exits 2", () => {
     assert.throws(

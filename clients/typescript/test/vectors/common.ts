@@ -7,7 +7,8 @@ import { Float, Pairs, type Value } from "../../src/value.js";
 
 export interface Case {
   name: string;
-  check: () => void;
+  /** Throws (or rejects) on the first difference; the hostile_*.json cases talk to stores and servers, so async. */
+  check: () => void | Promise<void>;
 }
 
 export class Mismatch extends Error {
@@ -50,7 +51,7 @@ export function section(document: Value, name: string): Value[] {
 }
 
 /** A Case per vector case, named by its `name` (with `prefix`). */
-export function each(cases: Value[], check: (c: Value) => void, prefix = ""): Case[] {
+export function each(cases: Value[], check: (c: Value) => void | Promise<void>, prefix = ""): Case[] {
   return cases.map((c) => ({ name: prefix + str(get(c, "name"), "name"), check: () => check(c) }));
 }
 
