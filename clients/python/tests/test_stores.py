@@ -83,18 +83,22 @@ def test_unsafe_and_unicode_keys(store: Store) -> None:
 
 def short_wait(store: Store) -> tuple[float, float]:
     """A short TTL and how long to wait for it to pass (memcached rounds expiry up to whole seconds)."""
-    return (1.0, 2.1) if store.backend == "memcached" else (0.3, 0.5)
+    return (1.0, 2.1) if store.backend == "memcached" else (1.0, 1.2)
 
 
 def test_expiry_from_ttl_and_from_the_entry(store: Store) -> None:
     ttl, wait = short_wait(store)
+    started = time.monotonic()
     store.set("ttl", b"v", ttl=ttl)
     now = larder.now_ms()
     store.set("hard", entry(1, expires_at=now + int(ttl * 1000)))
     store.set("stale", entry(1, expires_at=now + int(ttl * 1000), stale_ms=5000))
     store.set("past", entry(1, expires_at=now - 1))
-    assert store.get("ttl") == b"v"
-    assert store.get("hard") is not None
+    found = store.get("ttl"), store.get("hard")
+    # Both must still be there unless a loaded machine took the whole TTL (a second) to write and read them.
+    if time.monotonic() - started < ttl * 0.9:
+        assert found[0] == b"v"
+        assert found[1] is not None
     assert store.get("past") is None
     time.sleep(wait)
     assert store.get("ttl") is None
