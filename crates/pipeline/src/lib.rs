@@ -5,7 +5,10 @@
 //! same order, handing each caller its own. Many callers then cost a few syscalls, not one round trip each, which
 //! is how a handful of connections keeps up with a benchmark client that opens one connection per request in
 //! flight (memaslap, redis-benchmark). What differs between the two servers is only how a reply is read: a
-//! [`Protocol`] says that, and a greeting (Redis's AUTH and SELECT) each new connection sends first.
+//! [`Protocol`] says that, a greeting (Redis's AUTH and SELECT) each new connection sends first, and what ends each
+//! write (memcached's `mn`, whose `MN` must follow the replies of the write's requests: spec/STORES.md §4.1). A
+//! write's callers are answered once that end has been read, so a server's surplus reply fails them all rather
+//! than being taken as the next request's answer.
 
 mod buffer;
 
@@ -74,9 +77,30 @@ pub trait Protocol: Send + Sync + 'static {
     fn greeted(&self, _replies: &[Self::Reply]) -> Result<(), Failure> {
         Ok(())
     }
+
+    /// Bytes that end every write of requests, if the protocol has them (memcached's `mn`: one per write, not per
+    /// request, since memcached answers each `mn` with a write of its own); their answer is read by
+    /// [`Protocol::read_end`] after the replies of the write's last request.
+    fn write_end(&self) -> Option<&'static [u8]> {
+        None
+    }
+
+    /// Reads the answer to [`Protocol::write_end`]; anything else there is a reply the requests did not ask for.
+    fn read_end<'a>(
+        _reader: &'a mut Self::Reader,
+        _io: &'a mut OwnedReadHalf,
+    ) -> impl Future<Output = Result<(), Failure>> + Send + 'a {
+        std::future::ready(Ok(()))
+    }
 }
 
 type Answer<R> = oneshot::Sender<Result<Vec<R>, Failure>>;
+
+/// What the reading half owes, in the order the writing half sent it: a request's replies, or the end of a write.
+enum Owed<P: Protocol> {
+    Request(P::Expect, Answer<P::Reply>),
+    WriteEnd,
+}
 
 /// A request for the connection task: its bytes, how to read its replies, and where to send them.
 struct Job<P: Protocol> {
@@ -186,23 +210,25 @@ impl<P: Protocol> Connections<P> {
 async fn drive<P: Protocol>(stream: TcpStream, queue: mpsc::Receiver<Job<P>>, protocol: Arc<P>) {
     let (read, write) = stream.into_split();
     let (owed, owed_queue) = mpsc::channel(QUEUE);
+    let end = protocol.write_end();
     tokio::select! {
-        () = write_requests::<P>(write, queue, owed) => {}
-        () = read_replies::<P>(read, owed_queue, protocol.reader()) => {}
+        () = write_requests::<P>(write, queue, owed, end) => {}
+        () = read_replies::<P>(read, owed_queue, protocol.reader(), end.is_some()) => {}
     }
 }
 
 async fn write_requests<P: Protocol>(
     mut write: OwnedWriteHalf,
     mut queue: mpsc::Receiver<Job<P>>,
-    owed: mpsc::Sender<(P::Expect, Answer<P::Reply>)>,
+    owed: mpsc::Sender<Owed<P>>,
+    end: Option<&'static [u8]>,
 ) {
     let mut batch = Vec::with_capacity(16 * 1024);
     while let Some(first) = queue.recv().await {
         batch.clear();
         let mut next = Some(first);
         while let Some(job) = next.take() {
-            if owed.send((job.expect, job.answer)).await.is_err() {
+            if owed.send(Owed::Request(job.expect, job.answer)).await.is_err() {
                 return;
             }
             if job.request.len() >= WRITE_BATCH / 4 {
@@ -218,6 +244,12 @@ async fn write_requests<P: Protocol>(
                 next = queue.try_recv().ok();
             }
         }
+        if let Some(end) = end {
+            batch.extend_from_slice(end);
+            if owed.send(Owed::WriteEnd).await.is_err() {
+                return;
+            }
+        }
         if !batch.is_empty() && write.write_all(&batch).await.is_err() {
             return;
         }
@@ -227,18 +259,49 @@ async fn write_requests<P: Protocol>(
     }
 }
 
+/// Callers whose replies have been read, waiting for their write's end.
+type Answered<P> = Vec<(Answer<<P as Protocol>::Reply>, Vec<<P as Protocol>::Reply>)>;
+
+/// Reads each request's replies in order. With a write end, a write's callers are answered once its end has been
+/// read: a failure anywhere in the write (a reply the requests did not ask for, say) fails them all.
 async fn read_replies<P: Protocol>(
     mut read: OwnedReadHalf,
-    mut owed: mpsc::Receiver<(P::Expect, Answer<P::Reply>)>,
+    mut owed: mpsc::Receiver<Owed<P>>,
     mut reader: P::Reader,
+    ended: bool,
 ) {
-    while let Some((expect, answer)) = owed.recv().await {
-        let result = P::read(&mut reader, &mut read, expect).await;
-        let failed = result.is_err();
-        // A caller that gave up has dropped its receiver; its replies were still read, keeping the stream in step.
-        let _ = answer.send(result);
-        if failed {
-            return;
+    let mut waiting: Answered<P> = Vec::new();
+    let fail_all = |waiting: Answered<P>, failure: &Failure| {
+        for (answer, _) in waiting {
+            let _ = answer.send(Err(failure.clone()));
+        }
+    };
+    while let Some(next) = owed.recv().await {
+        match next {
+            Owed::Request(expect, answer) => match P::read(&mut reader, &mut read, expect).await {
+                Ok(replies) if ended => waiting.push((answer, replies)),
+                // A caller that gave up has dropped its receiver; its replies were still read, keeping the stream
+                // in step.
+                Ok(replies) => {
+                    let _ = answer.send(Ok(replies));
+                }
+                Err(failure) => {
+                    let _ = answer.send(Err(failure.clone()));
+                    fail_all(waiting, &failure);
+                    return;
+                }
+            },
+            Owed::WriteEnd => match P::read_end(&mut reader, &mut read).await {
+                Ok(()) => {
+                    for (answer, replies) in waiting.drain(..) {
+                        let _ = answer.send(Ok(replies));
+                    }
+                }
+                Err(failure) => {
+                    fail_all(waiting, &failure);
+                    return;
+                }
+            },
         }
     }
 }

@@ -24,8 +24,10 @@ pub enum Reply {
     NotFound,
     /// `EN`: a miss.
     Miss,
-    /// `MN`: the end of a batch.
+    /// `END`: the end of `stats`.
     End,
+    /// `MN`: the answer to `mn`, after the replies to a write's requests.
+    NoOp,
     /// `STAT <name> <value>` (of `stats`).
     Stat(String, String),
     /// `CLIENT_ERROR …`, `SERVER_ERROR …` or `ERROR`.
@@ -106,7 +108,8 @@ impl ReplyReader {
             b"EX" => Reply::Exists,
             b"NF" => Reply::NotFound,
             b"EN" => Reply::Miss,
-            b"MN" | b"END" => Reply::End,
+            b"END" => Reply::End,
+            b"MN" => Reply::NoOp,
             b"ERROR" | b"CLIENT_ERROR" | b"SERVER_ERROR" => Reply::Error(String::from_utf8_lossy(line).into_owned()),
             _ => return Err(malformed(&format!("{:?}", cut(&String::from_utf8_lossy(line))))),
         };
@@ -147,10 +150,8 @@ pub fn set(out: &mut Vec<u8>, key: &str, value: &[u8], exptime: i64, flags: &str
     out.extend_from_slice(b"\r\n");
 }
 
-/// `mn`, which closes a batch: its `MN` is the last reply the batch gets.
-pub fn end(out: &mut Vec<u8>) {
-    out.extend_from_slice(b"mn\r\n");
-}
+/// `mn`, which ends every write of requests on a connection: its `MN` follows the replies of all of them.
+pub const END: &[u8] = b"mn\r\n";
 
 /// `md <key> [flags]`.
 pub fn delete(out: &mut Vec<u8>, key: &str, flags: &str) {
@@ -190,7 +191,7 @@ mod tests {
             got[0],
             Ok(Reply::Value { data: Bytes::from_static(b"abc"), key: Some("foo".into()), cas: Some(7) })
         );
-        assert_eq!(got[1..4], [Ok(Reply::Done), Ok(Reply::Miss), Ok(Reply::End)]);
+        assert_eq!(got[1..4], [Ok(Reply::Done), Ok(Reply::Miss), Ok(Reply::NoOp)]);
         assert_eq!(got[4], Ok(Reply::Error("CLIENT_ERROR bad".into())));
     }
 

@@ -15,7 +15,7 @@ use crate::protocol::{Reply, ReplyReader};
 /// How many replies a batch reads.
 #[derive(Debug, Clone, Copy)]
 pub enum Expect {
-    /// Exactly this many, then the `MN` of the `mn` that closes the request (a reply too many is malformed).
+    /// Exactly this many.
     Count(usize),
     /// `STAT` lines up to `END` (`stats`), or one `OK` (`flush_all`) or error.
     UntilEndOrOne,
@@ -53,6 +53,14 @@ impl larder_pipeline::Protocol for Meta {
     async fn read(reader: &mut ReplyReader, io: &mut OwnedReadHalf, expect: Expect) -> Result<Vec<Reply>, Failure> {
         read_replies(reader, io, expect).await
     }
+
+    fn write_end(&self) -> Option<&'static [u8]> {
+        Some(crate::protocol::END)
+    }
+
+    async fn read_end(reader: &mut ReplyReader, io: &mut OwnedReadHalf) -> Result<(), Failure> {
+        ended(reader, io).await
+    }
 }
 
 /// The replies to one request, bounded as a whole: in bytes by [`allowance`], in number by the commands sent (one
@@ -65,17 +73,17 @@ async fn read_replies<R: tokio::io::AsyncRead + Unpin>(
     reader.allow(allowance(expect, reader.max_value()));
     let mut replies = Vec::new();
     if let Expect::Count(0) = expect {
-        return closed(reader, io, 0).await.map(|()| replies);
+        return Ok(replies);
     }
     loop {
         let reply = reader.read(io).await?;
+        if let Reply::NoOp = reply {
+            return Err(larder_pipeline::malformed("MN before the requests' replies had all come"));
+        }
         let end = matches!(reply, Reply::End);
         replies.push(reply);
         match expect {
-            Expect::Count(n) if replies.len() == n => {
-                closed(reader, io, n).await?;
-                break;
-            }
+            Expect::Count(n) if replies.len() == n => break,
             Expect::UntilEndOrOne if end || matches!(replies.last(), Some(Reply::Done | Reply::Error(_))) => break,
             // `stats` gets STAT lines and END, `flush_all` OK: nothing else answers either.
             Expect::UntilEndOrOne if !matches!(replies.last(), Some(Reply::Stat(..))) => {
@@ -94,21 +102,16 @@ async fn read_replies<R: tokio::io::AsyncRead + Unpin>(
     Ok(replies)
 }
 
-fn too_many(n: usize, what: &str) -> Failure {
-    larder_pipeline::malformed(&format!("more than the {n} replies the request asked for (then {what})"))
-}
-
-/// Reads the `MN` that must follow a request's `n` replies.
-async fn closed<R: tokio::io::AsyncRead + Unpin>(
-    reader: &mut ReplyReader,
-    io: &mut R,
-    n: usize,
-) -> Result<(), Failure> {
-    match reader.read(io).await? {
-        Reply::End => Ok(()),
-        Reply::Value { data, .. } => Err(too_many(n, &format!("a {}-byte value", data.len()))),
-        other => Err(too_many(n, &format!("{other:?}"))),
-    }
+/// Reads the `MN` that must follow the replies to a write's requests (spec/STORES.md §4.1): anything else is a reply
+/// they did not ask for, and the stream is out of step.
+async fn ended<R: tokio::io::AsyncRead + Unpin>(reader: &mut ReplyReader, io: &mut R) -> Result<(), Failure> {
+    reader.allow(FRAMING);
+    let what = match reader.read(io).await? {
+        Reply::NoOp => return Ok(()),
+        Reply::Value { data, .. } => format!("a {}-byte value", data.len()),
+        other => format!("{other:?}"),
+    };
+    Err(larder_pipeline::malformed(&format!("{what} where the MN after the requests' replies was expected")))
 }
 
 pub struct Server {
@@ -164,6 +167,35 @@ mod tests {
         assert!(refused.is_err_and(|f| f.0.contains("in all")));
     }
 
+    /// The replies of a write's requests, then its `MN`.
+    async fn read_write(bytes: &[u8], expects: &[Expect], max_value: usize) -> Result<(), Failure> {
+        let mut reader = ReplyReader::new(max_value);
+        let mut io = bytes;
+        for expect in expects {
+            read_replies(&mut reader, &mut io, *expect).await?;
+        }
+        ended(&mut reader, &mut io).await
+    }
+
+    #[tokio::test]
+    async fn a_write_is_answered_by_its_requests_replies_then_mn_and_nothing_else() {
+        let value = |size: usize| [format!("VA {size}\r\n").into_bytes(), vec![b'x'; size], b"\r\n".to_vec()].concat();
+        let fine = [value(10), b"EN\r\nHD\r\nSTAT pid 1\r\nEND\r\nMN\r\n".to_vec()].concat();
+        let expects = [Expect::Count(2), Expect::Count(1), Expect::UntilEndOrOne];
+        assert_eq!(read_write(&fine, &expects, 64).await, Ok(()));
+        // A value more than the requests asked for, where MN should be (a get answered twice): out of step.
+        let surplus = [value(10), value(10), b"EN\r\nMN\r\n".to_vec()].concat();
+        let refused = read_write(&surplus, &[Expect::Count(1)], 64).await;
+        assert!(refused.is_err_and(|f| f.0.contains("a 10-byte value where the MN")));
+        // stats answered with a second END after its own.
+        let twice = b"STAT pid 1\r\nEND\r\nEND\r\nMN\r\n";
+        assert!(read_write(twice, &[Expect::UntilEndOrOne], 64).await.is_err_and(|f| f.0.contains("End where")));
+        // A reply short: MN where a request's reply should be.
+        let short = [value(10), b"MN\r\n".to_vec()].concat();
+        let refused = read_write(&short, &[Expect::Count(2)], 64).await;
+        assert!(refused.is_err_and(|f| f.0.contains("MN before")));
+    }
+
     #[tokio::test]
     async fn stats_and_flush_all_take_only_their_own_replies() {
         assert_eq!(read(b"OK\r\n", Expect::UntilEndOrOne, 64).await.map(|r| r.len()), Ok(1));
@@ -176,12 +208,8 @@ mod tests {
     #[tokio::test]
     async fn a_batch_holds_at_most_a_value_bound_per_command_and_64_kib() {
         let value = |size: usize| [format!("VA {size}\r\n").into_bytes(), vec![b'x'; size], b"\r\n".to_vec()].concat();
-        let three = [value(1000), value(1000), b"EN\r\nMN\r\n".to_vec()].concat();
+        let three = [value(1000), value(1000), b"EN\r\n".to_vec()].concat();
         assert_eq!(read(&three, Expect::Count(3), 1024).await.map(|r| r.len()), Ok(3));
-        // A reply more than the commands sent, where the closing `MN` should be: the stream is out of step.
-        let four = [value(1000), value(1000), value(1000), b"EN\r\nMN\r\n".to_vec()].concat();
-        let refused = read(&four, Expect::Count(2), 1024).await;
-        assert!(refused.is_err_and(|f| f.0.contains("more than the 2 replies")));
         // Each reply line may run to 8 KiB: 100 such lines to a batch of 100 commands pass no bound of their own,
         // and are refused by the batch's whole one (100 value bounds of 16 bytes and 64 KiB).
         let lines = [b"HD ".as_slice(), &[b'x'; 8000], b"\r\n"].concat().repeat(100);

@@ -205,8 +205,7 @@ impl Inner {
     }
 
     /// One batch of items to one server: each item's reply, or the error, the items and whether it ejected the server.
-    /// `request` writes the batch's commands, one reply each; an `mn` closes it, so a server that answers a command
-    /// with more than one reply is caught at the first reply too many (spec/STORES.md §2, "Whole reply").
+    /// `request` writes the batch's commands, one reply each (the connection's write ends with an `mn`, server.rs).
     async fn send_batch(
         &self,
         index: usize,
@@ -216,7 +215,6 @@ impl Inner {
         let server = &self.servers[index];
         let mut bytes = Vec::new();
         request(&items, &mut bytes);
-        protocol::end(&mut bytes);
         let bytes = Bytes::from(bytes);
         match server.exchange(bytes, Expect::Count(items.len()), self.timeout, self.connect_timeout).await {
             Ok(replies) => {
@@ -279,7 +277,7 @@ impl Inner {
         // by position: no key echoed back, no map to build.
         let replies = self
             .batched(keys, |items, request| {
-                request.reserve(items.len() * 64 + 4);
+                request.reserve(items.len() * 64);
                 for &i in items {
                     protocol::get(request, keys[i], "");
                 }

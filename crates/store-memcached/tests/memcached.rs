@@ -180,6 +180,50 @@ async fn a_server_speaking_nonsense_gives_errors_not_panics() {
     }
 }
 
+/// Every write of requests ends with `mn`, and its callers are answered only once `MN` follows exactly their replies
+/// (spec/STORES.md §4.1): a server that adds one value to each write's replies fails every caller of the write, and
+/// none of them is answered with a value another request was sent, nor with the surplus.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_surplus_reply_fails_every_caller_of_its_write_and_answers_none() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut pending = Vec::new();
+                let mut buf = [0u8; 64 * 1024];
+                while let Ok(n) = conn.read(&mut buf).await {
+                    if n == 0 {
+                        return;
+                    }
+                    pending.extend_from_slice(&buf[..n]);
+                    // Answer each write once its `mn` has come: a value per `mg`, one value more, then MN.
+                    while let Some(end) = pending.windows(4).position(|w| w == b"mn\r\n") {
+                        let gets = pending[..end].windows(3).filter(|w| *w == b"mg ").count();
+                        let answer = [b"VA 1\r\nX\r\n".repeat(gets), b"VA 1\r\nY\r\nMN\r\n".to_vec()].concat();
+                        pending.drain(..end + 4);
+                        if conn.write_all(&answer).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let store = open(&format!("memcached://{addr}?pool=1&timeout=1s&failures=1000")).await;
+    let gets = (0..20).map(|i| {
+        let store = store.clone();
+        async move { store.get(&format!("k{i}")).await }
+    });
+    let errors: Vec<String> = futures_util::future::join_all(gets)
+        .await
+        .into_iter()
+        .map(|result| result.expect_err("a write with a surplus reply fails its callers").to_string())
+        .collect();
+    // The first write's callers are told why; the connection then ends, and callers queued behind them see it close.
+    assert!(errors[0].contains("where the MN"), "{errors:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_callers_on_one_connection_each_get_their_own_answer() {
     let server = Memcached::start().expect("memcached");

@@ -133,10 +133,10 @@ async fn a_memcached_reply_of_a_thousand_64_mib_values_is_refused_at_once() {
     whole_replies_are_bounded(Protocol::Memcached, "memcached", 64 << 20, 1_000).await;
 }
 
-/// memcached's values are bounded by `max_item` (1 MiB): 10,000 values of 512 KiB are each within it, and a
-/// request's replies end at the `MN` of the `mn` that closes it, so the second value to a one-key get (or the first
-/// one to a set) is a reply too many, refused at once; without the `mn`, a get answered the first value as a hit and
-/// left the rest to be read as the answers to the next requests.
+/// memcached's values are bounded by `max_item` (1 MiB): 10,000 values of 512 KiB are each within it, and every write
+/// of requests ends with an `mn` whose `MN` must follow their replies (spec/STORES.md §4.1), so the second value to a
+/// one-key get (or the first one to a set) is a reply the requests did not ask for, refused at once; without the
+/// `mn`, a get answered the first value as a hit and left the rest to be read as the answers to the next requests.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_memcached_reply_of_ten_thousand_values_within_max_item_is_refused_at_once() {
     whole_replies_are_bounded(Protocol::Memcached, "memcached", 512 << 10, 10_000).await;
