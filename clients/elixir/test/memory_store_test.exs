@@ -121,7 +121,17 @@ defmodule Larder.MemoryStoreTest do
     assert_receive {:DOWN, ^ref, _, _, _}
     result = Store.get(s, "a")
     assert result == :miss or match?({:error, %Larder.StoreError{kind: :unavailable}}, result)
-    wait_until(fn -> Process.whereis(n) not in [nil, pid] end)
+
+    # The new owner is registered before its init has made the table, so wait for answers, not for the name
+    # (up to 10 s: a loaded machine restarts it late, and until then every call is unavailable, never a crash).
+    wait_until(
+      fn ->
+        Process.whereis(n) not in [nil, pid] and
+          not match?({:error, %Larder.StoreError{kind: :unavailable}}, Store.get(s, "a"))
+      end,
+      1000
+    )
+
     assert :miss = Store.get(s, "a")
     assert :ok = Store.set(s, "a", "2")
     assert {:ok, "2"} = Store.get(s, "a")
