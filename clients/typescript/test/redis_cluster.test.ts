@@ -35,6 +35,19 @@ function owns(n: ServerProcess, slot: number): boolean {
     });
 }
 
+/** The id of the node that `n` believes serves `slot`. */
+function ownerSeenBy(n: ServerProcess, slot: number): string | undefined {
+  for (const line of cluster.cli(n, "cluster", "nodes").split("\n")) {
+    const fields = line.split(" ");
+    const serves = fields.slice(8).some((range) => {
+      const [lo, hi] = range.split("-").map(Number);
+      return lo !== undefined && lo <= slot && slot <= (hi ?? lo);
+    });
+    if (serves) return fields[0];
+  }
+  return undefined;
+}
+
 test("key slots are Redis's (CRC16/XMODEM of the key or of its hash tag)", () => {
   assert.equal(keySlot("123456789"), 0x31c3 % 16384);
   for (const key of ["foo", "bar", "{user1000}.following", "a{}b", "x{y}{z}", "ü-key", "larder#tag#1", ""]) {
@@ -62,7 +75,15 @@ test("MOVED: a slot given to another master after the map was read is followed",
   const from = owner(slot);
   const to = (from + 1) % 3;
   const toId = cluster.cli(node(to), "cluster", "myid").trim();
+  // The new owner's claim must carry the highest config epoch, or gossip from the old owner can hand the slot back
+  // to it on some nodes, and the store would be sent back and forth until it gives up; then wait until every node
+  // names the new owner (a cluster converging, not the store, is what this waits for).
+  cluster.cli(node(to), "cluster", "bumpepoch");
   for (const n of [to, from, (from + 2) % 3]) cluster.cli(node(n), "cluster", "setslot", String(slot), "node", toId);
+  for (const deadline = Date.now() + 10_000; ![0, 1, 2].every((n) => ownerSeenBy(node(n), slot) === toId); ) {
+    assert.ok(Date.now() < deadline, "the cluster did not agree on the slot's new owner within 10 s");
+    await new Promise((r) => setTimeout(r, 50));
+  }
   await store.set(key, bytes("v"));
   assert.equal(cluster.cli(node(to), "get", key), "v\n");
   assert.deepEqual(await store.get(key), bytes("v"));
