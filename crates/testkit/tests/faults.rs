@@ -83,7 +83,14 @@ fn pass_forwards_both_ways_and_counts() {
     assert!(ask(&mut client, b"version\r\n", b"\r\n").starts_with(b"VERSION "));
     set_value(&mut client, "k", 10);
     assert_eq!(ask(&mut client, b"get k\r\n", b"END\r\n"), b"VALUE k 0 10\r\nvvvvvvvvvv\r\nEND\r\n");
-    let stats = proxy.stats();
+    // The proxy counts a chunk after writing it, so the client may read the last reply before it is counted: wait
+    // for the counters (every reply is 55 bytes down: VERSION, STORED, the value) rather than read them at once.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut stats = proxy.stats();
+    while stats.bytes_down < 55 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+        stats = proxy.stats();
+    }
     assert_eq!(stats.connections, 1);
     assert_eq!(stats.open, 1);
     assert_eq!(stats.fault, "pass");
