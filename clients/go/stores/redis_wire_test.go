@@ -9,7 +9,6 @@ import (
 	"net"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,54 +19,21 @@ import (
 // lyingRedis answers every request on every connection with reply, then closes the connection when hangUp is
 // set (else keeps it open, silent). It returns its address.
 func lyingRedis(t *testing.T, reply string, hangUp bool) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
+	return serveLoopback(t, func(c net.Conn) {
+		buf := make([]byte, 64<<10)
+		if _, err := c.Read(buf); err != nil {
+			return
 		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+		_, _ = c.Write([]byte(reply))
+		if hangUp {
+			return
+		}
 		for {
-			c, err := l.Accept()
-			if err != nil {
+			if _, err := c.Read(buf); err != nil {
 				return
 			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				buf := make([]byte, 64<<10)
-				if _, err := c.Read(buf); err != nil {
-					return
-				}
-				_, _ = c.Write([]byte(reply))
-				if hangUp {
-					c.Close()
-					return
-				}
-				for {
-					if _, err := c.Read(buf); err != nil {
-						return
-					}
-				}
-			}()
 		}
-	}()
-	return l.Addr().String()
+	})
 }
 
 func TestRedisReaderRefusesLies(t *testing.T) {

@@ -24,6 +24,23 @@ import (
 // answer (which may write without end: it stops when the client hangs up). It returns the address.
 func fakeServer(t *testing.T, readCommand func(r *bufio.Reader) ([]string, error), answer func(cmd []string, w io.Writer) error) string {
 	t.Helper()
+	return serveLoopback(t, func(c net.Conn) {
+		r := bufio.NewReader(c)
+		w := bufio.NewWriterSize(c, 256<<10)
+		for {
+			cmd, err := readCommand(r)
+			if err != nil || answer(cmd, w) != nil || w.Flush() != nil {
+				return
+			}
+		}
+	})
+}
+
+// serveLoopback listens on a free loopback port and runs serve on each connection in a goroutine of its own (the
+// connection is closed when serve returns); the test's cleanup closes the listener and every connection and waits
+// for them. It returns the address.
+func serveLoopback(t *testing.T, serve func(c net.Conn)) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -55,14 +72,7 @@ func fakeServer(t *testing.T, readCommand func(r *bufio.Reader) ([]string, error
 			go func() {
 				defer wg.Done()
 				defer c.Close()
-				r := bufio.NewReader(c)
-				w := bufio.NewWriterSize(c, 256<<10)
-				for {
-					cmd, err := readCommand(r)
-					if err != nil || answer(cmd, w) != nil || w.Flush() != nil {
-						return
-					}
-				}
+				serve(c)
 			}()
 		}
 	}()
