@@ -6,12 +6,12 @@ fails the test, never skips it."""
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from support import REPO_ROOT
+from vector_checks.hostile import HostileServer
 
 
 def hostile_bin() -> Path:
@@ -27,29 +27,8 @@ def hostile_bin() -> Path:
     return path
 
 
-class Hostile:
-    """One hostile server; it exits when its standard input closes (`stop`)."""
+class Hostile(HostileServer):
+    """One hostile server of the suite's binary; it exits when its standard input closes (`stop`)."""
 
     def __init__(self, protocol: str, behaviour: str, *args: str) -> None:
-        self.process = subprocess.Popen(
-            [str(hostile_bin()), protocol, behaviour, *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-        assert self.process.stdout is not None
-        self.address = self.process.stdout.readline().decode().strip()
-        if not self.address:
-            self.stop()
-            raise RuntimeError(f"larder-hostile {protocol} {behaviour} did not start")
-
-    def stop(self) -> None:
-        if self.process.stdin is not None and not self.process.stdin.closed:
-            self.process.stdin.close()
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        if self.process.stdout is not None:
-            self.process.stdout.close()
+        super().__init__(str(hostile_bin()), protocol, behaviour, list(args))

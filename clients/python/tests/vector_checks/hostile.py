@@ -505,8 +505,9 @@ def _bind_replies(case: dict[str, Any], entry: bytes) -> Callable[[], None]:
     return lambda: check_replies(case, entry)
 
 
-class _Hostile:
-    """One larder-hostile server; it serves until its standard input closes."""
+class HostileServer:
+    """One larder-hostile server (`binary`); it serves until its standard input closes (`stop`). tests/hostile.py's
+    `Hostile` is this with the suite's binary."""
 
     def __init__(self, binary: str, protocol: str, behaviour: str, args: list[str]) -> None:
         self.process = subprocess.Popen(
@@ -519,7 +520,7 @@ class _Hostile:
         self.address = self.process.stdout.readline().decode().strip()
         if not self.address:
             self.stop()
-            raise AssertionError(f"{binary} {protocol} {behaviour} did not start")
+            raise RuntimeError(f"{binary} {protocol} {behaviour} did not start")
 
     def stop(self) -> None:
         if self.process.stdin is not None and not self.process.stdin.closed:
@@ -540,7 +541,9 @@ def check_replies(case: dict[str, Any], entry: bytes) -> None:
     within = int(case["within_ms"]) / 1000
     failures = []
     for operation in case["operations"]:
-        server = _Hostile(binary, str(case["protocol"]), str(case["behaviour"]), [str(a) for a in case["server_args"]])
+        server = HostileServer(
+            binary, str(case["protocol"]), str(case["behaviour"]), [str(a) for a in case["server_args"]]
+        )
         try:
             store = open_store(f"{case['protocol']}://{server.address}?{case['url_query']}")
             started = time.monotonic()
