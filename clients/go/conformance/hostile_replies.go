@@ -5,16 +5,14 @@
 package conformance
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os/exec"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/larder-cache/larder/clients/go/internal/hostileproc"
 	"github.com/larder-cache/larder/clients/go/stores"
 )
 
@@ -67,39 +65,9 @@ func hostileRepliesCases(path string, data []byte) ([]Case, error) {
 	return out, nil
 }
 
-// startHostile runs larder-hostile and returns its address and a stop that closes its standard input.
+// startHostile runs larder-hostile for the case and returns its address and a stop that closes its standard input.
 func startHostile(bin string, c hostileReplyCase) (string, func(), error) {
-	cmd := exec.Command(bin, append([]string{c.Protocol, c.Behaviour}, c.ServerArgs...)...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return "", nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return "", nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return "", nil, fmt.Errorf("starting %s: %v", bin, err)
-	}
-	stop := func() {
-		stdin.Close()
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil || strings.TrimSpace(line) == "" {
-		_ = cmd.Process.Kill()
-		stop()
-		return "", nil, fmt.Errorf("larder-hostile %s %s did not start: %v", c.Protocol, c.Behaviour, err)
-	}
-	return strings.TrimSpace(line), stop, nil
+	return hostileproc.Start(bin, append([]string{c.Protocol, c.Behaviour}, c.ServerArgs...)...)
 }
 
 func checkReply(bin string, entry []byte, c hostileReplyCase, op string) error {

@@ -5,7 +5,6 @@
 package testservers
 
 import (
-	"bufio"
 	"fmt"
 	"net"
 	"os"
@@ -19,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/larder-cache/larder/clients/go/internal/hostileproc"
 	"github.com/larder-cache/larder/clients/go/internal/testenv"
 )
 
@@ -283,28 +283,9 @@ func Postgres(t testing.TB) string {
 // Hostile starts larder-hostile (protocol memcached or redis, a behaviour) and returns its address and a stop
 // function; it exits when its standard input closes.
 func Hostile(t testing.TB, protocol, behaviour string, args ...string) (string, func()) {
-	cmd := exec.Command(testenv.HostileBin(t), append([]string{protocol, behaviour}, args...)...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
+	addr, stop, err := hostileproc.Start(testenv.HostileBin(t), append([]string{protocol, behaviour}, args...)...)
+	if err != nil {
 		t.Fatal(err)
 	}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil || strings.TrimSpace(line) == "" {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		t.Fatalf("larder-hostile %s %s did not start: %v", protocol, behaviour, err)
-	}
-	return strings.TrimSpace(line), func() {
-		stdin.Close()
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	}
+	return addr, stop
 }
