@@ -11,6 +11,8 @@ VENV_STAMP := $(VENV)/.installed
 LARDER_DEBUG := $(CURDIR)/target/debug/larder
 # The hostile memcached/Redis server every language's store suite runs against (crates/testkit).
 LARDER_HOSTILE := $(CURDIR)/target/debug/larder-hostile
+# The fault proxy every language's outage cases put between a cache and a real server (crates/testkit).
+LARDER_FAULTS := $(CURDIR)/target/debug/larder-faults
 
 .PHONY: bench demo test test-rust test-python test-django test-ruby test-activesupport test-typescript test-go test-elixir \
 	test-tour test-install conformance conformance-matrix lint-rust build-debug release-build venv services \
@@ -96,7 +98,7 @@ test-python: $(VENV_STAMP) build-debug services ruby-packages
 	cd clients/python && ../../$(VENV)/bin/ruff check . && ../../$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check spec bench
 	cd clients/python && ../../$(VENV)/bin/mypy
-	cd clients/python && LARDER_BIN=$(LARDER_DEBUG) LARDER_HOSTILE=$(LARDER_HOSTILE) ../../$(VENV)/bin/pytest -q
+	cd clients/python && LARDER_BIN=$(LARDER_DEBUG) LARDER_HOSTILE=$(LARDER_HOSTILE) LARDER_FAULTS=$(LARDER_FAULTS) ../../$(VENV)/bin/pytest -q
 
 # Django's own cache backend tests on larder.django.LarderCache (the current LTS and the newest release), from sdists
 # that clients/python/django_tests/run.py downloads from PyPI into CACHE_DIR.
@@ -107,12 +109,12 @@ test-django: $(VENV_STAMP) services
 # The Ruby suite also runs Python (.venv) to read what Ruby wrote.
 test-ruby: ruby-packages services build-debug $(VENV_STAMP)
 	@$(VERSIONS) ruby
-	cd clients/ruby && LARDER_HOSTILE=$(LARDER_HOSTILE) rake test && rubocop
+	cd clients/ruby && LARDER_HOSTILE=$(LARDER_HOSTILE) LARDER_FAULTS=$(LARDER_FAULTS) rake test && rubocop
 
 # The TypeScript, Go and Elixir clients: each one's test.sh installs what it needs (npm ci from the lockfile, Go
 # modules, Debian's Elixir) into CACHE_DIR or from Debian's packages, and runs its lint and tests. Their
 # cross-language tests read and write entries with the Rust binary, Python (.venv) and Ruby.
-CLIENT_TEST_ENV = CACHE_DIR="$(CACHE_DIR)" LARDER_BIN=$(LARDER_DEBUG) LARDER_HOSTILE=$(LARDER_HOSTILE)
+CLIENT_TEST_ENV = CACHE_DIR="$(CACHE_DIR)" LARDER_BIN=$(LARDER_DEBUG) LARDER_HOSTILE=$(LARDER_HOSTILE) LARDER_FAULTS=$(LARDER_FAULTS)
 
 test-typescript: build-debug services ruby-packages $(VENV_STAMP)
 	$(CLIENT_TEST_ENV) clients/typescript/test.sh

@@ -5,7 +5,7 @@ this script runs every runner on every file, prints the matrix (language x file:
 the reason) and the failures, and exits 1 if any cell failed or any runner could not run. The attack files
 (hostile_*.json) need a real memcached and redis-server, which it starts on free loopback ports for the run (and
 stops), and `larder-hostile`; it passes them to the runners in LARDER_CONFORMANCE_MEMCACHED,
-LARDER_CONFORMANCE_REDIS and LARDER_HOSTILE (spec/vectors/README.md). Only the standard library; run it from
+LARDER_CONFORMANCE_REDIS, LARDER_HOSTILE and LARDER_FAULTS (spec/vectors/README.md). Only the standard library; run it from
 anywhere:
 
     python3 spec/conformance.py            # the runners as `make conformance` builds them
@@ -36,6 +36,7 @@ RUNNERS = {
     "elixir": [str(ROOT / "clients" / "elixir" / "bin" / "conformance")],
 }
 HOSTILE = ROOT / "target" / "debug" / "larder-hostile"
+FAULTS = ROOT / "target" / "debug" / "larder-faults"
 #: The longest one runner may take for one file.
 TIMEOUT_S = 300
 
@@ -61,7 +62,10 @@ def wait_for(port: int, what: str, process: subprocess.Popen[bytes]) -> None:
 def servers() -> Iterator[dict[str, str]]:
     """A memcached and a redis-server on free loopback ports, for the attack files; their addresses as variables."""
     started: list[subprocess.Popen[bytes]] = []
-    env: dict[str, str] = {"LARDER_HOSTILE": os.environ.get("LARDER_HOSTILE", str(HOSTILE))}
+    env: dict[str, str] = {
+        "LARDER_HOSTILE": os.environ.get("LARDER_HOSTILE", str(HOSTILE)),
+        "LARDER_FAULTS": os.environ.get("LARDER_FAULTS", str(FAULTS)),
+    }
     try:
         for variable, binary, args in (
             ("LARDER_CONFORMANCE_MEMCACHED", "memcached", ["-l", "127.0.0.1", "-U", "0", "-m", "64", "-t", "2"]),
