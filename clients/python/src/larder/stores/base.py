@@ -395,13 +395,22 @@ class FailurePolicy:
 
 class Health:
     """A remote server's health (spec/STORES.md §1 "Failure and recovery"): consecutive failures, ejection,
-    probation after it, and the errors counted since start. Thread-safe."""
+    probation after it, and the errors counted since start. Thread-safe.
+
+    Probation is one probe at a time: once `retry_after` has passed, the first request `admits` lets through is the
+    *probe*; until it is recorded (a good answer puts the server back, a failure ejects it again), every other
+    request is refused at once, so one request pays for a server that may still be frozen, not every request that
+    arrives meanwhile. A probe that is never recorded (its caller gone without an outcome) is taken as lost after
+    `retry_after`, and the next request probes instead."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._consecutive = 0
         self._ejected_until = 0
+        #: Put back after an ejection and not answered yet: one failure ejects it again.
         self._probation = False
+        #: When (ms) the probe of this probation was let through; 0 = no probe out.
+        self._probe_since = 0
         self.errors = 0
 
     def record(self, ok: bool, policy: FailurePolicy, now: int = 0) -> bool:
@@ -413,6 +422,7 @@ class Health:
             if ok:
                 self._consecutive = 0
                 self._probation = False
+                self._probe_since = 0
                 return False
             self.errors += 1
             self._consecutive += 1
@@ -420,25 +430,57 @@ class Health:
                 self._ejected_until = now + policy.retry_after_ms
                 self._consecutive = 0
                 self._probation = False
+                self._probe_since = 0
                 return True
             return False
 
     def readmit_if_due(self, now: int) -> bool:
-        """Puts the server back (on probation) once its ejection is over; True if it changed."""
+        """Puts the server back (on probation, no probe out yet) once its ejection is over; True if it changed."""
+        if not self._ejected_until:
+            return False
         with self._lock:
             if self._ejected_until and self._ejected_until <= now:
                 self._ejected_until = 0
                 self._probation = True
+                self._probe_since = 0
                 return True
             return False
 
-    def admits(self, now: int) -> bool:
-        self.readmit_if_due(now)
-        return not self.is_ejected()
+    def admits(self, now: int, policy: FailurePolicy | None = None) -> bool:
+        """Whether a request may go to the server now: a healthy one, yes (two attribute reads, no lock); an ejected
+        one, no until `retry_after` has passed; on probation, only the one probe (the first request after the
+        ejection; another once a probe has been out `policy.retry_after_ms` without an outcome). A refused request
+        is the caller's to count (`count_error`)."""
+        if not self._ejected_until and not self._probation:
+            return True
+        with self._lock:
+            if self._ejected_until:
+                if self._ejected_until > now:
+                    return False
+                self._ejected_until = 0
+                self._probation = True
+                self._probe_since = 0
+            if not self._probation:
+                return True  # (answered meanwhile)
+            lost_after = policy.retry_after_ms if policy is not None else 5000
+            if self._probe_since and now - self._probe_since < max(lost_after, 1):
+                return False  # the probe is out: everyone else fails at once
+            self._probe_since = now or 1
+            return True
 
     def is_ejected(self) -> bool:
         return self._ejected_until != 0
 
+    def on_probation(self) -> bool:
+        return self._probation
+
     def count_error(self) -> None:
         with self._lock:
             self.errors += 1
+
+
+def refused_why(health: Health) -> str:
+    """Why a request `health` did not admit was refused without being sent (spec/STORES.md §1)."""
+    if health.on_probation():
+        return "on probation after failures: one probe at a time, and one is out"
+    return "ejected after failures; retrying after retry_after"

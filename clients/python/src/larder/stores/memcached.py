@@ -45,6 +45,7 @@ from .base import (
     internal_key,
     memcached_exptime,
     now_ms,
+    refused_why,
     ttl_ms,
 )
 from .ring import Ring, RingServer
@@ -375,6 +376,10 @@ class MemcachedStore(Store):
             retry: list[int] = []
             for index, items in groups.items():
                 server = self.servers[index]
+                health = server.health
+                if health.on_probation() and not health.admits(now_ms(), self.policy):
+                    health.count_error()  # its probe is out: every other request fails at once (STORES.md §1)
+                    raise ServerError(BACKEND, refused_why(health), server.name)
                 try:
                     replies = server.exchange(request_for(items), len(items), self.timeout, allowed)
                 except WireFailure as failure:
@@ -450,6 +455,9 @@ class MemcachedStore(Store):
         for server in self.servers:
             if server.health.is_ejected():
                 continue
+            if server.health.on_probation() and not server.health.admits(now_ms(), self.policy):
+                server.health.count_error()
+                raise ServerError(BACKEND, refused_why(server.health), server.name)
             try:
                 replies = server.exchange(request, None, self.timeout, allowed, MAX_STAT_LINES)
             except WireFailure as failure:

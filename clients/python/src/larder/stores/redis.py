@@ -42,6 +42,7 @@ from .base import (
     expires_at_ms,
     internal_key,
     now_ms,
+    refused_why,
     ttl_ms,
 )
 from .redis_cluster import Cluster, Request, Standalone
@@ -178,9 +179,9 @@ class RedisStore(Store):
     def _admit(self) -> None:
         """A standalone server that failed `failures` times in a row is refused at once for `retry_after` (Cluster
         nodes are not ejected: the cluster fails over)."""
-        if not self.cluster and not self.health.admits(now_ms()):
+        if not self.cluster and not self.health.admits(now_ms(), self.policy):
             self.health.count_error()
-            raise ServerError(self.backend, "ejected after failures; retrying after retry_after", self.server)
+            raise ServerError(self.backend, refused_why(self.health), self.server)
 
     def _failed(self, failure: WireFailure) -> StoreError:
         """Counts `failure` against the server and turns it into the store's error."""

@@ -36,6 +36,7 @@ from .base import (
     expires_at_ms,
     now_ms,
     parse_counter,
+    refused_why,
     saturate,
 )
 from .url import StoreUrl
@@ -205,9 +206,9 @@ class SqlStore(Store):
                 raise ServerError(self.backend, str(e), self.server) from None
         import psycopg
 
-        if not self.health.admits(now_ms()):
+        if not self.health.admits(now_ms(), self.policy):
             self.health.count_error()
-            raise ServerError(self.backend, "ejected after failures; retrying after retry_after", self.server)
+            raise ServerError(self.backend, refused_why(self.health), self.server)
         try:
             if not self._schema_ready:
                 self._ensure_schema_pg()
