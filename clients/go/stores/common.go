@@ -114,12 +114,19 @@ func saturatingAdd(a, b int64) int64 {
 // health tracks one remote server (STORES.md §1, "Failure and recovery"). A healthy server (no failure since the
 // last success, not ejected, not on probation) is read and kept without the lock: every request asks, and a
 // shared mutex taken two or three times per request was a cost under many goroutines.
+//
+// Probation is one probe at a time: once `retry_after` has passed, the first request admitted is the probe, and
+// while it is out every other request for the server is refused at once, as while ejected. The probe's outcome
+// puts the server back or ejects it again; a probe that never reports (its caller gave up) is taken as lost after
+// `retry_after`, and the next request probes instead.
 type health struct {
 	troubled     atomic.Bool // !(consecutive == 0 && !probation && ejectedUntil == 0), written under mu
 	mu           sync.Mutex
 	consecutive  int
 	ejectedUntil int64
 	probation    bool
+	probeUntil   int64 // while the probe is out: when it is taken as lost (ms); 0 = no probe out
+	retryAfterMs int64
 	errors       int64
 }
 
@@ -136,32 +143,75 @@ func (h *health) record(ok bool, failures int, retryAfter time.Duration) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	defer h.settle()
+	h.retryAfterMs = retryAfter.Milliseconds()
 	if ok {
-		h.consecutive, h.probation = 0, false
+		h.consecutive, h.probation, h.probeUntil = 0, false, 0
 		return false
 	}
 	h.errors++
 	h.consecutive++
 	if h.consecutive >= failures || h.probation {
-		h.ejectedUntil = nowMs() + retryAfter.Milliseconds()
-		h.consecutive, h.probation = 0, false
+		h.ejectedUntil = nowMs() + h.retryAfterMs
+		h.consecutive, h.probation, h.probeUntil = 0, false, 0
 		return true
 	}
 	return false
 }
 
-// admits reports whether requests may go to the server now (readmitting it on probation when due).
+// due moves an ejected server whose `retry_after` has passed to probation; mu is held.
+func (h *health) due(now int64) {
+	if h.ejectedUntil != 0 && h.ejectedUntil <= now {
+		h.ejectedUntil, h.probation, h.probeUntil = 0, true, 0
+		h.settle()
+	}
+}
+
+// admits reports whether a request may go to the server now: not while it is ejected, and on probation only as
+// the one probe (this request becomes it). A request admitted must report its outcome (record), or abandon.
 func (h *health) admits() bool {
 	if !h.troubled.Load() {
 		return true
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.ejectedUntil != 0 && h.ejectedUntil <= nowMs() {
-		h.ejectedUntil, h.probation = 0, true
-		h.settle()
+	now := nowMs()
+	h.due(now)
+	if h.ejectedUntil != 0 {
+		return false
 	}
+	if !h.probation {
+		return true
+	}
+	if h.probeUntil != 0 && now < h.probeUntil {
+		return false // the probe is out
+	}
+	h.probeUntil = now + max(h.retryAfterMs, 1)
+	return true
+}
+
+// inService reports whether the server is not ejected (on probation counts as in service), without admitting a
+// request: memcached's ring keeps a server on probation, whose requests other than the probe fail at once.
+func (h *health) inService() bool {
+	if !h.troubled.Load() {
+		return true
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.due(nowMs())
 	return h.ejectedUntil == 0
+}
+
+// abandon is the outcome of an admitted request whose caller gave up before the server answered (its context
+// was cancelled): no failure and no success; on probation the probe is released so the next request probes.
+func (h *health) abandon() {
+	if !h.troubled.Load() {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.probation {
+		h.probeUntil = 0
+	}
 }
 
 func (h *health) countError() {

@@ -108,7 +108,7 @@ func (m *Memcached) Close() error {
 // servers changes, and found without allocating while it does not.
 func (m *Memcached) pick(stored string) *mcServer {
 	if len(m.servers) == 1 {
-		if m.servers[0].health.admits() {
+		if m.servers[0].health.inService() {
 			return m.servers[0]
 		}
 		return nil
@@ -120,7 +120,7 @@ func (m *Memcached) pick(stored string) *mcServer {
 	}
 	mask = mask[:(len(m.servers)+63)/64]
 	for i, s := range m.servers {
-		if s.health.admits() {
+		if s.health.inService() {
 			mask[i/64] |= 1 << (i % 64)
 		}
 	}
@@ -172,7 +172,7 @@ func (m *Memcached) onServer(ctx context.Context, stored string, fn func(s *mcSe
 // retry (it would only charge a failure to the next server).
 func ejectedBy(ctx context.Context, err error, s *mcServer) bool {
 	return err != nil && ctx.Err() == nil && KindOf(err) != Other && !errors.Is(err, context.Canceled) &&
-		!s.health.admits()
+		!s.health.inService()
 }
 
 func (m *Memcached) stored(key string) (string, error) {

@@ -63,6 +63,7 @@ func (s *mcServer) do(ctx context.Context, dl time.Time, write func(w *wireWrite
 	ans := answerOf(err)
 	good := (err == nil || ans != nil) && !cancelled
 	if cancelled {
+		s.health.abandon()
 		return ctx.Err()
 	}
 	if good {
@@ -73,6 +74,7 @@ func (s *mcServer) do(ctx context.Context, dl time.Time, write func(w *wireWrite
 		return nil
 	}
 	if errors.Is(err, context.Canceled) {
+		s.health.abandon()
 		return err
 	}
 	return s.failed(err)

@@ -161,6 +161,9 @@ func (r *Redis) outcome(err error) error {
 		return err
 	}
 	if errors.Is(err, context.Canceled) {
+		if r.cluster == nil {
+			r.health.abandon()
+		}
 		return err
 	}
 	if r.cluster == nil {

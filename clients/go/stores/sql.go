@@ -185,10 +185,16 @@ func (s *SQL) run(ctx context.Context, fn func(ctx context.Context) error) error
 	}
 	var se *Error
 	if errors.As(err, &se) {
+		if s.isRemote {
+			s.health.abandon()
+		}
 		return err
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
+		if s.isRemote {
+			s.health.record(true, s.opts.failures, s.opts.retryAfter) // an answer, not a failure (§1)
+		}
 		return &Error{Kind: Other, Backend: s.dialect, Server: s.server, Err: err}
 	}
 	kind := Unavailable
