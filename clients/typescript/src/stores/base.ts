@@ -176,11 +176,17 @@ export interface FailurePolicy {
   retryAfterMs: number;
 }
 
-/** A remote server's health (STORES.md §1): consecutive failures, ejection, probation, errors counted. */
+/** A remote server's health (STORES.md §1): consecutive failures, ejection, probation (one probe at a time), errors
+ * counted. */
 export class Health {
   private consecutive = 0;
   private ejectedUntil = 0;
+  /** Back after an ejection: the next request is the probe, until a request's outcome is recorded. */
   private probation = false;
+  /** On probation, while the probe is out: the moment until which every other request is refused (0: no probe out).
+   * Bounded by retry_after, so a probe whose outcome is never recorded cannot keep the server refused for good. */
+  private probeUntil = 0;
+  private retryAfterMs = 0;
   errors = 0;
 
   /** Records one request's outcome; true when this failure ejects the server. */
@@ -188,14 +194,17 @@ export class Health {
     if (ok) {
       this.consecutive = 0;
       this.probation = false;
+      this.probeUntil = 0;
       return false;
     }
     this.errors++;
     this.consecutive++;
     if (this.consecutive >= policy.failures || this.probation) {
       this.ejectedUntil = now + policy.retryAfterMs;
+      this.retryAfterMs = policy.retryAfterMs;
       this.consecutive = 0;
       this.probation = false;
+      this.probeUntil = 0;
       return true;
     }
     return false;
@@ -206,22 +215,36 @@ export class Health {
     if (this.ejectedUntil !== 0 && this.ejectedUntil <= now) {
       this.ejectedUntil = 0;
       this.probation = true;
+      this.probeUntil = 0;
       return true;
     }
     return false;
   }
 
+  /** Whether a request may be sent to the server now. On probation the first request admitted is the probe, and
+   * every other one is refused until its outcome is recorded (spec/STORES.md §1: one probe at a time). A request
+   * admitted here is sent: its outcome must be recorded. */
   admits(now: number): boolean {
     this.readmitIfDue(now);
-    return this.ejectedUntil === 0;
+    if (this.ejectedUntil !== 0) return false;
+    if (!this.probation) return true;
+    if (this.probeUntil > now) return false;
+    this.probeUntil = now + Math.max(this.retryAfterMs, 1);
+    return true;
   }
 
-  /** admits() at this moment, reading the clock only for an ejected server (a request's hot path). */
+  /** admits() at this moment, reading the clock only for an ejected server or one on probation (a request's hot
+   * path: two field reads). */
   admitsNow(): boolean {
-    return this.ejectedUntil === 0 || this.admits(Date.now());
+    return (this.ejectedUntil === 0 && !this.probation) || this.admits(Date.now());
   }
 
   isEjected(): boolean {
     return this.ejectedUntil !== 0;
+  }
+
+  /** Back from an ejection, its probe not yet answered. */
+  onProbation(): boolean {
+    return this.probation;
   }
 }

@@ -403,6 +403,7 @@ export class MemcachedStore implements Store {
   ): Promise<[Server, Reply[]]> {
     for (let attempt = 0; ; attempt++) {
       const server = this.servers[this.route(routeKey)] as Server;
+      if (!server.health.admitsNow()) throw MemcachedStore.probing(server);
       try {
         const replies = await server.exchange(request, 1, this.timeoutMs, allowed, metaLimits(maxValue));
         server.health.record(true, this.policy, Date.now());
@@ -446,6 +447,10 @@ export class MemcachedStore implements Store {
       const failures: StoreError[] = [];
       const send = async ([index, indexes]: [number, number[]]): Promise<void> => {
         const server = this.servers[index] as Server;
+        if (!server.health.admitsNow()) {
+          failures.push(MemcachedStore.probing(server));
+          return;
+        }
         try {
           const replies = await server.exchange(
             requestFor(indexes),
@@ -469,6 +474,12 @@ export class MemcachedStore implements Store {
       if (retry.length === 0) return results;
       groups = this.groups(keys, retry);
     }
+  }
+
+  /** A request refused at once: its server is back on probation and its one probe is out (STORES.md §1). */
+  private static probing(server: Server): ServerError {
+    server.health.errors++;
+    return new ServerError(BACKEND, "on probation after failures; its one probe is out", server.name);
   }
 
   private static replyError(server: Server, reply: Reply): ServerError {
@@ -545,7 +556,7 @@ export class MemcachedStore implements Store {
   private async onEveryServer(request: string, allowed: Set<string>, lines: number, bytes: number): Promise<Reply[][]> {
     const results: Reply[][] = [];
     for (const server of this.servers) {
-      if (server.health.isEjected()) continue;
+      if (server.health.isEjected() || !server.health.admitsNow()) continue;
       try {
         const limits: MetaLimits = { maxValue: 0, left: bytes };
         results.push(await server.exchange(commandBytes(request), undefined, this.timeoutMs, allowed, limits, lines));
