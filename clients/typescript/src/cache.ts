@@ -7,6 +7,8 @@
 //   stale value is served at once while one caller recomputes.
 // - Reads absorb store failures (a miss, counted): a cache that is down must not take the program down; fetch also
 //   absorbs failed writes. Plain writes (set, add, delete, incr, purges) reject with the store's StoreError.
+// - When the store fails (spec/STORES.md §3, "When the store fails"), a value whose write it failed is kept in the
+//   outage memory (outage.ts), which answers the reads it fails until its first good answer empties it.
 
 import { randomBytes } from "node:crypto";
 import { utf8 } from "./bytes.js";
@@ -16,6 +18,7 @@ import { DEFAULT_THRESHOLD, decodePayload, encode } from "./entry.js";
 import { InvalidEntry } from "./errors.js";
 import type { Serializer } from "./header.js";
 import { lockKey, safeKey } from "./keys.js";
+import { isStoreFailure, OutageMemory, outageMemorySize } from "./outage.js";
 import { deserialize } from "./serializers.js";
 import { type Counter, counterValue, parseCounter, type Store } from "./stores/base.js";
 import { StoreError } from "./stores/errors.js";
@@ -49,6 +52,9 @@ export interface CacheOptions {
   defaultStaleMs?: number;
   /** How long a recompute lock lives if its holder dies; the longest a waiter waits for another process. */
   lockTtlMs?: number;
+  /** The outage memory's size (spec/STORES.md §3, "When the store fails"): bytes, or a size as store URLs write
+   * it ("16M", "512K"); 0 turns it off. Default 16M. None over memory://, which cannot fail. */
+  outageMemory?: number | string;
 }
 
 export interface WriteOptions {
@@ -91,6 +97,8 @@ interface Shared {
   stats: CacheStats;
   /** Over a store that returns new bytes on every read: immutable values decoded before, by store key and bytes. */
   decoded: BytesMemo<Decoded>;
+  /** What was loaded while the store failed (outage.ts); undefined when off. */
+  outage: OutageMemory | undefined;
 }
 
 /** What the memo of decoded values holds at most over one store, and the largest entry it keeps (bytes_memo.ts). */
@@ -115,8 +123,11 @@ export class Cache {
 
   /** A cache over `store` (a Store or a store URL such as "memcached://127.0.0.1:11211"; default memory://). */
   constructor(store: Store | string = "memory://", options: CacheOptions = {}, shared?: Shared) {
+    const opened = shared?.store ?? (typeof store === "string" ? openStore(store) : store);
+    const outageBytes = shared === undefined ? outageMemorySize(options.outageMemory) : 0;
     this.shared = shared ?? {
-      store: typeof store === "string" ? openStore(store) : store,
+      store: opened,
+      outage: outageBytes > 0 && !(opened instanceof MemoryStore) ? new OutageMemory(outageBytes) : undefined,
       inflight: new Map(),
       decoded: new BytesMemo<Decoded>(DECODED_MEMO_BUDGET, DECODED_MEMO_MAX_BYTES),
       stats: {
@@ -144,6 +155,11 @@ export class Cache {
 
   get store(): Store {
     return this.shared.store;
+  }
+
+  /** The outage memory (spec/STORES.md §3), shared by every namespace of this cache; undefined when off. */
+  get outageMemory(): OutageMemory | undefined {
+    return this.shared.outage;
   }
 
   /** The same cache (store, coalescing, counters) under a nested namespace `outer:inner`. */
@@ -285,14 +301,54 @@ export class Cache {
     return [fresh ? "fresh" : "stale", value];
   }
 
+  /** The bytes under storeKey: the store's answer, or, when the store fails, what the outage memory keeps. */
   private async getRaw(storeKey: string): Promise<Uint8Array | undefined> {
+    let raw: Uint8Array | undefined;
     try {
-      return await this.store.get(storeKey);
+      raw = await this.store.get(storeKey);
     } catch (e) {
       if (!(e instanceof StoreError)) throw e;
       this.shared.stats.storeErrors++;
-      return undefined;
+      return this.storeFailed(e) ? this.shared.outage?.held(storeKey)?.value : undefined;
     }
+    this.answered();
+    return raw;
+  }
+
+  // ------------------------------------------------------------------------------------------ outage memory
+
+  /** The store gave a good answer: after a failure, the outage memory is emptied (one field read otherwise). */
+  private answered(): void {
+    const outage = this.shared.outage;
+    if (outage?.failing) outage.recover();
+  }
+
+  /** The store refused or failed a request: true when it failed (a failure, STORES.md §1), noted for the outage
+   * memory. */
+  private storeFailed(e: StoreError): boolean {
+    if (!isStoreFailure(e)) return false;
+    this.shared.outage?.failed();
+    return true;
+  }
+
+  /** `call`'s outcome, noted for the outage memory as it is handed on. */
+  private noted<T>(call: Promise<T>): Promise<T> {
+    return this.shared.outage === undefined ? call : call.then(this.answeredWith, this.failedWith);
+  }
+
+  private readonly answeredWith = <T>(value: T): T => {
+    this.answered();
+    return value;
+  };
+
+  private readonly failedWith = (e: unknown): never => {
+    if (e instanceof StoreError) this.storeFailed(e);
+    throw e;
+  };
+
+  /** A write of `data` the store failed: kept in the outage memory, with the store's expiry. */
+  private keepIfFailed(e: unknown, storeKey: string, data: Uint8Array, ttl: number | undefined): void {
+    if (e instanceof StoreError && this.storeFailed(e)) this.shared.outage?.keep(storeKey, data, ttl);
   }
 
   /** What a read of `key` finds, counted. */
@@ -345,11 +401,15 @@ export class Cache {
       } else {
         storeKeys = keys.map((k) => this.storeKey(k));
         raws = await this.store.getMany(storeKeys);
+        this.answered();
       }
     } catch (e) {
       if (!(e instanceof StoreError)) throw e;
       this.shared.stats.storeErrors++;
-      raws = keys.map(() => undefined);
+      const outage = this.storeFailed(e) ? this.shared.outage : undefined;
+      const kept = storeKeys;
+      raws =
+        outage === undefined || kept === undefined ? keys.map(() => undefined) : kept.map((k) => outage.held(k)?.value);
     }
     keys.forEach((key, i) => {
       const raw = raws[i];
@@ -366,10 +426,18 @@ export class Cache {
     return (await this.lookup(key, o.version))[0] === "fresh";
   }
 
-  /** Stores `value`; rejects with StoreError (naming the server) if the store fails. */
+  /** Stores `value`; rejects with StoreError (naming the server) if the store fails, the value then kept in the
+   * outage memory. */
   async set(key: string, value: Value, o: WriteOptions = {}): Promise<void> {
     const [data, ttl] = this.encode(value, o);
-    await this.store.set(this.storeKey(key), data, ttl);
+    const storeKey = this.storeKey(key);
+    try {
+      await this.store.set(storeKey, data, ttl);
+    } catch (e) {
+      this.keepIfFailed(e, storeKey, data, ttl);
+      throw e;
+    }
+    this.answered();
   }
 
   /** Stores several values with the same options, in as few store requests as the store allows. */
@@ -386,21 +454,32 @@ export class Cache {
       ttl = t;
       batch.push([this.storeKey(key), data]);
     }
-    if (batch.length > 0) await this.store.setMany(batch, ttl);
+    if (batch.length === 0) return;
+    try {
+      await this.store.setMany(batch, ttl);
+    } catch (e) {
+      for (const [storeKey, data] of batch) this.keepIfFailed(e, storeKey, data, ttl);
+      throw e;
+    }
+    this.answered();
   }
 
   /** Stores `value` only if `key` holds nothing; true if it stored. */
   async add(key: string, value: Value, o: WriteOptions = {}): Promise<boolean> {
     const [data, ttl] = this.encode(value, o);
-    return this.store.add(this.storeKey(key), data, ttl);
+    return this.noted(this.store.add(this.storeKey(key), data, ttl));
   }
 
   async delete(key: string): Promise<boolean> {
-    return this.store.delete(this.storeKey(key));
+    const storeKey = this.storeKey(key);
+    this.shared.outage?.forget([storeKey]);
+    return this.noted(this.store.delete(storeKey));
   }
 
   async deleteMany(keys: readonly string[]): Promise<number> {
-    return this.store.deleteMany(keys.map((k) => this.storeKey(k)));
+    const storeKeys = keys.map((k) => this.storeKey(k));
+    this.shared.outage?.forget(storeKeys);
+    return this.noted(this.store.deleteMany(storeKeys));
   }
 
   /** Adds `delta` to the counter at `key` (created holding delta when missing and `create`). */
@@ -409,7 +488,7 @@ export class Cache {
     delta: number | bigint = 1,
     o: { ttlMs?: number; create?: boolean } = {},
   ): Promise<Counter | undefined> {
-    return this.store.incr(this.storeKey(key), delta, o.ttlMs, o.create ?? true);
+    return this.noted(this.store.incr(this.storeKey(key), delta, o.ttlMs, o.create ?? true));
   }
 
   async decr(
@@ -423,14 +502,26 @@ export class Cache {
   /** Removes every entry tagged `tag`, or whose key (in this namespace) starts with `prefix`; how many, or null on
    * a store that records purges instead of counting (memcached). */
   async purge(what: { tag: string } | { prefix: string }): Promise<number | null> {
-    if ("tag" in what) return this.store.purgeTag(what.tag);
-    return this.store.purgePrefix(this.namespace ? `${this.namespace}:${what.prefix}` : what.prefix);
+    const outage = this.shared.outage;
+    if ("tag" in what) {
+      outage?.forgetTag(what.tag);
+      return this.noted(this.store.purgeTag(what.tag));
+    }
+    const prefix = this.namespace ? `${this.namespace}:${what.prefix}` : what.prefix;
+    outage?.forgetPrefix(prefix);
+    return this.noted(this.store.purgePrefix(prefix));
   }
 
   /** Removes everything in this namespace (the whole store without one). */
   async clear(): Promise<void> {
-    if (this.namespace) await this.store.purgePrefix(`${this.namespace}:`);
-    else await this.store.clear();
+    const outage = this.shared.outage;
+    if (this.namespace) {
+      outage?.forgetPrefix(`${this.namespace}:`);
+      await this.noted(this.store.purgePrefix(`${this.namespace}:`));
+    } else {
+      outage?.clear();
+      await this.noted(this.store.clear());
+    }
   }
 
   // ------------------------------------------------------------------------------------------------ fetch
@@ -543,9 +634,12 @@ export class Cache {
       const [data, ttl] = this.encode(loaded, o);
       try {
         await this.store.set(storeKey, data, ttl);
+        this.answered();
       } catch (e) {
         if (!(e instanceof StoreError)) throw e;
         this.shared.stats.storeErrors++;
+        // kept while the store fails, so that this process does not load it again until the store answers
+        this.keepIfFailed(e, storeKey, data, ttl);
       }
       return loaded;
     } finally {
@@ -559,10 +653,13 @@ export class Cache {
     const key = lockKey("", storeKey);
     const token = utf8(randomBytes(8).toString("hex"));
     try {
-      return (await this.store.add(key, token, this.lockTtlMs)) ? [key, token] : false;
+      const taken = await this.store.add(key, token, this.lockTtlMs);
+      this.answered();
+      return taken ? [key, token] : false;
     } catch (e) {
       if (!(e instanceof StoreError)) throw e;
       this.shared.stats.storeErrors++;
+      this.storeFailed(e);
       return true;
     }
   }
@@ -595,9 +692,11 @@ export class Cache {
   private async unlock(key: string, token: Uint8Array): Promise<void> {
     try {
       await this.store.deleteIf(key, token);
+      this.answered();
     } catch (e) {
       if (!(e instanceof StoreError)) throw e;
       this.shared.stats.storeErrors++;
+      this.storeFailed(e);
     }
   }
 }

@@ -15,6 +15,7 @@ export * from "./json.js";
 export * from "./keys.js";
 export * from "./keyv.js";
 export * from "./msgpack.js";
+export * from "./outage.js";
 export * from "./page_origin.js";
 export * from "./pages.js";
 export * from "./report.js";

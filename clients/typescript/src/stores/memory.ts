@@ -192,6 +192,11 @@ export class MemoryStore implements Store {
   }
 
   async set(key: string, value: Uint8Array, ttlMs?: number): Promise<void> {
+    this.setNow(key, value, ttlMs);
+  }
+
+  /** set, synchronous: throws (InvalidKey, TooLarge) rather than rejecting. */
+  setNow(key: string, value: Uint8Array, ttlMs?: number): void {
     checkKey(this.backend, key);
     checkTtl(ttlMs);
     this.put(key, value, ttlMs, Date.now());
@@ -253,6 +258,11 @@ export class MemoryStore implements Store {
   }
 
   async deleteMany(keys: readonly string[]): Promise<number> {
+    return this.deleteManyNow(keys);
+  }
+
+  /** deleteMany, synchronous: throws InvalidKey rather than rejecting. */
+  deleteManyNow(keys: readonly string[]): number {
     checkKeys(this.backend, keys);
     const now = Date.now();
     let n = 0;
@@ -267,6 +277,11 @@ export class MemoryStore implements Store {
   }
 
   async clear(): Promise<void> {
+    this.clearNow();
+  }
+
+  /** clear, synchronous. */
+  clearNow(): void {
     this.slots.clear();
     this.recency.clear();
     this.numbered.length = 1;
@@ -274,6 +289,11 @@ export class MemoryStore implements Store {
   }
 
   async purgePrefix(prefix: string): Promise<number> {
+    return this.purgePrefixNow(prefix);
+  }
+
+  /** purgePrefix, synchronous: throws InvalidKey rather than rejecting. */
+  purgePrefixNow(prefix: string): number {
     checkPrefix(this.backend, prefix);
     let n = 0;
     for (const [key, slot] of [...this.slots]) {
@@ -286,6 +306,11 @@ export class MemoryStore implements Store {
   }
 
   async purgeTag(tag: string): Promise<number> {
+    return this.purgeTagNow(tag);
+  }
+
+  /** purgeTag, synchronous: throws InvalidKey rather than rejecting. */
+  purgeTagNow(tag: string): number {
     checkTag(this.backend, tag);
     let n = 0;
     for (const [key, slot] of [...this.slots]) {
