@@ -3,6 +3,7 @@
 #   CACHE_DIR      where downloads are cached (npm's cache goes to $CACHE_DIR/npm)
 #   LARDER_BIN     target/debug/larder (the reference CLI the format commands are checked against)
 #   LARDER_HOSTILE target/debug/larder-hostile (hostile memcached/Redis servers for the store tests)
+#   LARDER_FAULTS  target/debug/larder-faults (the fault proxy outage.json puts before memcached and Redis)
 # It installs the locked dependencies from the npm registry (npm ci), typechecks, lints, builds and runs the tests.
 set -euo pipefail
 
@@ -12,6 +13,7 @@ export npm_config_cache="$CACHE_DIR/npm"
 export npm_config_update_notifier=false npm_config_fund=false npm_config_audit=false
 export LARDER_BIN="${LARDER_BIN:-$PWD/target/debug/larder}"
 export LARDER_HOSTILE="${LARDER_HOSTILE:-$PWD/target/debug/larder-hostile}"
+export LARDER_FAULTS="${LARDER_FAULTS:-$PWD/target/debug/larder-faults}"
 
 # The sqlite:// store calls the system SQLite (libsqlite3-0) through koffi (setup/debian-packages.txt).
 "$here/../../setup/debian-packages.sh" typescript

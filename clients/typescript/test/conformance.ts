@@ -16,13 +16,15 @@ import { hostileKeyCases } from "./vectors/hostile_keys.js";
 import { hostilePageCases } from "./vectors/hostile_pages.js";
 import { hostileReplyCases } from "./vectors/hostile_replies.js";
 import { cases as keyCases } from "./vectors/keys.js";
+import { outageCases } from "./vectors/outage.js";
 import { cases as signedCases } from "./vectors/signed.js";
 import { cases as storageCases } from "./vectors/storage.js";
 import { ringCases, storeCases } from "./vectors/stores.js";
 
 /** The vector files this runner knows, and what lists their cases (from the document and the file's path). The
  * hostile_*.json cases talk to stores, to memcached and Redis (LARDER_CONFORMANCE_MEMCACHED, LARDER_CONFORMANCE_REDIS)
- * and to larder-hostile (LARDER_HOSTILE); a case that lacks its variable fails, saying which. */
+ * and to larder-hostile (LARDER_HOSTILE); outage.json puts larder-faults (LARDER_FAULTS) before the same memcached and
+ * Redis. A case that lacks its variable fails, saying which. */
 export const FILES: Record<string, (document: Value, path: string) => Case[]> = {
   "entries.json": validCases,
   "invalid.json": invalidCases,
@@ -35,6 +37,7 @@ export const FILES: Record<string, (document: Value, path: string) => Case[]> = 
   "hostile_pages.json": hostilePageCases,
   "hostile_files.json": hostileFileCases,
   "hostile_replies.json": hostileReplyCases,
+  "outage.json": outageCases,
 };
 const MAX_FAILED = 20;
 /** The longest one case may take before it is reported as hung (the slowest, a hostile_replies.json case of nine

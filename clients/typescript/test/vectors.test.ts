@@ -8,14 +8,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { casesOf, FILES, judge, runCase } from "./conformance.js";
-import { LARDER_HOSTILE, REPO, TS_ROOT } from "./support/paths.js";
+import { LARDER_FAULTS, LARDER_HOSTILE, REPO, TS_ROOT } from "./support/paths.js";
 import { type ServerProcess, startMemcached, startRedis } from "./support/servers.js";
 
 const VECTORS = join(REPO, "spec", "vectors");
 
 describe("spec/vectors", () => {
   // hostile_keys.json probes a memcached and a Redis it may flush: this suite's own, passed as conformance.py passes
-  // its servers (LARDER_CONFORMANCE_*); hostile_replies.json starts larder-hostile (LARDER_HOSTILE, test.sh's).
+  // its servers (LARDER_CONFORMANCE_*); hostile_replies.json starts larder-hostile (LARDER_HOSTILE, test.sh's), and
+  // outage.json larder-faults (LARDER_FAULTS) in front of the same two servers.
   const servers: ServerProcess[] = [];
   before(async () => {
     const [memcached, redis] = await Promise.all([startMemcached(), startRedis()]);
@@ -23,6 +24,7 @@ describe("spec/vectors", () => {
     process.env.LARDER_CONFORMANCE_MEMCACHED = memcached.address;
     process.env.LARDER_CONFORMANCE_REDIS = redis.address;
     process.env.LARDER_HOSTILE ??= LARDER_HOSTILE;
+    process.env.LARDER_FAULTS ??= LARDER_FAULTS;
   });
   after(async () => {
     await Promise.all(servers.map((s) => s.stop()));
