@@ -3,6 +3,7 @@
 require_relative "../larder"
 require_relative "stores"
 require_relative "lock_policy"
+require_relative "outage_memory"
 
 module Larder
   # The cache programs call: values in the shared entry format over any store (mirrors crates/cache).
@@ -17,6 +18,11 @@ module Larder
   # - Within an entry's stale window, one caller in all the processes recomputes (under the same lock) while every
   #   other is served the stale value at once.
   # - A store that fails reads as a miss and skips writes (counted in `stats`); a block that raises caches nothing.
+  # - When the store fails (spec/STORES.md §3): what `fetch` (or `write`) could not write is kept in the cache's
+  #   outage memory (`outage_memory`, 16M by default, 0 = off; Larder::OutageMemory) and a read the store fails is
+  #   answered from there, so a dead store does not send every request to the block; the first good answer of the
+  #   store empties it. The threads of one process that fetch one key share its one computation in memory, whatever
+  #   the store answers.
   # - Values are serialized with `serializer` (msgpack by default: nil, booleans, numbers, Strings, Arrays and
   #   Hashes, readable by every language).
   class Cache
@@ -24,9 +30,12 @@ module Larder
 
     # `store`: a store or a store URL. Times in seconds: `ttl` (nil = none), `stale` (the stale window), `lock_ttl`
     # (the store lock's TTL: how long a computation may block other processes, default 10 s). `compressor`: lz4 by
-    # default, none on memory:// (its bytes never leave the process: spec/STORES.md §8).
+    # default, none on memory:// (its bytes never leave the process: spec/STORES.md §8). `outage_memory`: the size
+    # of the outage memory, in bytes or as the store URLs write sizes ("16M"); 0 turns it off (a memory:// store,
+    # which cannot fail, has none).
     def initialize(store, namespace: nil, serializer: "msgpack", compressor: nil, threshold: DEFAULT_THRESHOLD,
-                   ttl: nil, stale: 0, lock_ttl: 10, max_size: Compressors::DEFAULT_MAX_SIZE, shared: nil)
+                   ttl: nil, stale: 0, lock_ttl: 10, max_size: Compressors::DEFAULT_MAX_SIZE,
+                   outage_memory: OutageMemory::DEFAULT, shared: nil)
       @store = store.is_a?(String) ? Stores.open(store) : store
       @namespace_name = namespace
       compressor ||= @store.is_a?(Stores::Memory) ? "none" : "lz4"
@@ -35,8 +44,14 @@ module Larder
       @stale = stale
       @lock_ttl = lock_ttl
       @max_size = max_size
-      @shared = shared || new_shared
+      @shared = shared || new_shared(outage_memory)
       @stats = @shared[:stats]
+      @outage = @shared[:outage]
+    end
+
+    # The outage memory (Larder::OutageMemory), or nil when it is off.
+    def outage_memory
+      @outage
     end
 
     # The same cache (store, flights, stats) under another namespace.
@@ -67,9 +82,11 @@ module Larder
     end
 
     def delete(key)
-      @store.delete(store_key(key))
-    rescue StoreError
-      count(:store_errors)
+      stored = store_key(key)
+      @outage&.delete(stored)
+      answered(@store.delete(stored))
+    rescue StoreError => e
+      store_failed(e)
       false
     end
 
@@ -85,11 +102,13 @@ module Larder
 
     def write_multi(hash, ttl: @ttl, stale: @stale, version: nil, tags: [])
       items = hash.to_h { |key, value| [store_key(key), encode(value, ttl, stale, version, tags)] }
-      @store.set_many(items)
-      true
-    rescue StoreError
-      count(:store_errors)
-      false
+      begin
+        @store.set_many(items)
+      rescue StoreError => e
+        store_failed(e)&.then { |outage| items.each { |stored, data| outage.keep(stored, data) } }
+        return false
+      end
+      answered(true)
     end
 
     # The value for `key`; on a miss the block computes it and it is stored (see the class comment).
@@ -129,13 +148,23 @@ module Larder
       @store.incr(store_key(key), -by, ttl: ttl)
     end
 
+    # The purges apply to the outage memory too; the store's error is raised.
     def purge_tag(tag)
-      @store.purge_tag(tag)
+      @outage&.purge_tag(tag)
+      answered(@store.purge_tag(tag))
     end
 
     # Every key of this namespace starting with `prefix`.
     def purge_prefix(prefix)
-      @store.purge_prefix(@namespace_name ? "#{@namespace_name}:#{prefix}" : prefix)
+      prefix = @namespace_name ? "#{@namespace_name}:#{prefix}" : prefix
+      @outage&.purge_prefix(prefix)
+      answered(@store.purge_prefix(prefix))
+    end
+
+    # Empties the store (every namespace: memcached's flush_all, Redis's FLUSHDB, ...) and the outage memory.
+    def clear
+      @outage&.clear
+      answered(@store.clear)
     end
 
     # Keys being computed in this process now.
@@ -145,11 +174,13 @@ module Larder
 
     private
 
-    def new_shared
+    def new_shared(outage_memory)
       mutex = Mutex.new
       stats = Hash.new(0)
       count = ->(name) { mutex.synchronize { stats[name] += 1 } }
-      { mutex: mutex, stats: stats, lock_policy: LockPolicy.new(@store, lock_ttl: @lock_ttl, count: count) }
+      outage = OutageMemory.for(outage_memory) unless @store.is_a?(Stores::Memory)
+      { mutex: mutex, stats: stats, lock_policy: LockPolicy.new(@store, lock_ttl: @lock_ttl, count: count),
+        outage: outage }
     end
 
     # A fresh value for `stored`, or LockPolicy::NONE (for the lock policy's polling).
@@ -158,8 +189,14 @@ module Larder
       entry && !entry.expired? ? entry.value : LockPolicy::NONE
     end
 
+    # The leader's computation. While the store fails, a fresh value in the outage memory is used first: a caller
+    # that missed before another thread's flight kept its value there must not run the block again.
     def load_and_store(stored, key, options)
       ttl, stale, version, tags = options
+      if @outage&.failing? && (entry = decode(@outage.get(stored), version)) && !entry.expired?
+        count(:outage_hits)
+        return entry.value
+      end
       value = yield key
       put(stored, encode(value, ttl, stale, version, tags), ttl, stale)
       value
@@ -171,27 +208,51 @@ module Larder
     end
 
     def put(stored, data, _ttl, _stale)
-      @store.set(stored, data)
+      begin
+        @store.set(stored, data)
+      rescue StoreError => e
+        store_failed(e)&.keep(stored, data)
+        return false
+      end
       count(:writes)
-      true
-    rescue StoreError
-      count(:store_errors)
-      false
+      answered(true)
     end
 
     def lookup(stored, version)
-      raw = @store.get(stored)
+      raw = begin
+        answered(@store.get(stored))
+      rescue StoreError => e
+        store_failed(e)&.then { |outage| outage_hit(outage.get(stored)) }
+      end
       decode(raw, version)
-    rescue StoreError
-      count(:store_errors)
-      nil
     end
 
     def get_many(stored_keys)
-      @store.get_many(stored_keys)
-    rescue StoreError
+      answered(@store.get_many(stored_keys))
+    rescue StoreError => e
+      store_failed(e)&.get_many(stored_keys) || ([nil] * stored_keys.size)
+    end
+
+    # `result`, after emptying the outage memory if the store had failed before this good answer (spec/STORES.md
+    # §3, rule 4). A healthy store's hit costs one instance variable read here.
+    def answered(result)
+      @outage.answered if @outage&.failing?
+      result
+    end
+
+    # Counts the store's error; the outage memory when it is a failure of the store (not an answer that the request
+    # was wrong), now marked failing, else nil.
+    def store_failed(error)
       count(:store_errors)
-      [nil] * stored_keys.size
+      return nil unless @outage && OutageMemory.failure?(error)
+
+      @outage.failed!
+      @outage
+    end
+
+    def outage_hit(raw)
+      count(:outage_hits) if raw
+      raw
     end
 
     # The entry in `raw` if it is one this caller may use: right version, not past its hard expiry.

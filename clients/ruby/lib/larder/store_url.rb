@@ -72,10 +72,14 @@ module Larder
       value = take(name)
       return default if value.nil?
 
-      match = /\A(\d+)\s*([KMGT]?)(?:I?B)?\z/i.match(value.strip)
-      raise UrlError, "#{redacted}: option #{name}: #{value.inspect} is not a size (512K, 256M, 10G)" unless match
+      self.class.parse_size(value) or
+        raise UrlError, "#{redacted}: option #{name}: #{value.inspect} is not a size (512K, 256M, 10G)"
+    end
 
-      match[1].to_i * SIZE_UNITS.fetch(match[2].upcase)
+    # `value` in bytes (`512K`, `256M`, `10G`; `B`/`iB` and case do not matter), or nil when it is not a size.
+    def self.parse_size(value)
+      match = /\A(\d+)\s*([KMGT]?)(?:I?B)?\z/i.match(value.strip)
+      match && (match[1].to_i * SIZE_UNITS.fetch(match[2].upcase))
     end
 
     def take_integer(name, default)
