@@ -9,7 +9,8 @@
 # (vectors_test.rb), so the matrix and the suite cannot disagree. A case is a name and a check that takes an
 # assertion context (a Minitest::Test in the suite, a Checker here) and asserts on it. hostile_keys.json and
 # hostile_replies.json need servers, named by LARDER_CONFORMANCE_MEMCACHED, LARDER_CONFORMANCE_REDIS and
-# LARDER_HOSTILE (conformance/hostile.rb); the other files need none.
+# LARDER_HOSTILE (conformance/hostile.rb), and outage.json the same servers and LARDER_FAULTS
+# (conformance/outage.rb); the other files need none.
 
 $LOAD_PATH.unshift File.expand_path("../lib", __dir__)
 require "json"
@@ -21,13 +22,15 @@ require_relative "conformance/stores"
 require_relative "conformance/signed"
 require_relative "conformance/storage"
 require_relative "conformance/hostile"
+require_relative "conformance/outage"
 
 module Conformance
   # The vector files this runner knows, by name: the module whose `cases(document)` lists their cases.
   FILES = { "entries.json" => Entries::Valid, "invalid.json" => Entries::Invalid, "keys.json" => Keys,
             "ring.json" => Stores::Ring, "stores.json" => Stores::StoredKeys, "signed.json" => Signed,
             "storage.json" => Storage, "hostile_keys.json" => Hostile::Keys, "hostile_pages.json" => Hostile::Pages,
-            "hostile_files.json" => Hostile::Files, "hostile_replies.json" => Hostile::Replies }.freeze
+            "hostile_files.json" => Hostile::Files, "hostile_replies.json" => Hostile::Replies,
+            "outage.json" => Outage }.freeze
   # Files with nothing for Ruby to check, and why (none today: Ruby reads and writes everything the vectors cover).
   NOT_APPLICABLE = {}.freeze
   MAX_FAILED = 20

@@ -5,10 +5,10 @@ require_relative "conformance"
 
 # Every case of every file in spec/vectors, one test each, through the conformance runner's own checks
 # (test/conformance.rb, which `make conformance` runs), so the suite and the matrix cannot disagree. The cases of
-# hostile_keys.json and hostile_replies.json get the servers they name from the suite's harness (a memcached and a
-# redis-server of their own, larder-hostile) unless the environment names them already.
+# hostile_keys.json, hostile_replies.json and outage.json get the servers they name from the suite's harness (a
+# memcached and a redis-server of their own, larder-hostile, larder-faults) unless the environment names them already.
 class VectorsTest < Minitest::Test
-  SERVED = %w[hostile_keys.json hostile_replies.json].freeze
+  SERVED = %w[hostile_keys.json hostile_replies.json outage.json].freeze
 
   Conformance::FILES.each_key do |file|
     Conformance.cases(File.join(TestPaths::VECTORS, file)).each do |name, check|

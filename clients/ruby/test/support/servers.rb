@@ -105,18 +105,20 @@ module Servers
       "127.0.0.1:#{port}"
     end
 
-    # The variables of spec/vectors/README.md (hostile_*.json) for the conformance runner, when they are not set
-    # already: a memcached and a redis-server of their own (the runner flushes them) and larder-hostile.
+    # The variables of spec/vectors/README.md (hostile_*.json, outage.json) for the conformance runner, when they are
+    # not set already: a memcached and a redis-server of their own (the runner flushes them), larder-hostile and
+    # larder-faults.
     def conformance_environment
       @mutex.synchronize do
         @started[:conformance] ||= begin
           ENV["LARDER_CONFORMANCE_MEMCACHED"] ||= memcached.first
           ENV["LARDER_CONFORMANCE_REDIS"] ||= new_redis
           ENV["LARDER_HOSTILE"] ||= File.join(TestPaths::REPO, "target", "debug", "larder-hostile")
+          ENV["LARDER_FAULTS"] ||= File.join(TestPaths::REPO, "target", "debug", "larder-faults")
           true
         end
       end
-      ENV.slice("LARDER_CONFORMANCE_MEMCACHED", "LARDER_CONFORMANCE_REDIS", "LARDER_HOSTILE")
+      ENV.slice("LARDER_CONFORMANCE_MEMCACHED", "LARDER_CONFORMANCE_REDIS", "LARDER_HOSTILE", "LARDER_FAULTS")
     end
 
     # A three-master Redis Cluster: its seed addresses.
