@@ -38,18 +38,34 @@ module Larder
 
         # Runs the block on a connection, all of it before `deadline`. A Connection::Failure (connect, timeout, a
         # reply out of bounds or malformed) is raised for the caller to count; a reply read in full (a value, or an
-        # error answer raised as a StoreError) resets the server's failure count.
+        # error answer raised as a StoreError) resets the server's failure count. While the server is ejected, or on
+        # probation with another request's probe out (spec/STORES.md §1), the request is refused at once.
         def request(deadline, &)
+          admitted = @health.admit
+          unless admitted
+            @health.refused
+            raise StoreError.new(BACKEND, "server ejected after repeated failures", server: @address)
+          end
+          begin
+            answer(deadline, &)
+          ensure
+            @health.probe_over if admitted == Health::PROBE
+          end
+        end
+
+        def close
+          @pool.close
+        end
+
+        private
+
+        def answer(deadline, &)
           result = @pool.with(deadline, &)
           @health.success
           result
         rescue StoreError
           @health.success
           raise
-        end
-
-        def close
-          @pool.close
         end
       end
 
@@ -98,7 +114,8 @@ module Larder
         if @servers.size == 1 # what a ring of one answers, without hashing the key on every request
           return 0 if @servers[0].health.available?
 
-          raise StoreError.new(BACKEND, "every server is ejected")
+          @servers[0].health.refused
+          raise StoreError.new(BACKEND, "every server is ejected", server: @servers[0].address)
         end
         ring&.server(stored_key) || raise(StoreError.new(BACKEND, "every server is ejected"))
       end

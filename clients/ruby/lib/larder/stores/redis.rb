@@ -300,12 +300,22 @@ module Larder
       end
 
       # Runs the block with the operation's deadline; a failure counts against a standalone server (which is ejected
-      # after `failures` of them) and is raised as the store's error.
-      def guarded
-        unless @cluster || @health.available?
+      # after `failures` of them, then probed by one request at a time: spec/STORES.md §1) and is raised as the
+      # store's error. A request the server's health refuses fails at once.
+      def guarded(&)
+        admitted = @cluster || @health.admit
+        unless admitted
           @health.refused
           raise StoreError.new(BACKEND, "server ejected after repeated failures", server: @address)
         end
+        begin
+          answered(&)
+        ensure
+          @health.probe_over if admitted == Health::PROBE
+        end
+      end
+
+      def answered
         result = yield Connection.clock + @timeout
         @health.success
         result

@@ -6,8 +6,17 @@ require "io/wait"
 module Larder
   module Stores
     # Failure and recovery of one remote server (spec/STORES.md §1): consecutive failures counted, ejection for
-    # `retry_after` after `failures` of them, then probation (one failure ejects again). Thread-safe.
+    # `retry_after` after `failures` of them, then probation, a half-open circuit: one request at a time (the probe)
+    # goes to the server, every other one is refused at once while it is out; its success puts the server back, its
+    # failure ejects it again. Thread-safe; a healthy server's checks read two instance variables, without the lock.
+    #
+    # The stores call `admit` before each request and, when it answered PROBE, `probe_over` once the request ended
+    # however it ended (after `success` or `failure`, which end the probation themselves; a request that raised
+    # anything else leaves the next request to probe).
     class Health
+      # What `admit` answers for the one request that probes a server whose ejection is over.
+      PROBE = :probe
+
       attr_reader :name, :errors
 
       def initialize(name, failures:, retry_after_ms:)
@@ -15,33 +24,55 @@ module Larder
         @limit = failures
         @retry_after_ms = retry_after_ms
         @count = 0
+        # Set (under the lock) while the server is ejected and while it is on probation; nil when it is in service.
         @ejected_until = nil
-        @probation = false
+        @probing = false
         @errors = 0
         @mutex = Mutex.new
       end
 
-      # Whether requests may go to the server now (an ejected server comes back on probation after retry_after).
+      # Whether the server is in service or its ejection is over (memcached keeps such a server on its ring). Takes
+      # no probe: a request still asks `admit`.
       def available?(now = nil)
+        ejected_until = @ejected_until
+        ejected_until.nil? || (now || Larder.now_ms) >= ejected_until
+      end
+
+      # Whether a request may go to the server now: true in service, PROBE for the one request that probes it once
+      # its ejection is over, false while it is ejected or while another request's probe is out.
+      def admit(now = nil)
         return true if @ejected_until.nil? # the common case, without the lock (set only under it)
 
         now ||= Larder.now_ms
         @mutex.synchronize do
           return true if @ejected_until.nil?
-          return false if now < @ejected_until
+          return false if now < @ejected_until || @probing
 
-          @ejected_until = nil
-          @probation = true
-          true
+          @probing = true
+          PROBE
         end
       end
 
+      # The probe ended: when neither `success` nor `failure` ended the probation, the next request probes.
+      def probe_over
+        @mutex.synchronize { @probing = false }
+      end
+
+      # Whether a probe is out now.
+      def probing?
+        @probing
+      end
+
+      # A good answer: ends a failure streak, and puts a server on probation back in service.
       def success
-        return if @count.zero? && !@probation # nothing to reset (the common case), without the lock
+        return if @count.zero? && @ejected_until.nil? # nothing to reset (the common case), without the lock
 
         @mutex.synchronize do
           @count = 0
-          @probation = false
+          next unless @probing
+
+          @probing = false
+          @ejected_until = nil
         end
       end
 
@@ -50,11 +81,11 @@ module Larder
         @mutex.synchronize do
           @errors += 1
           @count += 1
-          return false unless @probation || @count >= @limit
+          return false unless @probing || @count >= @limit
 
           @ejected_until = now + @retry_after_ms
           @count = 0
-          @probation = false
+          @probing = false
           true
         end
       end

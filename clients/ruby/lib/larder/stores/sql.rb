@@ -227,7 +227,8 @@ module Larder
         return yield if @mutex.owned?
 
         @mutex.synchronize do
-          if @health && !@health.available?
+          admitted = @health.nil? || @health.admit
+          unless admitted
             @health.refused
             raise StoreError.new(backend, "server ejected after repeated failures", server: @db.address)
           end
@@ -240,6 +241,8 @@ module Larder
             @health&.failure
             @db.reset
             raise StoreError.new(backend, e.message.lines.first.to_s.strip, server: @db.address)
+          ensure
+            @health.probe_over if admitted == Health::PROBE
           end
         end
       end
