@@ -559,22 +559,57 @@ defmodule Larder.Stores.Memcached do
 
   # ---------------------------------------------------------------------------------------- servers
 
-  # The server of each stored key on the ring of the servers not ejected: `{:ok, %{index => [keys]}}`.
+  # The server of each stored key on the ring of the servers not ejected: `{:ok, %{index => [keys]}}`. A server
+  # whose ejection is over is on the ring, but a request only goes to it when it takes the server's one probe
+  # (spec/STORES.md §1, probation); when another request's probe is out, its keys go where they would while it is
+  # ejected. A probe taken for a server that the final ring no longer gives any key is given back.
   defp route(m, skeys, now) do
-    live = for i <- 0..(tuple_size(m.servers) - 1), not Health.ejected?(m.id, i, now), do: i
+    states = for i <- 0..(tuple_size(m.servers) - 1), do: {i, Health.state(m.id, i, now)}
+    live = for {i, s} <- states, s != :ejected, do: i
+    due = for {i, {:due, until}} <- states, into: %{}, do: {i, until}
+    place(m, skeys, live, due, %{}, now)
+  end
 
-    if live == [] do
-      Enum.each(0..(tuple_size(m.servers) - 1), &Health.refused(m.id, &1))
-      names = m.servers |> Tuple.to_list() |> Enum.map_join(",", fn {h, p, _} -> "#{h}:#{p}" end)
-      {:error, StoreError.new(@backend, :unavailable, "every server is ejected", names)}
+  defp place(m, _skeys, [], _due, claimed, _now) do
+    release(m, claimed, %{})
+    Enum.each(0..(tuple_size(m.servers) - 1), &Health.refused(m.id, &1))
+    names = m.servers |> Tuple.to_list() |> Enum.map_join(",", fn {h, p, _} -> "#{h}:#{p}" end)
+    {:error, StoreError.new(@backend, :unavailable, "every server is ejected", names)}
+  end
+
+  defp place(m, skeys, live, due, claimed, now) do
+    ring =
+      Health.cached(m.id, {:ring, live}, fn ->
+        Ring.new(Enum.map(live, &elem(m.servers, &1)), live)
+      end)
+
+    groups = Enum.group_by(skeys, &Ring.server(ring, &1))
+
+    {won, lost} =
+      for i <- Map.keys(groups),
+          Map.has_key?(due, i),
+          not Map.has_key?(claimed, i),
+          reduce: {claimed, []} do
+        {won, lost} ->
+          probe_until = now + m.retry_after
+
+          if Health.claim(m.id, i, due[i], probe_until),
+            do: {Map.put(won, i, {due[i], probe_until}), lost},
+            else: {won, [i | lost]}
+      end
+
+    if lost == [] do
+      release(m, won, groups)
+      {:ok, groups}
     else
-      ring =
-        Health.cached(m.id, {:ring, live}, fn ->
-          Ring.new(Enum.map(live, &elem(m.servers, &1)), live)
-        end)
-
-      {:ok, Enum.group_by(skeys, &Ring.server(ring, &1))}
+      place(m, skeys, live -- lost, due, won, now)
     end
+  end
+
+  defp release(m, claimed, groups) do
+    for {i, {until, probe_until}} <- claimed,
+        not Map.has_key?(groups, i),
+        do: Health.release(m.id, i, until, probe_until)
   end
 
   defp single(m, skey, fun) do

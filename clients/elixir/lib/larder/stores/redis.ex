@@ -380,7 +380,8 @@ defmodule Larder.Stores.Redis do
   defp call(r, commands, bound) do
     now = Store.now_ms()
 
-    if Health.ejected?(r.id, 0, now) do
+    # After retry_after one request probes the server; while it is out, the others still fail at once (§1).
+    if Health.admit(r.id, 0, now, r.retry_after) == :ejected do
       Health.refused(r.id, 0)
 
       {:error,
