@@ -16,9 +16,18 @@ defmodule Larder.Cache do
   in `stats/1`. Killing any process of the cache's tree is survived: the supervisor restarts it, and callers in
   the meantime read misses, never crash.
 
+  When the store fails (spec/STORES.md §3, "When the store fails"): a value whose write to the store fails (no
+  connection, a timeout, a broken or malformed reply, a server refused at once while ejected) is kept in the
+  cache's *outage memory*, a bounded `Larder.Stores.Memory` of its own, with the expiry the store would have given
+  it; a read the store fails is answered from there; deletes and purges apply to it; the first good answer from
+  the store empties it (nothing is written back). Whether anything may be in it is one atomic flag, so a hit on a
+  healthy store costs one `:atomics.get/2` more.
+
   Options of `start_link/1`: `name` (required), `store` (a URL or a `Larder.Store` handle; default
   `memory://`), `namespace`, `lock_ttl` (ms, 10 000), `max_size` (largest value decoded, 64 MiB),
-  `compressor` (`:lz4`; `:none` on `memory://`, whose bytes never leave the node: spec/STORES.md §8).
+  `compressor` (`:lz4`; `:none` on `memory://`, whose bytes never leave the node: spec/STORES.md §8),
+  `outage_memory` (a size as store URLs write them, `"16M"`, or bytes; default `"16M"`; `0` turns it off; a cache
+  on `memory://` has none, its store being memory already).
   """
 
   use Supervisor
@@ -34,8 +43,14 @@ defmodule Larder.Cache do
     :coalesced_across_processes,
     :store_errors,
     :corrupt_entries,
-    :refresh_errors
+    :refresh_errors,
+    :outage_kept,
+    :outage_served
   ]
+  # The store errors that are a *failure* of the store (spec/STORES.md §1, §3 rule 2): what the outage memory is for.
+  # Not :invalid_key, :too_large, :not_a_counter, :unsupported, nor a server's error answer (:server).
+  @failures [:timeout, :unavailable, :malformed]
+  @default_outage_memory "16M"
   @poll_first 5
   @poll_most 50
 
@@ -48,6 +63,10 @@ defmodule Larder.Cache do
   def init(opts) do
     name = Keyword.fetch!(opts, :name)
     {store, store_children} = store(name, Keyword.get(opts, :store, "memory://"))
+    outage_bytes = outage_bytes(Keyword.get(opts, :outage_memory, @default_outage_memory))
+
+    # A memory store is this node's alone: it fails only while its owner restarts, and has nothing to stand in for.
+    outage = if outage_bytes > 0 and store.backend != "memory", do: :"#{name}.Outage"
 
     config = %{
       store: store,
@@ -61,13 +80,21 @@ defmodule Larder.Cache do
       flights: :"#{name}.Flights",
       waiters: :"#{name}.Waiters",
       tasks: :"#{name}.Tasks",
-      stats: :counters.new(length(@stats), [:write_concurrency])
+      stats: :counters.new(length(@stats), [:write_concurrency]),
+      # The outage memory (nil when off) and whether it may hold anything: 1 from a store failure until the store's
+      # next good answer, which empties it (spec/STORES.md §3, rules 2 and 4).
+      outage: outage && Stores.Memory.handle(outage),
+      failing: :atomics.new(1, [])
     }
 
     :persistent_term.put({__MODULE__, name}, config)
 
+    outage_children =
+      if outage, do: [{Stores.Memory, name: outage, capacity: outage_bytes}], else: []
+
     children =
       store_children ++
+        outage_children ++
         [
           {Larder.Cache.Owner,
            owner_name: :"#{name}.Owner", flights: config.flights, waiters: config.waiters},
@@ -76,6 +103,21 @@ defmodule Larder.Cache do
 
     Supervisor.init(children, strategy: :one_for_one)
   end
+
+  defp outage_bytes(n) when is_integer(n) and n >= 0, do: n
+
+  defp outage_bytes(text) when is_binary(text) do
+    case Store.URL.parse_size(text) do
+      {:ok, n} ->
+        n
+
+      :error ->
+        raise ArgumentError, "outage_memory: #{inspect(text)} is not a size (0, 512K, 16M)"
+    end
+  end
+
+  defp outage_bytes(other),
+    do: raise(ArgumentError, "outage_memory: #{inspect(other)} is not a size (0, 512K, 16M)")
 
   defp store(_name, %Store{} = handle), do: {handle, []}
 
@@ -105,7 +147,11 @@ defmodule Larder.Cache do
   @doc "The key the store holds for `key` (namespaced, made safe)."
   def store_key(cache, key), do: Keys.namespaced_key(config(cache).namespace, key)
 
-  @doc "Counters: hits, misses, stale_served, loads, coalesced_waits, coalesced_across_processes, store_errors…"
+  @doc """
+  Counters: hits, misses, stale_served, loads, coalesced_waits, coalesced_across_processes, store_errors,
+  corrupt_entries, refresh_errors, outage_kept (values kept in the outage memory because their write failed),
+  outage_served (reads the store failed that the outage memory answered).
+  """
   def stats(cache) do
     ref = config(cache).stats
     @stats |> Enum.with_index(1) |> Map.new(fn {k, i} -> {k, :counters.get(ref, i)} end)
@@ -130,26 +176,104 @@ defmodule Larder.Cache do
   @doc "Stores `value` under `key`. Options: `ttl` (ms), `stale` (ms), `version`, `tags`. `:ok` or a store error."
   def put(cache, key, value, opts \\ []) do
     cfg = config(cache)
-    Store.set(cfg.store, Keys.namespaced_key(cfg.namespace, key), encode(cfg, value, opts))
+    write(cfg, Keys.namespaced_key(cfg.namespace, key), encode(cfg, value, opts))
   end
 
-  @doc "Removes `key`."
+  @doc "Removes `key` (from the outage memory too)."
   def delete(cache, key) do
     cfg = config(cache)
-    Store.delete(cfg.store, Keys.namespaced_key(cfg.namespace, key))
+    skey = Keys.namespaced_key(cfg.namespace, key)
+    also_in_outage(cfg, Store.delete(cfg.store, skey), &Store.delete(&1, skey))
   end
 
-  @doc "Removes every entry tagged `tag` (memcached: records the purge, `{:ok, :recorded}`)."
-  def purge_tag(cache, tag), do: Store.purge_tag(config(cache).store, tag)
+  @doc "Removes every entry tagged `tag` (memcached: records the purge, `{:ok, :recorded}`; the outage memory too)."
+  def purge_tag(cache, tag) do
+    cfg = config(cache)
+    also_in_outage(cfg, Store.purge_tag(cfg.store, tag), &Store.purge_tag(&1, tag))
+  end
 
-  @doc "Removes every key of this cache's namespace starting with `prefix`."
+  @doc "Removes every key of this cache's namespace starting with `prefix` (from the outage memory too)."
   def purge_prefix(cache, prefix) do
     cfg = config(cache)
+    prefix = if(cfg.namespace, do: cfg.namespace <> ":" <> prefix, else: prefix)
+    also_in_outage(cfg, Store.purge_prefix(cfg.store, prefix), &Store.purge_prefix(&1, prefix))
+  end
 
-    Store.purge_prefix(
-      cfg.store,
-      if(cfg.namespace, do: cfg.namespace <> ":" <> prefix, else: prefix)
-    )
+  # -------------------------------------------------------------------- the outage memory (STORES.md §3)
+
+  # A store's answer: a good one empties the outage memory after a failure (rule 4); a failure marks it as possibly
+  # holding something. Returns the answer.
+  defp answered(cfg, result) do
+    case result do
+      {:error, e} ->
+        bump(cfg, :store_errors)
+        if failure?(cfg, e), do: :atomics.put(cfg.failing, 1, 1)
+
+      _ ->
+        recovered(cfg)
+    end
+
+    result
+  end
+
+  defp failure?(%{outage: nil}, _e), do: false
+  defp failure?(_cfg, %Larder.StoreError{kind: kind}), do: kind in @failures
+  defp failure?(_cfg, _e), do: false
+
+  defp recovered(%{outage: nil}), do: :ok
+
+  defp recovered(cfg) do
+    # One atomic read on the way of every good answer; only the first after a failure empties the memory.
+    if :atomics.get(cfg.failing, 1) == 1 and
+         :atomics.compare_exchange(cfg.failing, 1, 1, 0) == :ok,
+       do: Store.clear(cfg.outage)
+
+    :ok
+  end
+
+  # A delete or purge: applied to the store, then (when it may hold anything) to the outage memory.
+  defp also_in_outage(cfg, result, op) do
+    answered(cfg, result)
+    if cfg.outage != nil and :atomics.get(cfg.failing, 1) == 1, do: op.(cfg.outage)
+    result
+  end
+
+  # A write of an entry: one the store fails is kept in the outage memory with the expiry the store would have given
+  # it (the entry's own, stale window included: Larder.Stores.Memory applies Store.expiry/3 as every store does).
+  # The flag is raised after the value is in, so the store's next good answer always finds it and empties it.
+  defp write(cfg, skey, data) do
+    result = Store.set(cfg.store, skey, data)
+
+    case answered(cfg, result) do
+      {:error, e} ->
+        if failure?(cfg, e) and Store.set(cfg.outage, skey, data) == :ok do
+          :atomics.put(cfg.failing, 1, 1)
+          bump(cfg, :outage_kept)
+        end
+
+      _ ->
+        :ok
+    end
+
+    result
+  end
+
+  # A read the store failed: the outage memory's copy, if any.
+  defp from_outage(cfg, skey, version) do
+    case Store.get(cfg.outage, skey) do
+      {:ok, raw} ->
+        case decode(cfg, raw, version) do
+          :miss ->
+            :miss
+
+          found ->
+            bump(cfg, :outage_served)
+            found
+        end
+
+      _ ->
+        :miss
+    end
   end
 
   @doc """
@@ -352,13 +476,7 @@ defmodule Larder.Cache do
   defp compute(cfg, skey, fallback, opts) do
     bump(cfg, :loads)
     value = fallback.()
-    data = encode(cfg, value, opts)
-
-    case Store.set(cfg.store, skey, data) do
-      :ok -> :ok
-      {:error, _} -> bump(cfg, :store_errors)
-    end
-
+    write(cfg, skey, encode(cfg, value, opts))
     value
   end
 
@@ -380,24 +498,16 @@ defmodule Larder.Cache do
     key = lock_key(skey)
     token = Base.encode16(:crypto.strong_rand_bytes(8), case: :lower)
 
-    case Store.add(cfg.store, key, token, cfg.lock_ttl) do
-      {:ok, true} ->
-        {:taken, key, token}
-
-      {:ok, false} ->
-        :held
-
-      {:error, _} ->
-        bump(cfg, :store_errors)
-        :no_store
+    case answered(cfg, Store.add(cfg.store, key, token, cfg.lock_ttl)) do
+      {:ok, true} -> {:taken, key, token}
+      {:ok, false} -> :held
+      {:error, _} -> :no_store
     end
   end
 
   defp unlock(cfg, key, token) do
-    case Store.delete_if(cfg.store, key, token) do
-      {:ok, _} -> :ok
-      {:error, _} -> bump(cfg, :store_errors)
-    end
+    answered(cfg, Store.delete_if(cfg.store, key, token))
+    :ok
   end
 
   defp await_other(cfg, skey, version, deadline, pause) do
@@ -434,17 +544,17 @@ defmodule Larder.Cache do
     end
   end
 
+  # The store first; the outage memory only when the store fails (a good answer, even a miss, empties it first).
   defp lookup(cfg, skey, version) do
-    case Store.get(cfg.store, skey) do
+    case answered(cfg, Store.get(cfg.store, skey)) do
       {:ok, raw} ->
         decode(cfg, raw, version)
 
       :miss ->
         :miss
 
-      {:error, _} ->
-        bump(cfg, :store_errors)
-        :miss
+      {:error, e} ->
+        if failure?(cfg, e), do: from_outage(cfg, skey, version), else: :miss
     end
   end
 

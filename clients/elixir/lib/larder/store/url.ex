@@ -138,14 +138,22 @@ defmodule Larder.Store.URL do
         {default, url}
 
       {v, url} ->
-        case Regex.run(~r/\A(\d+)\s*([KMGT]?)(?:I?B)?\z/i, String.trim(v)) do
-          [_, n, unit] ->
-            {String.to_integer(n) * @size_units[String.upcase(unit)], url}
+        case parse_size(v) do
+          {:ok, n} ->
+            {n, url}
 
-          nil ->
+          :error ->
             raise ArgumentError,
                   "#{redact(url)}: option #{name}: #{inspect(v)} is not a size (512K, 256M, 10G)"
         end
+    end
+  end
+
+  @doc "A size as the store URLs write it (`512K`, `256M`, `10G`; `B`/`iB` and case do not matter): `{:ok, bytes}`."
+  def parse_size(text) when is_binary(text) do
+    case Regex.run(~r/\A(\d+)\s*([KMGT]?)(?:I?B)?\z/i, String.trim(text)) do
+      [_, n, unit] -> {:ok, String.to_integer(n) * @size_units[String.upcase(unit)]}
+      nil -> :error
     end
   end
 
