@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The Elixir client's part of `make test`, run from the repository root:
-#   CACHE_DIR=… LARDER_BIN=target/debug/larder LARDER_HOSTILE=target/debug/larder-hostile clients/elixir/test.sh
+#   CACHE_DIR=… LARDER_BIN=target/debug/larder LARDER_HOSTILE=target/debug/larder-hostile \
+#     LARDER_FAULTS=target/debug/larder-faults clients/elixir/test.sh
 # Installs the Debian packages it needs when missing (Elixir, the Erlang applications, a C compiler with the zstd and
 # Brotli headers for the codec port, memcached, redis-server),
 # then checks formatting, compiles with warnings as errors and runs the ExUnit suite (which starts its own
@@ -19,8 +20,10 @@ cache="${CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/larder}"
 export MIX_HOME="$cache/mix" HEX_HOME="$cache/hex" HEX_OFFLINE=1
 export LARDER_BIN="${LARDER_BIN:-$root/target/debug/larder}"
 export LARDER_HOSTILE="${LARDER_HOSTILE:-$root/target/debug/larder-hostile}"
+export LARDER_FAULTS="${LARDER_FAULTS:-$root/target/debug/larder-faults}"
 case "$LARDER_BIN" in /*) ;; *) LARDER_BIN="$root/$LARDER_BIN" ;; esac
 case "$LARDER_HOSTILE" in /*) ;; *) LARDER_HOSTILE="$root/$LARDER_HOSTILE" ;; esac
+case "$LARDER_FAULTS" in /*) ;; *) LARDER_FAULTS="$root/$LARDER_FAULTS" ;; esac
 mkdir -p "$MIX_HOME" "$HEX_HOME"
 
 cd "$here"

@@ -2,7 +2,10 @@
 # per case, from the same Larder.Conformance.Hostile the matrix runs: hostile_keys.json on a memcached and a
 # redis-server of this module's own (each case flushes them, so they are not the suite's shared ones),
 # hostile_replies.json on larder-hostile (LARDER_HOSTILE, default target/debug/larder-hostile), hostile_files.json
-# with spec/vectors/hostile_tree.py, hostile_pages.json on the page cache's own key derivation.
+# with spec/vectors/hostile_tree.py, hostile_pages.json on the page cache's own key derivation; and outage.json
+# (Larder.Conformance.Outage: fetch with larder-faults, LARDER_FAULTS, default target/debug/larder-faults, between a
+# cache and the same memcached and redis-server; its cases use fresh namespaces, and run one after another with the
+# flushes of hostile_keys.json, one of them flushing the server itself).
 defmodule Larder.HostileVectorsTest do
   # Async with the other modules; this module's tests run one after another, so the flushes stay its own.
   use ExUnit.Case, async: true
@@ -25,13 +28,15 @@ defmodule Larder.HostileVectorsTest do
       "LARDER_CONFORMANCE_MEMCACHED" => "127.0.0.1:#{mc_port}",
       "LARDER_CONFORMANCE_REDIS" => "127.0.0.1:#{redis_port}",
       "LARDER_HOSTILE" =>
-        System.get_env("LARDER_HOSTILE") || Path.join(@root, "target/debug/larder-hostile")
+        System.get_env("LARDER_HOSTILE") || Path.join(@root, "target/debug/larder-hostile"),
+      "LARDER_FAULTS" =>
+        System.get_env("LARDER_FAULTS") || Path.join(@root, "target/debug/larder-faults")
     }
 
     %{env: env}
   end
 
-  for file <- Conformance.Hostile.files() do
+  for file <- Conformance.Hostile.files() ++ ["outage.json"] do
     path = Path.join(@vectors, file)
     @external_resource path
     {:ok, cases} = Conformance.cases_in(path, %{})
@@ -59,7 +64,8 @@ defmodule Larder.HostileVectorsTest do
     for {file, var} <- [
           {"hostile_keys.json", "LARDER_CONFORMANCE_MEMCACHED"},
           {"hostile_keys.json", "LARDER_CONFORMANCE_REDIS"},
-          {"hostile_replies.json", "LARDER_HOSTILE"}
+          {"hostile_replies.json", "LARDER_HOSTILE"},
+          {"outage.json", "LARDER_FAULTS"}
         ] do
       report = Conformance.report(Path.join(@vectors, file), %{})
       assert Conformance.get(report, "status") == "fail"
@@ -112,6 +118,24 @@ defmodule Larder.HostileVectorsTest do
       end)
 
     assert Conformance.get(report, "failed") == ["x_forwarded_host_untrusted"]
+  end
+
+  test "an outage case expecting one load more than the cache runs fails, naming the step", ctx do
+    report =
+      doctored(ctx, "outage.json", fn doc ->
+        only(doc, ["refuse_redis"], fn c ->
+          steps =
+            Enum.map(c["steps"], fn
+              %{"expect" => e} = s -> Map.put(s, "expect", Map.put(e, "loads", 2))
+              s -> s
+            end)
+
+          Map.put(c, "steps", steps)
+        end)
+      end)
+
+    assert Conformance.get(report, "failed") == ["refuse_redis"]
+    assert Conformance.get(report, "reason") =~ "step 1 (burst): the loader ran 1 times, not 2"
   end
 
   test "a file case expecting a read through a linked entry fails", ctx do

@@ -6,7 +6,8 @@ defmodule Larder.Conformance do
 
   prints one JSON line per file (`{"language":"elixir","file":…,"status":…,"cases":N,"failed":[…],"reason":…}`).
   The ExUnit suite runs the same cases (test/vectors_test.exs, test/hostile_vectors_test.exs), so the matrix and
-  the suite cannot disagree. The hostile_*.json files are `Larder.Conformance.Hostile`'s.
+  the suite cannot disagree. The hostile_*.json files are `Larder.Conformance.Hostile`'s, outage.json
+  `Larder.Conformance.Outage`'s.
   A case is a name and a function that raises on a mismatch. zstd and brotli entries need
   `Larder.Codecs.Native` (priv/bin/larder_codec); only when it is not built do their cases pass on the clear
   `{:unsupported_compressor, name}` error instead (see README).
@@ -15,7 +16,7 @@ defmodule Larder.Conformance do
   alias Larder.{Entry, JSON, Keys, Ordered, Response, Ring, SignedExt}
 
   @not_applicable %{}
-  @files ~w(entries.json invalid.json keys.json ring.json stores.json signed.json storage.json) ++
+  @files ~w(entries.json invalid.json keys.json ring.json stores.json signed.json storage.json outage.json) ++
            Larder.Conformance.Hostile.files()
 
   defmodule Mismatch do
@@ -51,7 +52,7 @@ defmodule Larder.Conformance do
           {:fail, "#{file} is not a vector file this runner knows: add it to Larder.Conformance"}
 
         true ->
-          with :ok <- Larder.Conformance.Hostile.missing(file, env), do: run_cases(path, env)
+          with :ok <- missing(file, env), do: run_cases(path, env)
       end
 
     fields =
@@ -65,6 +66,18 @@ defmodule Larder.Conformance do
 
     %Ordered{pairs: Enum.map(fields, fn {k, v} -> {Atom.to_string(k), v} end)}
   end
+
+  defp missing("outage.json", env) do
+    case Enum.reject(Larder.Conformance.Outage.needs(), &(env[&1] not in [nil, ""])) do
+      [] ->
+        :ok
+
+      vars ->
+        {:error, "#{Enum.join(vars, " and ")} not set (spec/vectors/README.md, outage.json)"}
+    end
+  end
+
+  defp missing(file, env), do: Larder.Conformance.Hostile.missing(file, env)
 
   defp failed_report(base, n, failed) do
     names = failed |> Enum.take(20) |> Enum.map(&elem(&1, 0))
@@ -109,9 +122,16 @@ defmodule Larder.Conformance do
          {:ok, doc} <- JSON.decode(text, objects: :ordered) do
       file = Path.basename(path)
 
-      if file in Larder.Conformance.Hostile.files(),
-        do: {:ok, Larder.Conformance.Hostile.cases(file, doc, Path.dirname(path), env)},
-        else: {:ok, cases(file, doc)}
+      cond do
+        file in Larder.Conformance.Hostile.files() ->
+          {:ok, Larder.Conformance.Hostile.cases(file, doc, Path.dirname(path), env)}
+
+        file == "outage.json" ->
+          {:ok, Larder.Conformance.Outage.cases(doc, env)}
+
+        true ->
+          {:ok, cases(file, doc)}
+      end
     else
       {:error, why} -> {:error, "cannot read #{path}: #{inspect(why)}"}
     end
