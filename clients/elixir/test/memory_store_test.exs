@@ -12,7 +12,7 @@ defmodule Larder.MemoryStoreTest do
     %{store: Memory.handle(name), name: name}
   end
 
-  defp wait_until(fun, n \\ 100) do
+  defp wait_until(fun, n) do
     cond do
       fun.() -> :ok
       n == 0 -> flunk("timed out")
