@@ -1,7 +1,8 @@
 // Package larder is the Go client of larder: entries in the shared format (spec/FORMAT.md) over any store
 // (spec/STORES.md), read and written by every other language. Cache is what a program calls: Get, Set, Fetch
 // with in-process coalescing and the one lock policy across processes (STORES.md §3), namespaces, versions,
-// tags and purges. Reads absorb store failures (a miss, counted); Fetch absorbs failed writes too.
+// tags and purges. Reads absorb store failures (a miss, counted); Fetch absorbs failed writes too. While the store
+// fails, what was loaded meanwhile is kept in the cache's outage memory (STORES.md §3, "When the store fails").
 package larder
 
 import (
@@ -9,6 +10,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/larder-cache/larder/clients/go/format"
@@ -24,6 +26,7 @@ type Cache struct {
 	opts      format.Options
 	maxSize   int
 	lockTTL   time.Duration
+	outageCap int64
 	shared    *shared
 }
 
@@ -31,7 +34,14 @@ type shared struct {
 	mu      sync.Mutex
 	flights map[string]*flight
 	stats   statCounters
+	// outage is the outage memory (nil when off): values whose write to the store failed, read when the store
+	// fails; failing is set after a store failure and cleared, with outage emptied, by the next good answer.
+	outage  *stores.Memory
+	failing atomic.Bool
 }
+
+// DefaultOutageMemory is the outage memory's default size (STORES.md §3: 16M in the libraries).
+const DefaultOutageMemory int64 = 16 << 20
 
 // Option configures a Cache.
 type Option func(*Cache)
@@ -51,18 +61,28 @@ func WithCompressor(comp format.Compressor, threshold int) Option {
 // WithMaxSize bounds a decompressed payload read back (default 64 MiB).
 func WithMaxSize(n int) Option { return func(c *Cache) { c.maxSize = n } }
 
+// WithOutageMemory sizes the outage memory, in bytes (default 16 MiB; 0 turns it off; stores.ParseSize reads
+// "16M" as the store URLs' sizes). While the store fails (no connection, a timeout, a broken reply, or refused at
+// once while its server is ejected), a value whose write to it fails is kept there with the expiry the store
+// would have given it, and a read the store fails is answered from it; deletes and purges apply to it; the first
+// good answer from the store empties it, and nothing in it is ever written back (STORES.md §3).
+func WithOutageMemory(bytes int64) Option { return func(c *Cache) { c.outageCap = bytes } }
+
 // WithLockTTL is how long a fetch may hold the store lock, and how long others wait for it (default 10 s).
 func WithLockTTL(d time.Duration) Option { return func(c *Cache) { c.lockTTL = d } }
 
 // New makes a Cache over store.
 func New(store stores.Store, options ...Option) *Cache {
 	c := &Cache{store: store, opts: format.DefaultOptions(), maxSize: format.DefaultMaxSize, lockTTL: 10 * time.Second,
-		shared: &shared{flights: map[string]*flight{}}}
+		outageCap: DefaultOutageMemory, shared: &shared{flights: map[string]*flight{}}}
 	if _, inProcess := store.(*stores.Memory); inProcess {
 		c.opts.Compressor = format.None
 	}
 	for _, o := range options {
 		o(c)
+	}
+	if c.outageCap > 0 {
+		c.shared.outage = stores.NewMemory(c.outageCap, 0)
 	}
 	return c
 }
@@ -173,13 +193,18 @@ func (c *Cache) decode(data []byte, version *string) (any, verdict) {
 	return e.Value, stale
 }
 
+// getRaw reads storeKey from the store; when the store fails, from the outage memory.
 func (c *Cache) getRaw(ctx context.Context, storeKey string) []byte {
 	v, err := c.store.Get(ctx, storeKey)
-	if err != nil {
-		c.shared.stats.storeErrors.Add(1)
+	if err == nil {
+		c.answered()
+		return v
+	}
+	c.shared.stats.storeErrors.Add(1)
+	if !c.failed(err) {
 		return nil
 	}
-	return v
+	return c.fromOutage(storeKey)
 }
 
 func (c *Cache) lookup(ctx context.Context, storeKey string, version *string) (any, verdict) {
@@ -210,10 +235,18 @@ func (c *Cache) GetMulti(ctx context.Context, keyList []string, options ...Entry
 	}
 	out := map[string]any{}
 	raws, err := c.store.GetMulti(ctx, storeKeys)
-	if err != nil {
+	if err == nil {
+		c.answered()
+	} else {
 		c.shared.stats.storeErrors.Add(1)
-		c.shared.stats.misses.Add(int64(len(keyList)))
-		return out
+		if !c.failed(err) {
+			c.shared.stats.misses.Add(int64(len(keyList)))
+			return out
+		}
+		raws = make([][]byte, len(storeKeys))
+		for i, k := range storeKeys {
+			raws[i] = c.fromOutage(k)
+		}
 	}
 	for i, raw := range raws {
 		if raw == nil {
@@ -236,7 +269,10 @@ func (c *Cache) Set(ctx context.Context, key string, value any, options ...Entry
 	if err != nil {
 		return err
 	}
-	return c.store.Set(ctx, c.StoreKey(key), data, 0)
+	storeKey := c.StoreKey(key)
+	err = c.store.Set(ctx, storeKey, data, 0)
+	c.wrote(err, storeKey, data)
+	return err
 }
 
 // SetMulti writes several values with the same options.
@@ -250,7 +286,15 @@ func (c *Cache) SetMulti(ctx context.Context, values map[string]any, options ...
 		}
 		items = append(items, stores.Item{Key: c.StoreKey(k), Value: data})
 	}
-	return c.store.SetMulti(ctx, items, 0)
+	err := c.store.SetMulti(ctx, items, 0)
+	if err == nil {
+		c.answered()
+	} else {
+		for _, it := range items {
+			c.wrote(err, it.Key, it.Value)
+		}
+	}
+	return err
 }
 
 // Add writes value only when key holds nothing; it reports whether it wrote.
@@ -259,12 +303,29 @@ func (c *Cache) Add(ctx context.Context, key string, value any, options ...Entry
 	if err != nil {
 		return false, err
 	}
-	return c.store.Add(ctx, c.StoreKey(key), data, 0)
+	storeKey := c.StoreKey(key)
+	added, err := c.store.Add(ctx, storeKey, data, 0)
+	if err == nil {
+		c.answered()
+	} else if c.keep(err) {
+		// Whether the store held the key is unknown: the outage memory adds only where it holds nothing itself.
+		if added, _ := c.shared.outage.Add(ctx, storeKey, data, 0); added {
+			c.shared.stats.outageKept.Add(1)
+		}
+		c.shared.failing.Store(true)
+	}
+	return added, err
 }
 
 // Delete removes key.
 func (c *Cache) Delete(ctx context.Context, key string) (bool, error) {
-	return c.store.Delete(ctx, c.StoreKey(key))
+	storeKey := c.StoreKey(key)
+	if c.shared.outage != nil {
+		_, _ = c.shared.outage.Delete(ctx, storeKey)
+	}
+	ok, err := c.store.Delete(ctx, storeKey)
+	c.observe(err)
+	return ok, err
 }
 
 // DeleteMulti removes keys and returns how many were there.
@@ -273,22 +334,34 @@ func (c *Cache) DeleteMulti(ctx context.Context, keyList []string) (int, error) 
 	for i, k := range keyList {
 		sk[i] = c.StoreKey(k)
 	}
-	return c.store.DeleteMulti(ctx, sk)
+	if c.shared.outage != nil {
+		_, _ = c.shared.outage.DeleteMulti(ctx, sk)
+	}
+	n, err := c.store.DeleteMulti(ctx, sk)
+	c.observe(err)
+	return n, err
 }
 
 // Incr adds delta to the counter under key (created holding delta, with ttl, when missing and create is true).
 func (c *Cache) Incr(ctx context.Context, key string, delta int64, ttl time.Duration, create bool) (int64, bool, error) {
-	return c.store.Incr(ctx, c.StoreKey(key), delta, ttl, create)
+	n, ok, err := c.store.Incr(ctx, c.StoreKey(key), delta, ttl, create)
+	c.observe(err)
+	return n, ok, err
 }
 
 // Decr subtracts delta.
 func (c *Cache) Decr(ctx context.Context, key string, delta int64, ttl time.Duration, create bool) (int64, bool, error) {
-	return c.store.Incr(ctx, c.StoreKey(key), -delta, ttl, create)
+	return c.Incr(ctx, key, -delta, ttl, create)
 }
 
 // PurgeTag removes (or, on memcached, hides) every entry with the tag, in every language's view.
 func (c *Cache) PurgeTag(ctx context.Context, tag string) (stores.Purged, error) {
-	return c.store.PurgeTag(ctx, tag)
+	if c.shared.outage != nil {
+		_, _ = c.shared.outage.PurgeTag(ctx, tag)
+	}
+	p, err := c.store.PurgeTag(ctx, tag)
+	c.observe(err)
+	return p, err
 }
 
 // PurgePrefix removes every entry whose key (within this cache's namespace) starts with prefix.
@@ -296,11 +369,23 @@ func (c *Cache) PurgePrefix(ctx context.Context, prefix string) (stores.Purged, 
 	if c.namespace != "" {
 		prefix = c.namespace + ":" + prefix
 	}
-	return c.store.PurgePrefix(ctx, prefix)
+	if c.shared.outage != nil {
+		_, _ = c.shared.outage.PurgePrefix(ctx, prefix)
+	}
+	p, err := c.store.PurgePrefix(ctx, prefix)
+	c.observe(err)
+	return p, err
 }
 
-// Clear empties the store (within its prefix).
-func (c *Cache) Clear(ctx context.Context) error { return c.store.Clear(ctx) }
+// Clear empties the store (within its prefix), and the outage memory.
+func (c *Cache) Clear(ctx context.Context) error {
+	if c.shared.outage != nil {
+		_ = c.shared.outage.Clear(ctx)
+	}
+	err := c.store.Clear(ctx)
+	c.observe(err)
+	return err
+}
 
 func parseCounter(v []byte) (int64, bool) {
 	end := len(v)

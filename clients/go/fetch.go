@@ -134,6 +134,13 @@ func (c *Cache) lead(ctx context.Context, storeKey string, f *flight, staleValue
 				return v, nil
 			}
 		}
+		if state == lockNoAnswer {
+			// The store fails: a flight that ended just before this one led may have kept the value in the
+			// outage memory after this caller's read missed it.
+			if v, ok := c.peekOutage(storeKey, o.version); ok {
+				return v, nil
+			}
+		}
 		if state != lockHeld {
 			break
 		}
@@ -172,15 +179,18 @@ func (c *Cache) storeQuietly(ctx context.Context, storeKey string, value any, o 
 		c.shared.stats.storeErrors.Add(1)
 		return
 	}
-	if err := c.store.Set(ctx, storeKey, data, 0); err != nil {
+	err = c.store.Set(ctx, storeKey, data, 0)
+	if err != nil {
 		c.shared.stats.storeErrors.Add(1)
 	}
+	c.wrote(err, storeKey, data)
 }
 
 func (c *Cache) tryLock(ctx context.Context, storeKey string) (lockState, string, []byte) {
 	key := stores.InternalKey("", "lock", storeKey)
 	t := token()
 	ok, err := c.store.Add(ctx, key, t, c.lockTTL)
+	c.observe(err)
 	if err != nil {
 		c.shared.stats.storeErrors.Add(1)
 		return lockNoAnswer, "", nil
@@ -194,9 +204,11 @@ func (c *Cache) tryLock(ctx context.Context, storeKey string) (lockState, string
 func (c *Cache) unlock(key string, t []byte) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := c.store.DeleteIf(ctx, key, t); err != nil {
+	_, err := c.store.DeleteIf(ctx, key, t)
+	if err != nil {
 		c.shared.stats.storeErrors.Add(1)
 	}
+	c.observe(err)
 }
 
 // peek is the fresh value under storeKey, without counting a hit or a miss.

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The Go client's tests, as `make test` runs them (from the repository root):
 #   CACHE_DIR=~/.cache/larder LARDER_BIN=target/debug/larder LARDER_HOSTILE=target/debug/larder-hostile \
-#     bash clients/go/test.sh
+#     LARDER_FAULTS=target/debug/larder-faults bash clients/go/test.sh
 # Everything Go downloads (modules from the Go module proxy, staticcheck) and builds lands under
 # $CACHE_DIR/go; nothing outside it. The tests start their own memcached, redis-server (and a Cluster),
-# PostgreSQL and larder-hostile on free loopback ports. It also builds clients/go/bin/larder-conformance, the Go
-# runner of spec/conformance.py.
+# PostgreSQL, larder-hostile and larder-faults on free loopback ports. It also builds
+# clients/go/bin/larder-conformance, the Go runner of spec/conformance.py.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -16,6 +16,7 @@ export GOFLAGS="-mod=readonly" GOTOOLCHAIN=local
 absolute() { case "$1" in /*) echo "$1" ;; *) echo "$ROOT/$1" ;; esac; }
 export LARDER_BIN="$(absolute "${LARDER_BIN:-target/debug/larder}")"
 export LARDER_HOSTILE="$(absolute "${LARDER_HOSTILE:-target/debug/larder-hostile}")"
+export LARDER_FAULTS="$(absolute "${LARDER_FAULTS:-target/debug/larder-faults}")"
 STATICCHECK_VERSION=v0.8.2
 
 cd "$ROOT/clients/go"

@@ -20,8 +20,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// hostileEnv sets what hostile_keys.json and hostile_replies.json take from the environment (README
-// "hostile_*.json"), from the servers the suite starts, unless it is set already.
+// hostileEnv sets what hostile_keys.json, hostile_replies.json and outage.json take from the environment (README
+// "hostile_*.json" and "outage.json"), from the servers the suite starts, unless it is set already.
 func hostileEnv(t *testing.T) {
 	if os.Getenv("LARDER_CONFORMANCE_MEMCACHED") == "" {
 		t.Setenv("LARDER_CONFORMANCE_MEMCACHED", testservers.Memcached(t, "conformance"))
@@ -31,6 +31,7 @@ func hostileEnv(t *testing.T) {
 		t.Setenv("LARDER_CONFORMANCE_REDIS", strings.TrimSuffix(strings.TrimPrefix(u, "redis://"), "/0"))
 	}
 	t.Setenv("LARDER_HOSTILE", testenv.HostileBin(t))
+	t.Setenv("LARDER_FAULTS", testenv.FaultsBin(t))
 }
 
 func vectorsDir(t testing.TB) string {
@@ -63,8 +64,8 @@ func TestEveryVectorFile(t *testing.T) {
 }
 
 // The hostile files are judged by the command too, as the matrix runs it (hostile_keys.json and
-// hostile_pages.json; TestEveryVectorFile runs all four): with its servers in the environment, one line each;
-// without them, a failure that names the variable, never a pass.
+// hostile_pages.json; TestEveryVectorFile runs all four, and outage.json): with its servers in the environment,
+// one line each; without them (outage.json too), a failure that names the variable, never a pass.
 func TestHostileFilesThroughTheCommand(t *testing.T) {
 	hostileEnv(t)
 	bin := filepath.Join(t.TempDir(), "larder-conformance")
@@ -82,13 +83,13 @@ func TestHostileFilesThroughTheCommand(t *testing.T) {
 		!strings.HasPrefix(lines[1], `{"language":"go","file":"hostile_pages.json","status":"pass"`) {
 		t.Fatalf("output: %s", out)
 	}
-	cmd := exec.Command(bin, keys, replies)
+	cmd := exec.Command(bin, keys, replies, filepath.Join(dir, "outage.json"))
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	out, err = cmd.Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range []string{"LARDER_CONFORMANCE_MEMCACHED", "LARDER_HOSTILE"} {
+	for _, v := range []string{"LARDER_CONFORMANCE_MEMCACHED", "LARDER_HOSTILE", "LARDER_FAULTS"} {
 		if !strings.Contains(string(out), `"status":"fail","cases":0,"failed":[],"reason":"`+v+" is not set") {
 			t.Errorf("without %s: %s", v, out)
 		}

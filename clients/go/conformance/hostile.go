@@ -23,7 +23,7 @@ import (
 type missingEnv struct{ name, what string }
 
 func (e *missingEnv) Error() string {
-	return fmt.Sprintf("%s is not set: it names %s (spec/vectors/README.md, hostile_*.json)", e.name, e.what)
+	return fmt.Sprintf("%s is not set: it names %s (spec/vectors/README.md)", e.name, e.what)
 }
 
 // needEnv is the value of a variable the file cannot run without.

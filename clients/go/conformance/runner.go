@@ -1,7 +1,8 @@
 // Package conformance is the Go column of the conformance matrix (spec/vectors/README.md, "Conformance
 // runners"): Judge reads one vector file and reports one JSON object. The Go test suite runs the same cases
 // (conformance_test.go), so the matrix and the suite cannot disagree. No server is needed, except by
-// hostile_keys.json and hostile_replies.json, which take theirs from the environment (hostile.go).
+// hostile_keys.json and hostile_replies.json, which take theirs from the environment (hostile.go), and outage.json,
+// which takes the same servers and larder-faults (outage.go).
 package conformance
 
 import (
@@ -41,6 +42,7 @@ var files = map[string]func([]byte) ([]Case, error){
 	"stores.json":  storesCases,
 	"signed.json":  signedCases,
 	"storage.json": storageCases,
+	"outage.json":  outageCases,
 }
 
 // filesAt are the vector files whose cases also need the file's own path (the scripts and files beside it).

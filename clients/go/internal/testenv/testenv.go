@@ -1,6 +1,6 @@
 // Package testenv finds what the tests need from the rest of the repository: the Rust binaries (LARDER_BIN,
-// LARDER_HOSTILE, built by `cargo build -p larder-cli -p larder-testkit --bins`) and spec/. Without a binary the
-// tests that need it fail, they do not skip: a missing build must not pass as green.
+// LARDER_HOSTILE, LARDER_FAULTS, built by `cargo build -p larder-cli -p larder-testkit --bins`) and spec/.
+// Without a binary the tests that need it fail, they do not skip: a missing build must not pass as green.
 package testenv
 
 import (
@@ -38,3 +38,6 @@ func LarderBin(t testing.TB) string { return binary(t, "LARDER_BIN", "larder") }
 
 // HostileBin is the hostile memcached/Redis server of crates/testkit.
 func HostileBin(t testing.TB) string { return binary(t, "LARDER_HOSTILE", "larder-hostile") }
+
+// FaultsBin is the fault proxy of crates/testkit (larder-faults), put between a client and a real server.
+func FaultsBin(t testing.TB) string { return binary(t, "LARDER_FAULTS", "larder-faults") }
