@@ -1,11 +1,12 @@
 """`larder.AsyncCache`: the asyncio twin of `larder.Cache`.
 
 The stores are blocking and thread-safe, so each store request runs in the default thread pool
-(`asyncio.to_thread`) and never blocks the event loop; encoding, decoding and the policy are `Cache`'s own. `fetch`
-coalesces across tasks: on a miss one task runs the loader (a coroutine function or a plain function) and the
-others await its result or its exception. Across processes it follows the one lock policy as `Cache` does: the
-leading task takes the store lock, on a cold miss or a refresh, and releases it however it ends (a cancellation
-included, even one that comes while the lock is being taken).
+(`asyncio.to_thread`) and never blocks the event loop; encoding, decoding and the policy are `Cache`'s own, the
+outage memory included (what was loaded while the store failed answers the reads it fails, spec/STORES.md §3).
+`fetch` coalesces across tasks: on a miss one task runs the loader (a coroutine function or a plain function) and
+the others await its result or its exception, in memory, whether or not the store answers. Across processes it
+follows the one lock policy as `Cache` does: the leading task takes the store lock, on a cold miss or a refresh,
+and releases it however it ends (a cancellation included, even one that comes while the lock is being taken).
 """
 
 from __future__ import annotations
@@ -146,6 +147,11 @@ class AsyncCache:
                     value = await asyncio.to_thread(sync._peek, store_key, version)
                     if value is not _MISSING:
                         sync._shared.stats.bump("coalesced_across_processes")
+                        future.set_result(value)
+                        return value  # type: ignore[no-any-return]
+                elif lock is True:  # the store failed: what this process loaded meanwhile, if anything
+                    value = await asyncio.to_thread(sync._outage_value, store_key, version)
+                    if value is not _MISSING:
                         future.set_result(value)
                         return value  # type: ignore[no-any-return]
                 if lock is not False:

@@ -11,6 +11,10 @@ Mirrors the Rust crate `larder-cache` (cache.rs, fetch.rs, locks.rs):
 - Reads absorb store failures (a miss, counted in `stats().store_errors`): a cache that is down must not take the
   program down. `fetch` also absorbs failed writes, since the computed value is good. Plain writes (`set`, `add`,
   `delete`, `incr`, purges) raise `StoreError`, which names the backend and server.
+- When the store fails (spec/STORES.md §3): the callers of one key in this process share one load and get its
+  value in memory, whatever the store does; and the *outage memory* (`outage_memory`, default 16M) keeps what
+  was written while the store failed (a server failure: `ServerError`) and answers the reads the store fails,
+  until the store's first good answer drops it all (nothing is written back).
 - Counters (`incr`/`decr`) are the stores' ASCII decimal counters, shared with every language; `get` reads them as
   ints.
 
@@ -23,6 +27,7 @@ is unpickled only when its signature is this application's; anything else at ext
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import pickle
 import secrets
@@ -56,9 +61,10 @@ from .header import COMPRESSORS, FIXED_HEADER_LEN, FORMAT_VERSION, MAGIC, SERIAL
 from .keys import namespaced_key, safe_key
 from .serializers import deserialize, msgpack_value, pack_msgpack, serialize
 from .signing import Refused, Secret, Signer, log_refusal
-from .stores import Store, StoreError, open_store
+from .stores import ServerError, Store, StoreError, open_store
 from .stores.base import lock_key, parse_counter
 from .stores.memory import MemoryStore, Parts, joined
+from .stores.url import parse_size
 
 T = TypeVar("T")
 
@@ -89,6 +95,8 @@ _SMALL_PAYLOAD: Final = 4096
 #: What waiting for another process's value can end in, besides the value (spec/STORES.md §3, step 4).
 LOCK_GONE: Final = object()
 WAITED_LOCK_TTL: Final = object()
+#: The outage memory's size unless a cache is given one (spec/STORES.md §3 "When the store fails").
+DEFAULT_OUTAGE_MEMORY: Final = "16M"
 
 
 @dataclass
@@ -163,15 +171,94 @@ _Lookup = tuple[str, Any]
 MISS: Final[_Lookup] = ("miss", None)
 
 
+class _Outage:
+    """A cache's *outage memory* (spec/STORES.md §3 "When the store fails"): a bounded memory store (larder's own,
+    `MemoryStore`) holding only values whose write to the store failed with a server failure (no connection, a
+    timeout, a broken or malformed reply, a request refused at once while the server is ejected: `ServerError`;
+    never `invalid_key`, `too_large` or `not_a_counter`), kept with the expiry the store would have given them. A
+    read the store fails is answered from it; deletes and purges apply to it; the first good answer from the store
+    after a failure empties it, and nothing in it is ever written back (other processes may have written newer
+    values meanwhile, and a purge sent during the outage may have been lost).
+
+    `failing` says the store failed since its last good answer: the one thing a good answer checks (an attribute
+    read), so a hit pays nothing more while the store is well. A writer keeps its value first and sets `failing`
+    after, so a good answer that comes between them still finds the flag and empties the memory later."""
+
+    __slots__ = ("failing", "memory")
+
+    def __init__(self, capacity: int) -> None:
+        self.memory = MemoryStore(capacity) if capacity > 0 else None
+        self.failing = False
+
+    def answered(self) -> None:
+        """The store gave a good answer: the outage is over, and what was kept for it goes."""
+        self.failing = False
+        memory = self.memory
+        if memory is not None and len(memory):
+            memory.clear()
+
+    def keep(self, error: StoreError, store_key: str, data: bytes, ttl: float | None, add: bool = False) -> None:
+        """After a write of `data` under `store_key` failed with `error`: kept when the store failed (a server
+        failure), with the expiry the store would have given it (`ttl`, and the entry's own hard expiry)."""
+        if not isinstance(error, ServerError):
+            return
+        memory = self.memory
+        if memory is not None:
+            try:
+                if add:
+                    memory.add(store_key, data, ttl)
+                else:
+                    memory.set(store_key, data, ttl)
+            except StoreError:
+                pass  # (a value larger than the outage memory takes: not kept)
+        self.failing = True
+
+    def read(self, error: StoreError, store_key: str) -> bytes | None:
+        """What a read the store failed with `error` answers: the value kept for `store_key`, if the store failed."""
+        if not isinstance(error, ServerError):
+            return None
+        self.failing = True
+        memory = self.memory
+        if memory is None or not len(memory):
+            return None
+        try:
+            return memory.get(store_key)
+        except StoreError:
+            return None
+
+    def forget(self, action: Callable[[MemoryStore], object]) -> None:
+        """A delete or a purge, applied to what is kept too."""
+        memory = self.memory
+        if memory is not None and len(memory):
+            with contextlib.suppress(StoreError):  # (a prefix or key the store refuses too: its own call says so)
+                action(memory)
+
+
+def _outage_capacity(size: int | str) -> int:
+    """The outage memory's size in bytes: a number of bytes, or a size as store URLs write them (`16M`)."""
+    if isinstance(size, bool) or not isinstance(size, (int, str)):
+        raise TypeError(f"outage_memory is a size (bytes, or text such as '16M'), not {size!r}")
+    if isinstance(size, str):
+        try:
+            return parse_size(size)
+        except ValueError as e:
+            raise ValueError(f"outage_memory: {e}") from None
+    if size < 0:
+        raise ValueError(f"outage_memory cannot be negative: {size!r}")
+    return size
+
+
 class _Shared:
     """What a cache and its namespaced views share."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, outage_memory: int | str = DEFAULT_OUTAGE_MEMORY) -> None:
         self.store = store
         self.inflight = _InFlight()
         self.stats = CacheStats()
         #: The store, when it is larder's own memory store: reads there leave notes of what they decoded (`_note`).
         self.memory = store if type(store) is MemoryStore else None
+        #: What was loaded while the store failed; none over larder's memory store, which cannot fail so.
+        self.outage = _Outage(0 if self.memory is not None else _outage_capacity(outage_memory))
 
 
 class Cache:
@@ -179,6 +266,11 @@ class Cache:
 
     TTLs and stale windows are seconds (floats); `ttl=None` uses `default_ttl` (None = never expires), `ttl=0`
     never expires.
+
+    `outage_memory` (a size: bytes, or `"16M"` as store URLs write sizes; 0 turns it off) bounds the outage memory
+    (spec/STORES.md §3 "When the store fails"): what `fetch` loaded, or `set` wrote, while the store failed is kept
+    in the process's memory and answers the reads the store fails, until the store answers again (then it is
+    dropped, never written back). None over larder's memory store, which cannot fail so.
     """
 
     def __init__(
@@ -196,6 +288,7 @@ class Cache:
         pickle: bool = False,
         signing_secret: Secret | None = None,
         signing_fallbacks: Sequence[Secret] = (),
+        outage_memory: int | str = DEFAULT_OUTAGE_MEMORY,
         _shared: _Shared | None = None,
         _signer: Signer | None = None,
     ) -> None:
@@ -207,7 +300,7 @@ class Cache:
                 " pickles it signed are unpickled (spec/FORMAT.md §2)"
             )
         if _shared is None:
-            _shared = _Shared(open_store(store) if isinstance(store, str) else store)
+            _shared = _Shared(open_store(store) if isinstance(store, str) else store, outage_memory)
         self._shared = _shared
         self.namespace = namespace
         self.serializer = serializer
@@ -520,11 +613,16 @@ class Cache:
     # ----------------------------------------------------------------------------------- absorbed reads
 
     def _get_raw(self, store_key: str) -> bytes | None:
+        """The store's bytes for `store_key`; a read the store fails is answered from the outage memory."""
+        shared = self._shared
         try:
-            return self.store.get(store_key)
-        except StoreError:
-            self._shared.stats.bump("store_errors")
-            return None
+            raw = shared.store.get(store_key)
+        except StoreError as error:
+            shared.stats.bump("store_errors")
+            return shared.outage.read(error, store_key)
+        if shared.outage.failing:
+            shared.outage.answered()
+        return raw
 
     def _lookup(self, store_key: str, version: str | None) -> _Lookup:
         shared = self._shared
@@ -532,9 +630,12 @@ class Cache:
         if memory is None:
             try:
                 raw = shared.store.get(store_key)
-            except StoreError:
+            except StoreError as error:
                 shared.stats.bump("store_errors")
-                raw = None
+                raw = shared.outage.read(error, store_key)
+            else:
+                if shared.outage.failing:  # a good answer, a miss included: the outage is over (spec/STORES.md §3)
+                    shared.outage.answered()
             found = MISS if raw is None else self._decode(raw, version)
         else:
             try:
@@ -608,11 +709,15 @@ class Cache:
                     if state == "fresh":
                         found[key] = value
         else:
+            outage = self._shared.outage
             try:
                 raws = self.store.get_many(store_keys)
-            except StoreError:
+            except StoreError as error:
                 self._shared.stats.bump("store_errors")
-                raws = [None] * len(keys)
+                raws = [outage.read(error, store_key) for store_key in store_keys]
+            else:
+                if outage.failing:
+                    outage.answered()
             decode = self._decode
             for key, raw in zip(keys, raws, strict=True):
                 if raw is not None:
@@ -668,10 +773,22 @@ class Cache:
             else:
                 data = self._plain_entry(value, now, expires_at)
                 if data is not None:
-                    self._shared.store.set(store_key, data, plain_ttl)
+                    self._write(store_key, data, plain_ttl)
                     return
         data, store_ttl = self._encode(value, ttl, stale, version, tags)
-        self._shared.store.set(safe_key(f"{self.namespace}:{key}" if self.namespace else key), data, store_ttl)
+        self._write(safe_key(f"{self.namespace}:{key}" if self.namespace else key), data, store_ttl)
+
+    def _write(self, store_key: str, data: bytes, store_ttl: float | None) -> None:
+        """`store.set`, with the outage memory: a good answer ends an outage; a write the store fails is kept there
+        (then raised)."""
+        shared = self._shared
+        try:
+            shared.store.set(store_key, data, store_ttl)
+        except StoreError as error:
+            shared.outage.keep(error, store_key, data, store_ttl)
+            raise
+        if shared.outage.failing:
+            shared.outage.answered()
 
     def set_many(
         self,
@@ -689,7 +806,15 @@ class Cache:
             data, store_ttl = self._encode(value, ttl, stale, version, tags)
             batch.append((self.store_key(key), data))
         if batch:
-            self.store.set_many(batch, store_ttl)
+            outage = self._shared.outage
+            try:
+                self.store.set_many(batch, store_ttl)
+            except StoreError as error:
+                for store_key, data in batch:
+                    outage.keep(error, store_key, data, store_ttl)
+                raise
+            if outage.failing:
+                outage.answered()
 
     def add(
         self,
@@ -703,18 +828,42 @@ class Cache:
     ) -> bool:
         """Stores `value` only if `key` holds nothing; True if it stored."""
         data, store_ttl = self._encode(value, ttl, stale, version, tags)
-        return self.store.add(self.store_key(key), data, store_ttl)
+        store_key = self.store_key(key)
+        outage = self._shared.outage
+        try:
+            added = self.store.add(store_key, data, store_ttl)
+        except StoreError as error:
+            outage.keep(error, store_key, data, store_ttl, add=True)
+            raise
+        if outage.failing:
+            outage.answered()
+        return added
 
     def delete(self, key: str) -> bool:
-        return self.store.delete(self.store_key(key))
+        store_key = self.store_key(key)
+        outage = self._shared.outage
+        outage.forget(lambda memory: memory.delete(store_key))
+        deleted = self.store.delete(store_key)
+        if outage.failing:
+            outage.answered()
+        return deleted
 
     def delete_many(self, keys: Iterable[str]) -> int:
-        return self.store.delete_many([self.store_key(k) for k in keys])
+        store_keys = [self.store_key(k) for k in keys]
+        outage = self._shared.outage
+        outage.forget(lambda memory: memory.delete_many(store_keys))
+        deleted = self.store.delete_many(store_keys)
+        if outage.failing:
+            outage.answered()
+        return deleted
 
     def incr(self, key: str, delta: int = 1, *, ttl: float | None = None, create: bool = True) -> int | None:
         """Adds `delta` to the counter at `key` (created holding `delta` when missing and `create`); the new
         value, or None when missing and not `create`. Raises `NotACounter` for a value that is not a counter."""
-        return self.store.incr(self.store_key(key), delta, ttl, create)
+        counted = self.store.incr(self.store_key(key), delta, ttl, create)
+        if self._shared.outage.failing:
+            self._shared.outage.answered()
+        return counted
 
     def decr(self, key: str, delta: int = 1, *, ttl: float | None = None, create: bool = True) -> int | None:
         return self.incr(key, -delta, ttl=ttl, create=create)
@@ -725,18 +874,30 @@ class Cache:
         is not a safe key prefix (a space, a control byte, over 250 bytes) is the store's `InvalidKey`."""
         if (tag is None) == (prefix is None):
             raise ValueError("give exactly one of tag= or prefix=")
+        outage = self._shared.outage
         if tag is not None:
-            return self.store.purge_tag(tag)
-        assert prefix is not None
-        full = f"{self.namespace}:{prefix}" if self.namespace else prefix
-        return self.store.purge_prefix(full)
+            outage.forget(lambda memory: memory.purge_tag(tag))
+            purged = self.store.purge_tag(tag)
+        else:
+            full = f"{self.namespace}:{prefix}" if self.namespace else str(prefix)
+            outage.forget(lambda memory: memory.purge_prefix(full))
+            purged = self.store.purge_prefix(full)
+        if outage.failing:
+            outage.answered()
+        return purged
 
     def clear(self) -> None:
         """Removes everything in this namespace (the whole store without one)."""
+        outage = self._shared.outage
         if self.namespace:
-            self.store.purge_prefix(self.namespace + ":")
+            prefix = self.namespace + ":"
+            outage.forget(lambda memory: memory.purge_prefix(prefix))
+            self.store.purge_prefix(prefix)
         else:
+            outage.forget(lambda memory: memory.clear())
             self.store.clear()
+        if outage.failing:
+            outage.answered()
 
     # ------------------------------------------------------------------------------------------------ fetch
 
@@ -802,6 +963,11 @@ class Cache:
                         self._shared.stats.bump("coalesced_across_processes")
                         inflight.finish(store_key, flight, value)
                         return value  # type: ignore[no-any-return]
+                elif lock is True:  # the store failed: what this process loaded meanwhile, if anything
+                    value = self._outage_value(store_key, version)
+                    if value is not _MISSING:
+                        inflight.finish(store_key, flight, value)
+                        return value  # type: ignore[no-any-return]
                 if lock is not False:
                     break
                 if found[0] == "stale":
@@ -840,10 +1006,15 @@ class Cache:
     ) -> None:
         """Stores a computed value: an unencodable value is the caller's error, a failing store is absorbed."""
         data, store_ttl = self._encode(value, ttl, stale, version, tags)
+        shared = self._shared
         try:
-            self.store.set(store_key, data, store_ttl)
-        except StoreError:
-            self._shared.stats.bump("store_errors")
+            shared.store.set(store_key, data, store_ttl)
+        except StoreError as error:
+            shared.stats.bump("store_errors")
+            shared.outage.keep(error, store_key, data, store_ttl)
+        else:
+            if shared.outage.failing:
+                shared.outage.answered()
 
     # ------------------------------------------------------------------------------------------------ locks
 
@@ -852,13 +1023,17 @@ class Cache:
         (go ahead without a lock: a lock is an optimisation, never a reason to fail)."""
         key = lock_key("", store_key)
         token = secrets.token_hex(8).encode()
+        shared = self._shared
         try:
-            if self.store.add(key, token, self.lock_ttl):
-                return key, token
-            return False
-        except StoreError:
-            self._shared.stats.bump("store_errors")
+            taken = shared.store.add(key, token, self.lock_ttl)
+        except StoreError as error:
+            shared.stats.bump("store_errors")
+            if isinstance(error, ServerError):
+                shared.outage.failing = True
             return True
+        if shared.outage.failing:
+            shared.outage.answered()
+        return (key, token) if taken else False
 
     def _peek(self, store_key: str, version: str | None) -> Any:
         """The fresh value under `store_key`, or `_MISSING`, without counting a hit or a miss."""
@@ -891,6 +1066,23 @@ class Cache:
             self.store.delete_if(key, token)
         except StoreError:
             self._shared.stats.bump("store_errors")
+        else:
+            if self._shared.outage.failing:
+                self._shared.outage.answered()
+
+    def _outage_value(self, store_key: str, version: str | None) -> Any:
+        """The fresh value the outage memory holds for `store_key`, else `_MISSING`: what a leader that could not
+        take the lock (the store failing) checks before it loads, since a caller of this process may have loaded it
+        (and kept it there) between this caller's read and its turn to lead."""
+        memory = self._shared.outage.memory
+        if memory is None or not len(memory):
+            return _MISSING
+        try:
+            raw = memory.get(store_key)
+        except StoreError:
+            return _MISSING
+        found = MISS if raw is None else self._decode(raw, version)
+        return found[1] if found[0] == "fresh" else _MISSING
 
 
 def _plain(value: Any, depth: int) -> bool:

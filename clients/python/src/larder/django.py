@@ -16,13 +16,15 @@ datetimes, model instances…) is pickled inside a MessagePack ext of type 80, s
 accepted when reading, so a rotation keeps the cache); an unsigned or wrongly signed one is a miss, so a writer of
 the shared store cannot make Django run code. Every other reader sees an opaque extension value.
 
-OPTIONS: `compressor`, `compress_threshold`, `default_stale` (seconds), `lock_ttl`, `max_value_size`, `pickle`
-(default True), as for `larder.Cache`; `signing_secret` and `signing_fallbacks` instead of `SECRET_KEY` and
-`SECRET_KEY_FALLBACKS`. Without any secret pickling is off, and storing a value that needs it raises TypeError.
+OPTIONS: `compressor`, `compress_threshold`, `default_stale` (seconds), `lock_ttl`, `max_value_size`,
+`outage_memory` (a size, default `"16M"`, 0 = off: what was written while the store failed answers the reads it
+fails, until it answers again; spec/STORES.md §3), `pickle` (default True), as for `larder.Cache`;
+`signing_secret` and `signing_fallbacks` instead of `SECRET_KEY` and `SECRET_KEY_FALLBACKS`. Without any secret
+pickling is off, and storing a value that needs it raises TypeError.
 Django's `MAX_ENTRIES` and `CULL_FREQUENCY` cull a `memory://` store as LocMemCache does (and caches of one
 `memory://` LOCATION share it); shared stores bound their memory themselves.
 Store errors surface as `larder.stores.StoreError` from writes (naming the server); reads treat a failing store,
-and any entry they cannot use, as a miss, as every larder cache does.
+and any entry they cannot use, as a miss (or the outage memory's value), as every larder cache does.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ _OPTIONS = (
     "default_stale",
     "lock_ttl",
     "max_value_size",
+    "outage_memory",
     "pickle",
     "serializer",
     "signing_secret",
