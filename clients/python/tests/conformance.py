@@ -6,9 +6,9 @@ prints one JSON line per file, `{"language": "python", "file": …, "status": "p
 "cases": N, "failed": […], "reason": …}`, and exits 0 whenever it could judge the files (2 without any). A file is
 known by its name (a storage.json-shaped file of generated cases is judged as storage.json); any other name is a
 `fail` saying so. The cases are those of tests/vector_checks, which the test suite runs too (tests/test_vectors.py
-calls `cases`), so the matrix and the suite cannot disagree. It runs from any directory; only hostile_keys.json and
-hostile_replies.json need servers, named by $LARDER_CONFORMANCE_MEMCACHED, $LARDER_CONFORMANCE_REDIS and
-$LARDER_HOSTILE (spec/vectors/README.md): without them their cases fail, saying which is missing.
+calls `cases`), so the matrix and the suite cannot disagree. It runs from any directory; only hostile_keys.json,
+hostile_replies.json and outage.json need servers, named by $LARDER_CONFORMANCE_MEMCACHED, $LARDER_CONFORMANCE_REDIS,
+$LARDER_HOSTILE and $LARDER_FAULTS (spec/vectors/README.md): without them their cases fail, saying which is missing.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from vector_checks import Case, entries, hostile, keys, signed, storage, store_keys
+from vector_checks import Case, entries, hostile, keys, outage, signed, storage, store_keys
 
 #: The vector files this runner knows: their name, and what lists their cases.
 FILES: dict[str, Callable[[dict[str, Any]], list[Case]]] = {
@@ -35,6 +35,7 @@ FILES: dict[str, Callable[[dict[str, Any]], list[Case]]] = {
     "hostile_pages.json": hostile.pages_cases,
     "hostile_files.json": hostile.files_cases,
     "hostile_replies.json": hostile.replies_cases,
+    "outage.json": outage.cases,
 }
 #: Files with nothing for Python to check, and why: none (Python reads and writes everything the vectors cover).
 NOT_APPLICABLE: dict[str, str] = {}

@@ -72,8 +72,10 @@ def postgres_server() -> Iterator[Postgres]:
 
 @pytest.fixture(scope="session")
 def conformance_env() -> Iterator[dict[str, str]]:
-    """The environment the hostile_*.json vectors need (spec/vectors/README.md): a memcached and a Redis of their
-    own (the runner flushes them before each case, so not the session's shared servers) and larder-hostile."""
+    """The environment the hostile_*.json and outage.json vectors need (spec/vectors/README.md): a memcached and a
+    Redis of their own (the runner flushes them, so not the session's shared servers), larder-hostile and
+    larder-faults."""
+    from faults import faults_bin
     from hostile import hostile_bin
 
     memcached, redis = Memcached(), Redis()
@@ -81,6 +83,7 @@ def conformance_env() -> Iterator[dict[str, str]]:
         "LARDER_CONFORMANCE_MEMCACHED": memcached.address,
         "LARDER_CONFORMANCE_REDIS": f"127.0.0.1:{redis.port}",
         "LARDER_HOSTILE": str(hostile_bin()),
+        "LARDER_FAULTS": str(faults_bin()),
     }
     memcached.stop()
     redis.stop()

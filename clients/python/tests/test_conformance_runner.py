@@ -163,6 +163,7 @@ def test_a_hostile_file_without_its_servers_fails_saying_which(conformance_env: 
         ("hostile_keys.json", "LARDER_CONFORMANCE_MEMCACHED"),
         ("hostile_keys.json", "LARDER_CONFORMANCE_REDIS"),
         ("hostile_replies.json", "LARDER_HOSTILE"),
+        ("outage.json", "LARDER_FAULTS"),
     ]:
         status, (report,) = run(VECTORS / name, env={**conformance_env, variable: ""})
         assert status == 0

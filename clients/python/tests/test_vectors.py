@@ -3,7 +3,8 @@ tests/vector_checks): entries decode and encode (byte for byte when uncompressed
 kind, keys derive to the exact text, the ring and store keys match, signed values verify, the storage rules give
 every storage.json outcome, and the hostile_*.json attacks hold (issue 32): keys on the wire of a memcached and a
 Redis of their own, pages' sites through WSGI, ASGI and Django, the hostile file tree, larder-hostile against every
-command. A vector file the runner does not know fails collection here."""
+command; and `fetch` holds while larder-faults freezes, kills, resets, black-holes, trickles and cuts a real
+memcached and Redis (outage.json, issue 33). A vector file the runner does not know fails collection here."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ CASES = [(path.name, case) for path in FILES for case in cases(path)]
 
 
 #: The files whose cases need servers (conftest.py's conformance_env), and the one that drives Django.
-NEEDS_SERVERS = {"hostile_keys.json", "hostile_replies.json"}
+NEEDS_SERVERS = {"hostile_keys.json", "hostile_replies.json", "outage.json"}
 
 
 @pytest.mark.parametrize(("file", "case"), CASES, ids=[f"{file}:{case.name}" for file, case in CASES])
@@ -41,7 +42,8 @@ def test_every_vector_file_is_judged_case_by_case() -> None:
     assert counted["storage.json"] == len(storage["cases"]) + 1, "every storage case, and the file's shape"
     keys = load_vectors("keys.json")
     assert counted["keys.json"] == sum(len(keys[s]) for s in ("http", "safe", "namespaced", "variants", "alternates"))
-    for name in ("hostile_keys.json", "hostile_files.json", "hostile_replies.json"):
+    assert "outage.json" in names
+    for name in ("hostile_keys.json", "hostile_files.json", "hostile_replies.json", "outage.json"):
         assert counted[name] == len(load_vectors(name)["cases"]), name
     pages = load_vectors("hostile_pages.json")["cases"]
     assert counted["hostile_pages.json"] == 3 * len(pages), "each case through WSGI, ASGI and Django"
