@@ -223,6 +223,9 @@ class SqlStore(Store):
         except StoreTimeout:
             self.health.record(False, self.policy, now_ms())
             raise
+        except psycopg.DatabaseError as e:
+            self.health.record(True, self.policy)  # the server's error answer: it answered (a probe is back in)
+            raise ServerError(self.backend, str(e).strip(), self.server) from None
         except psycopg.Error as e:
             raise ServerError(self.backend, str(e).strip(), self.server) from None
         self.health.record(True, self.policy)
