@@ -3,6 +3,7 @@
 require_relative "test_helper"
 require "minitest/mock"
 require "larder/cache"
+require "active_support/cache/larder_store"
 
 # The cache's outage memory (spec/STORES.md §3, "When the store fails"; Larder::OutageMemory) over a store that fails
 # on demand: kept on a failed write with the store's expiry, answered on a failed read, emptied by the first good
@@ -155,6 +156,25 @@ class OutageMemoryTest < Minitest::Test
     assert Larder::OutageMemory.failure?(Larder::StoreError.new("memcached", "timed out", server: "h:1"))
     refute Larder::OutageMemory.failure?(Larder::InvalidKey.new("memcached", "a b", "a space"))
     refute Larder::OutageMemory.failure?(Larder::NotACounter.new("redis", "not a counter"))
+  end
+
+  def test_larder_store_keeps_answers_and_drops_as_the_cache_does
+    rails = ActiveSupport::Cache::LarderStore.new(store: @store, namespace: "app", outage_memory: "1M")
+    assert_equal 1 << 20, rails.outage_memory.capacity
+    @store.down = true
+    loads = 0
+    3.times { assert_equal "v1", rails.fetch("k", expires_in: 60) { loads += 1 and "v1" } }
+    assert_equal 1, loads
+    refute rails.write("gone", "x")
+    assert_equal({ "k" => "v1" }, rails.read_multi("k", "other"))
+    refute rails.delete("gone")
+    assert_nil rails.read("gone"), "deletes apply"
+    @store.down = false
+    assert_nil rails.read("other")
+    assert_equal 0, rails.outage_memory.size, "emptied by the first good answer"
+    assert_nil rails.read("k"), "nothing written back"
+    assert_nil ActiveSupport::Cache::LarderStore.new(store: @store, outage_memory: 0).outage_memory
+    assert_nil ActiveSupport::Cache::LarderStore.new("memory://").outage_memory
   end
 
   # Rule 1: the threads of one process share one load while the store times out on every request (its lock cannot

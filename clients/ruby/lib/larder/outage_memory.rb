@@ -52,10 +52,10 @@ module Larder
       @failing = true
     end
 
-    # The store failed to write `data` (an entry's bytes) at `key`: keep it. Stored before the flag is raised, so
-    # that whatever is held here is dropped by a good answer that follows.
-    def keep(key, data)
-      @memory.set(key, data)
+    # The store failed to write `data` (an entry's bytes, or a bare value with its `ttl` in seconds) at `key`: keep
+    # it. Stored before the flag is raised, so that whatever is held here is dropped by a good answer that follows.
+    def keep(key, data, ttl: nil)
+      @memory.set(key, data, ttl: ttl)
     rescue StoreError
       nil # larger than the whole outage memory: not kept
     ensure

@@ -20,23 +20,29 @@ module Conformance
 
     module_function
 
-    def cases(document)
+    # What the cases run on: a Larder::Cache for the store URL and namespace (the suite also runs them on
+    # ActiveSupport's LarderStore, through an object that answers the same calls).
+    LARDER_CACHE = ->(url, namespace) { Larder::Cache.new(url, namespace: namespace) }
+
+    # `open`: the cache of a case for a store URL and a namespace, answering fetch(key, ttl:), write(key, value, ttl:),
+    # read(key), clear and store (the Larder store, closed after the case).
+    def cases(document, open: LARDER_CACHE)
       document.fetch("cases").map do |vector|
         unless SERVERS.key?(vector["store"])
           raise ArgumentError, "#{vector['name']}: unknown store #{vector['store'].inspect}"
         end
 
-        [vector.fetch("name"), ->(test) { check(test, vector) }]
+        [vector.fetch("name"), ->(test) { check(test, vector, open) }]
       end
     end
 
-    def check(test, vector)
+    def check(test, vector, open)
       server = Hostile.env(test, SERVERS.fetch(vector["store"]))
       faults = Hostile.env(test, "LARDER_FAULTS")
       namespace = "outage-#{SecureRandom.hex(8)}"
       Proxy.run(faults, server) do |proxy|
-        faulted = Larder::Cache.new(url(vector["store"], proxy.address, vector.fetch("url_query")), namespace:)
-        direct = Larder::Cache.new(url(vector["store"], server, ""), namespace:)
+        faulted = open.call(url(vector["store"], proxy.address, vector.fetch("url_query")), namespace)
+        direct = open.call(url(vector["store"], server, ""), namespace)
         begin
           vector.fetch("steps").each_with_index do |step, index|
             Step.new(test, "step #{index + 1} (#{step.keys.first})", faulted, direct, proxy).run(step)

@@ -14,6 +14,7 @@ require "larder/stores"
 require "larder/ruby_values"
 require "larder/signed_ext"
 require "larder/lock_policy"
+require "larder/outage_memory"
 require_relative "larder_store_fetch"
 require_relative "larder_store_memory"
 
@@ -52,6 +53,11 @@ module ActiveSupport
     # - `lock_ttl:` seconds (default 10): `fetch` with a block follows larder's one lock policy (LarderStoreFetch):
     #   across the processes sharing the store, one runs the block for a missing or expired key; this bounds how
     #   long its lock may keep the others waiting.
+    # - `outage_memory:` the size of the outage memory (spec/STORES.md §3, "When the store fails";
+    #   Larder::OutageMemory): bytes or a size as the store URLs write it (default "16M"; 0 = off; none on memory://).
+    #   What the store fails to write is kept there with the expiry the store would have given it, a read the store
+    #   fails is answered from it, deletes, purges and clear apply to it, and the store's first good answer empties
+    #   it.
     #
     # Values written with `raw: true` (counters) are stored bare, as ASCII decimal, as spec/STORES.md §3 says, so
     # `increment` and `decrement` use the store's counters.
@@ -80,6 +86,11 @@ module ActiveSupport
 
       attr_reader :larder
 
+      # The outage memory (Larder::OutageMemory), or nil when it is off.
+      def outage_memory
+        @outage
+      end
+
       # `url`: a store URL (spec/STORES.md §1), default the process's memory; or a Larder store.
       def initialize(url = nil, options = nil)
         if url.is_a?(Hash)
@@ -101,7 +112,7 @@ module ActiveSupport
         store = options.delete(:store) || url || "memory://"
         @larder = store.is_a?(String) ? Larder::Stores.open(store) : store
         @views = @larder.is_a?(Larder::Stores::Memory)
-        @lock_policy = Larder::LockPolicy.new(@larder, lock_ttl: (options.delete(:lock_ttl) || 10).to_f)
+        when_the_store_fails(options)
         # As ActiveSupport's MemoryStore: the process's own memory is not compressed unless asked (`compress: true`
         # or a `compressor:`), since no network is saved, only CPU spent on every write and read.
         if @larder.is_a?(Larder::Stores::Memory) && !options.key?(:compress) && !options.key?(:compressor)
@@ -143,6 +154,7 @@ module ActiveSupport
 
       # true, or nil when the store failed (as ActiveSupport's stores answer).
       def clear(_options = nil)
+        @outage&.clear
         failsafe(:clear) do
           @larder.clear
           true
@@ -155,6 +167,7 @@ module ActiveSupport
 
       # Removes every entry carrying `tag` in its larder header (written with `tags:`), in every language.
       def purge_tag(tag)
+        @outage&.purge_tag(tag)
         @larder.purge_tag(tag)
       end
 
@@ -188,6 +201,13 @@ module ActiveSupport
         options.merge(compress: false, larder_compress: call_options[:compress])
       end
 
+      # The lock policy (`lock_ttl:`) and the outage memory (`outage_memory:`), taken from `options`.
+      def when_the_store_fails(options)
+        @lock_policy = Larder::LockPolicy.new(@larder, lock_ttl: (options.delete(:lock_ttl) || 10).to_f)
+        size = options.delete(:outage_memory) { Larder::OutageMemory::DEFAULT }
+        @outage = @views ? nil : Larder::OutageMemory.for(size)
+      end
+
       # A normalized ActiveSupport key (namespace:key) as a larder safe key (FORMAT.md §5.1).
       def larder_key(key)
         Larder::Keys.safe_key(key)
@@ -199,7 +219,7 @@ module ActiveSupport
         if LOCAL_CACHE_WRAPS_READ_ENTRY # 6.1: nothing wraps the two hooks, so no options are passed through them
           return read_view(key) if @views
 
-          raw = failsafe(:read_entry) { @larder.get(larder_key(key)) }
+          raw = read_raw(larder_key(key))
           return raw && to_as_entry(raw)
         end
         return read_view(key) if @views && local_cache.nil?
@@ -229,7 +249,25 @@ module ActiveSupport
       end
 
       def read_serialized_entry(key, **)
-        failsafe(:read_entry) { @larder.get(larder_key(key)) }
+        read_raw(larder_key(key))
+      end
+
+      # The bytes at `stored`, or nil; when the store fails, what the outage memory holds there.
+      def read_raw(stored)
+        raw = @larder.get(stored)
+        @outage.answered if @outage&.failing?
+        raw
+      rescue Larder::StoreError => e
+        failed(:read_entry, nil, e)
+        outage_failed(e)&.get(stored)
+      end
+
+      # The outage memory, now marked failing, when `error` is a failure of the store; else nil.
+      def outage_failed(error)
+        return nil unless @outage && Larder::OutageMemory.failure?(error)
+
+        @outage.failed!
+        @outage
       end
 
       def deserialize_entry(payload, **)
@@ -239,9 +277,14 @@ module ActiveSupport
       def read_multi_entries(names, **options)
         return read_multi_views(names, options) if @views && (LOCAL_CACHE_WRAPS_READ_ENTRY || local_cache.nil?)
 
-        keys = names.map { |name| normalize_key(name, options) }
-        raws = failsafe(:read_multi_entries, returning: []) { @larder.get_many(keys.map { |key| larder_key(key) }) }
-        names.zip(raws || []).each_with_object({}) do |(name, raw), results|
+        stored = names.map { |name| larder_key(normalize_key(name, options)) }
+        raws = begin
+          @larder.get_many(stored).tap { @outage.answered if @outage&.failing? }
+        rescue Larder::StoreError => e
+          failed(:read_multi_entries, [], e)
+          outage_failed(e)&.get_many(stored) || []
+        end
+        names.zip(raws).each_with_object({}) do |(name, raw), results|
           entry = raw && to_as_entry(raw)
           next if entry.nil? || entry.expired? || entry.mismatched?(normalize_version(name, options))
 
@@ -327,18 +370,24 @@ module ActiveSupport
 
       def write_serialized_entry(key, data, unless_exist: false, raw: false, expires_in: nil, **)
         ttl = raw ? expires_in&.to_f : nil # a bare counter has no header: the store keeps its expiry
-        failsafe(:write_entry, returning: false) do
-          if unless_exist
-            @larder.add(larder_key(key), data, ttl: ttl)
-          else
-            @larder.set(larder_key(key), data, ttl: ttl)
-            true
-          end
-        end
+        stored = larder_key(key)
+        written = if unless_exist
+                    @larder.add(stored, data, ttl: ttl)
+                  else
+                    @larder.set(stored, data, ttl: ttl)
+                    true
+                  end
+        @outage.answered if @outage&.failing?
+        written
+      rescue Larder::StoreError => e
+        outage_failed(e)&.keep(stored, data, ttl: ttl)
+        failed(:write_entry, false, e)
       end
 
       def delete_entry(key, **_options)
-        failsafe(:delete_entry, returning: false) { @larder.delete(larder_key(key)) }
+        stored = larder_key(key)
+        @outage&.delete(stored)
+        failsafe(:delete_entry, returning: false) { @larder.delete(stored) }
       end
 
       # A larder entry, or a bare counter for raw values.

@@ -50,7 +50,7 @@ module ActiveSupport
 
       # A fresh value of `key` in the store itself (not the local cache, which would remember the miss), or NONE.
       def fresh_value(key, version)
-        raw = failsafe(:read_entry) { @larder.get(larder_key(key)) }
+        raw = read_raw(larder_key(key))
         entry = raw && to_as_entry(raw)
         return Larder::LockPolicy::NONE if entry.nil? || entry.expired? || entry.mismatched?(version)
 
