@@ -6,21 +6,17 @@
 package conformance
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
-	"os/exec"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	larder "github.com/larder-cache/larder/clients/go"
+	"github.com/larder-cache/larder/clients/go/internal/faultsproc"
 )
 
 type outageFile struct {
@@ -124,100 +120,21 @@ func (st outageStep) check() error {
 	return nil
 }
 
-// faults is one larder-faults process: its address, and its standard input and output for commands.
-type faults struct {
-	addr string
-	cmd  *exec.Cmd
-	in   io.WriteCloser
-	out  *bufio.Reader
-}
-
-func startFaults(bin, upstream string) (*faults, error) {
-	cmd := exec.Command(bin, upstream)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %v", bin, err)
-	}
-	f := &faults{cmd: cmd, in: in, out: bufio.NewReader(stdout)}
-	line, err := f.line()
-	if err != nil || line == "" {
-		f.stop()
-		return nil, fmt.Errorf("larder-faults %s did not start: %v", upstream, err)
-	}
-	f.addr = line
-	return f, nil
-}
-
-// line is the next line larder-faults prints, within 5 s.
-func (f *faults) line() (string, error) {
-	type result struct {
-		line string
-		err  error
-	}
-	done := make(chan result, 1)
-	go func() {
-		l, err := f.out.ReadString('\n')
-		done <- result{strings.TrimSpace(l), err}
-	}()
-	select {
-	case r := <-done:
-		return r.line, r.err
-	case <-time.After(5 * time.Second):
-		return "", fmt.Errorf("larder-faults printed nothing for 5 s")
-	}
-}
-
-// command sends one command line and waits for its `ok`.
-func (f *faults) command(c string) error {
-	if _, err := io.WriteString(f.in, c+"\n"); err != nil {
-		return fmt.Errorf("larder-faults %q: %v", c, err)
-	}
-	answer, err := f.line()
-	if err != nil {
-		return fmt.Errorf("larder-faults %q: %v", c, err)
-	}
-	if answer != "ok" && !strings.HasPrefix(answer, "ok ") {
-		return fmt.Errorf("larder-faults %q answered %q", c, answer)
-	}
-	return nil
-}
-
-// stop closes its standard input, on which it exits (killed after 5 s).
-func (f *faults) stop() {
-	_ = f.in.Close()
-	done := make(chan struct{})
-	go func() { _ = f.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		_ = f.cmd.Process.Kill()
-		<-done
-	}
-}
-
 func runOutage(env outageEnv, oc outageCase) error {
 	upstream, scheme, db := env.memcached, "memcached://", ""
 	if oc.Store == "redis" {
 		upstream, scheme, db = env.redis, "redis://", "/0"
 	}
-	proxy, err := startFaults(env.faults, upstream)
+	proxy, err := faultsproc.Start(env.faults, upstream)
 	if err != nil {
 		return err
 	}
-	defer proxy.stop()
+	defer proxy.Stop()
 	var nonce [8]byte
 	_, _ = rand.Read(nonce[:])
 	ns := larder.WithNamespace("outage-" + hex.EncodeToString(nonce[:]))
 	ctx := context.Background()
-	faulted, err := larder.Open(ctx, scheme+proxy.addr+db+"?"+oc.URLQuery, ns)
+	faulted, err := larder.Open(ctx, scheme+proxy.Addr+db+"?"+oc.URLQuery, ns)
 	if err != nil {
 		return fmt.Errorf("opening the faulted cache: %v", err)
 	}
@@ -237,10 +154,10 @@ func runOutage(env outageEnv, oc outageCase) error {
 
 const outageTTL = 60 * time.Second
 
-func (st outageStep) run(ctx context.Context, proxy *faults, faulted, direct *larder.Cache) error {
+func (st outageStep) run(ctx context.Context, proxy *faultsproc.Proxy, faulted, direct *larder.Cache) error {
 	switch {
 	case st.Fault != nil:
-		return proxy.command(*st.Fault)
+		return proxy.Command(*st.Fault)
 	case st.Burst != nil:
 		return st.burst(ctx, faulted)
 	case st.WriteDirect != nil:

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/larder-cache/larder/clients/go/internal/faultsproc"
 	"github.com/larder-cache/larder/clients/go/internal/hostileproc"
 	"github.com/larder-cache/larder/clients/go/internal/testenv"
 )
@@ -288,4 +289,14 @@ func Hostile(t testing.TB, protocol, behaviour string, args ...string) (string, 
 		t.Fatal(err)
 	}
 	return addr, stop
+}
+
+// Faults starts larder-faults in front of upstream (a real server's HOST:PORT); it stops with the test.
+func Faults(t testing.TB, upstream string) *faultsproc.Proxy {
+	p, err := faultsproc.Start(testenv.FaultsBin(t), upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	return p
 }
