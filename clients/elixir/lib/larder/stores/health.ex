@@ -7,10 +7,11 @@ defmodule Larder.Stores.Health do
   stores on the same servers keep separate counts.
 
   A row is `{{id, i}, failures, until, errors}`: `until` is nil for a server in service, else the time (ms) its
-  ejection ends. The request that takes the probe moves `until` forward by `retry_after` with a compare-and-swap
-  (`:ets.select_replace/2`), so exactly one caller wins it and the others keep failing at once; the probe's answer
-  (`success/2`, `failure/5`) then puts the server back or ejects it again. A probe that never reports (its caller
-  died) only holds the server out for one more `retry_after`, then the next request probes.
+  ejection ends. The request that takes the probe moves `until` forward by `hold` (the store passes `retry_after`
+  plus its `timeout`, so the window outlasts the probe) with a compare-and-swap (`:ets.select_replace/2`), so
+  exactly one caller wins it and the others keep failing at once; the probe's answer (`success/2`, `failure/5`)
+  then puts the server back or ejects it again. A probe that never reports (its caller died) only holds the server
+  out for `hold`, then the next request probes.
   """
 
   use GenServer
@@ -37,11 +38,11 @@ defmodule Larder.Stores.Health do
   and this caller took the one probe: its answer decides) or `:ejected` (still ejected, or another caller's probe
   is out: fail at once).
   """
-  def admit(id, i, now, retry_after) do
+  def admit(id, i, now, hold) do
     case state(id, i, now) do
       :up -> :up
       :ejected -> :ejected
-      {:due, until} -> if claim(id, i, until, now + retry_after), do: :probe, else: :ejected
+      {:due, until} -> if claim(id, i, until, now + hold), do: :probe, else: :ejected
     end
   end
 

@@ -591,7 +591,8 @@ defmodule Larder.Stores.Memcached do
           not Map.has_key?(claimed, i),
           reduce: {claimed, []} do
         {won, lost} ->
-          probe_until = now + m.retry_after
+          # The probe's window outlasts the probe itself (at most `timeout`), even when retry_after is shorter.
+          probe_until = now + m.retry_after + m.timeout
 
           if Health.claim(m.id, i, due[i], probe_until),
             do: {Map.put(won, i, {due[i], probe_until}), lost},

@@ -381,7 +381,7 @@ defmodule Larder.Stores.Redis do
     now = Store.now_ms()
 
     # After retry_after one request probes the server; while it is out, the others still fail at once (§1).
-    if Health.admit(r.id, 0, now, r.retry_after) == :ejected do
+    if Health.admit(r.id, 0, now, r.retry_after + r.timeout) == :ejected do
       Health.refused(r.id, 0)
 
       {:error,
