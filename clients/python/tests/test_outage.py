@@ -282,6 +282,9 @@ def test_its_size_is_bounded() -> None:
     assert cache.get("k0") is None
     cache.fetch("big", Loader(secrets.token_hex(4000)), ttl=60)  # more than a sixteenth of it: not kept
     assert cache.get("big") is None
+    with pytest.raises(ServerError):
+        cache.set("k199", secrets.token_hex(4000), ttl=60)
+    assert cache.get("k199") is None, "a newer value too large to keep drops the older one"
 
 
 def test_zero_turns_it_off() -> None:

@@ -209,8 +209,9 @@ class _Outage:
                     memory.add(store_key, data, ttl)
                 else:
                     memory.set(store_key, data, ttl)
-            except StoreError:
-                pass  # (a value larger than the outage memory takes: not kept)
+            except StoreError:  # a value larger than the outage memory takes: not kept, and no older one either
+                with contextlib.suppress(StoreError):
+                    memory.delete(store_key)
         self.failing = True
 
     def read(self, error: StoreError, store_key: str) -> bytes | None:
