@@ -42,10 +42,9 @@ module Larder
       @memory.capacity
     end
 
-    # Whether the store failed since its last good answer.
-    def failing?
-      @failing
-    end
+    # Whether the store failed since its last good answer (an attribute reader: the cheapest call Ruby makes).
+    attr_reader :failing
+    alias failing? failing
 
     # The store failed a request.
     def failed!
