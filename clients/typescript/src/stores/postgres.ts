@@ -107,8 +107,10 @@ export class PostgresStore extends SqlStore {
       client?.release(e instanceof StoreError ? undefined : true);
       if (e instanceof StoreError) throw e;
       const error = e as Error & { code?: string };
-      // An error answer (a constraint, a type) is the query's, not the server's; anything else is a failure.
+      // An error answer (a constraint, a type) is the query's, not the server's: the server answered (a probe on
+      // probation included); anything else is a failure.
       if (typeof error.code === "string" && /^[0-9A-Z]{5}$/.test(error.code) && error.code !== "57014") {
+        this.health.record(true, this.policy, Date.now());
         throw new ServerError(this.backend, error.message, this.server);
       }
       this.health.record(false, this.policy, Date.now());
