@@ -6,11 +6,12 @@ use std::time::Duration;
 
 use larder_format::key::namespaced_key;
 use larder_format::{encode_value, Compressor, DecodeLimits, EncodeOptions, Entry, EntryMeta, Kind, Serializer};
-use larder_store::{Clock, Store, SystemClock, Value};
+use larder_store::{Clock, MemoryStore, Store, StoreError, SystemClock, Value};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::coalesce::InFlight;
+use crate::outage::{OutageMemory, DEFAULT_OUTAGE_MEMORY};
 
 /// What a `fetch` leader hands its waiters: the value (type-erased, since different keys hold different types) or
 /// the error every waiter gets.
@@ -63,6 +64,8 @@ pub struct CacheBuilder<S> {
     default_stale: Duration,
     clock: Arc<dyn Clock>,
     lock_ttl: Duration,
+    /// `None`: the default (the store's L1, else 16 MiB; none over the memory store).
+    outage_memory: Option<usize>,
 }
 
 impl<S: Store> CacheBuilder<S> {
@@ -118,9 +121,32 @@ impl<S: Store> CacheBuilder<S> {
         self
     }
 
+    /// The outage memory's size in bytes (spec/STORES.md §3, "When the store fails"): what is loaded while the
+    /// store fails is kept there until the store answers again. 0 turns it off. By default 16 MiB, or the store's
+    /// own L1 when it has one (then this size is not used); none over the memory store, which cannot fail.
+    pub fn outage_memory(mut self, bytes: usize) -> Self {
+        self.outage_memory = Some(bytes);
+        self
+    }
+
+    fn outage(&self) -> OutageMemory {
+        if self.store.backend() == "memory" {
+            return OutageMemory::default();
+        }
+        if let Some(l1) = self.store.local_copy() {
+            return OutageMemory::new(Some(l1));
+        }
+        let bytes = self.outage_memory.unwrap_or(DEFAULT_OUTAGE_MEMORY);
+        let memory =
+            (bytes > 0).then(|| MemoryStore::builder().capacity_bytes(bytes).clock(self.clock.clone()).build());
+        OutageMemory::new(memory.and_then(Result::ok))
+    }
+
     pub fn build(self) -> Cache<S> {
+        let outage = self.outage();
         Cache {
             shared: Arc::new(Shared {
+                outage,
                 store: self.store,
                 encode: self.encode,
                 limits: self.limits,
@@ -158,6 +184,7 @@ pub(crate) struct Shared<S> {
     pub(crate) lock_ttl: Duration,
     pub(crate) inflight: InFlight<Outcome>,
     pub(crate) counters: CacheCounters,
+    pub(crate) outage: OutageMemory,
 }
 
 /// What a lookup found.
@@ -185,6 +212,7 @@ impl<S: Store> Cache<S> {
             default_stale: Duration::ZERO,
             clock: Arc::new(SystemClock),
             lock_ttl: Duration::from_secs(10),
+            outage_memory: None,
         }
     }
 
@@ -255,26 +283,28 @@ impl<S: Store> Cache<S> {
         options: &WriteOptions,
     ) -> Result<(), CacheError> {
         let (bytes, store_ttl) = self.encode(value, options)?;
-        self.shared.store.set(&self.store_key(key), &bytes, store_ttl).await?;
-        Ok(())
+        let store_key = self.store_key(key);
+        let written = self.shared.store.set(&store_key, &bytes, store_ttl).await;
+        if self.failed(&written) {
+            self.shared.outage.keep(&store_key, &bytes, store_ttl);
+        }
+        Ok(written?)
     }
 
     /// Removes `key`; true if it was there.
     pub async fn delete(&self, key: &str) -> Result<bool, CacheError> {
-        Ok(self.shared.store.delete(&self.store_key(key)).await?)
+        let store_key = self.store_key(key);
+        self.shared.outage.forget(&store_key);
+        let deleted = self.shared.store.delete(&store_key).await;
+        self.failed(&deleted);
+        Ok(deleted?)
     }
 
     /// Fresh values for `keys`, in order (`None` for misses).
     pub async fn read_many<T: DeserializeOwned>(&self, keys: &[&str]) -> Result<Vec<Option<T>>, CacheError> {
         let store_keys: Vec<String> = keys.iter().map(|k| self.store_key(k)).collect();
         let refs: Vec<&str> = store_keys.iter().map(String::as_str).collect();
-        let found = match self.shared.store.get_many(&refs).await {
-            Ok(found) => found,
-            Err(_) => {
-                CacheCounters::bump(&self.shared.counters.store_errors);
-                vec![None; keys.len()]
-            }
-        };
+        let found = self.get_many_raw(&refs).await;
         Ok(found
             .into_iter()
             .map(|bytes| match bytes.map(|b| self.decode::<T>(&b, None)) {
@@ -302,16 +332,32 @@ impl<S: Store> Cache<S> {
         Ok(())
     }
 
-    /// Reads the store, absorbing store failures as misses (counted): a cache that is down must not take the
-    /// program down with it.
+    /// Reads the store, absorbing store failures (counted): a cache that is down must not take the program down
+    /// with it. A read the store fails is answered from the outage memory.
     pub(crate) async fn get_raw(&self, store_key: &str) -> Option<Value> {
-        match self.shared.store.get(store_key).await {
-            Ok(found) => found,
-            Err(_) => {
-                CacheCounters::bump(&self.shared.counters.store_errors);
-                None
-            }
+        let found = self.shared.store.get(store_key).await;
+        if self.failed(&found) {
+            return self.shared.outage.get(store_key);
         }
+        self.absorbed(found).flatten()
+    }
+
+    /// Several keys in one request to the store, as [`get_raw`](Self::get_raw) reads one.
+    pub(crate) async fn get_many_raw(&self, store_keys: &[&str]) -> Vec<Option<Value>> {
+        let found = self.shared.store.get_many(store_keys).await;
+        if self.failed(&found) {
+            return store_keys.iter().map(|key| self.shared.outage.get(key)).collect();
+        }
+        self.absorbed(found).unwrap_or_else(|| vec![None; store_keys.len()])
+    }
+
+    /// Notes a store call's outcome for the outage memory; `true` when it was a failure of the store (counted).
+    pub(crate) fn failed<T>(&self, result: &Result<T, StoreError>) -> bool {
+        let failed = self.shared.outage.observe(result, &self.shared.store, self.shared.clock.now_ms());
+        if failed {
+            CacheCounters::bump(&self.shared.counters.store_errors);
+        }
+        failed
     }
 
     pub(crate) async fn lookup<T: DeserializeOwned>(&self, store_key: &str, version: Option<&str>) -> Lookup<T> {

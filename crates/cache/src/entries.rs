@@ -42,20 +42,31 @@ impl<S: Store> Cache<S> {
     /// The stored bytes under several full store keys, in one request to the store; a store failure is a counted
     /// miss for all of them.
     pub async fn get_entries(&self, store_keys: &[&str]) -> Vec<Option<Value>> {
-        let found = self.shared.store.get_many(store_keys).await;
-        self.absorbed(found).unwrap_or_else(|| vec![None; store_keys.len()])
+        self.get_many_raw(store_keys).await
     }
 
-    /// Stores entry bytes under a full store key; a store failure is absorbed and counted, and reported as
-    /// `false`, since losing a cache write must not fail the request that produced it.
+    /// Stores entry bytes under a full store key; `false` when the store did not take it. A store failure is
+    /// absorbed and counted, since losing a cache write must not fail the request that produced it, and the entry
+    /// is kept in the outage memory instead (spec/STORES.md §3, "When the store fails").
     pub async fn put_entry(&self, store_key: &str, entry: &[u8], ttl: Option<Duration>) -> bool {
         let stored = self.shared.store.set(store_key, entry, ttl).await;
+        if self.failed(&stored) {
+            self.shared.outage.keep(store_key, entry, ttl);
+            return false;
+        }
         self.absorbed(stored).is_some()
+    }
+
+    /// Whether the store is failing now, as far as this cache has seen (spec/STORES.md §3, "When the store fails").
+    pub fn store_failing(&self) -> bool {
+        self.shared.outage.is_failing()
     }
 
     /// Removes the entry under a full store key; a store failure is counted and reported as `false`.
     pub async fn remove_entry(&self, store_key: &str) -> bool {
+        self.shared.outage.forget(store_key);
         let removed = self.shared.store.delete(store_key).await;
+        self.failed(&removed);
         self.absorbed(removed).unwrap_or(false)
     }
 
@@ -64,7 +75,11 @@ impl<S: Store> Cache<S> {
         if store_keys.is_empty() {
             return 0;
         }
+        for key in store_keys {
+            self.shared.outage.forget(key);
+        }
         let removed = self.shared.store.delete_many(store_keys).await;
+        self.failed(&removed);
         self.absorbed(removed).unwrap_or(0)
     }
 
@@ -85,11 +100,13 @@ impl<S: Store> Cache<S> {
 
     /// Removes every entry whose full store key starts with `prefix` (or records the purge, on memcached).
     pub async fn purge_prefix(&self, prefix: &str) -> Result<Purged, CacheError> {
+        self.shared.outage.forget_prefix(prefix);
         Ok(self.shared.store.purge_prefix(prefix).await?)
     }
 
     /// Removes every entry tagged `tag` (or records the purge, on memcached).
     pub async fn purge_tag(&self, tag: &str) -> Result<Purged, CacheError> {
+        self.shared.outage.forget_tag(tag);
         Ok(self.shared.store.purge_tag(tag).await?)
     }
 

@@ -250,7 +250,7 @@ impl<S: Store> Cache<S> {
     }
 
     /// Stores a computed value. A value that cannot be encoded is the caller's error; a store that fails is
-    /// absorbed (counted), because the value itself is good.
+    /// absorbed (counted), because the value itself is good, and the value is kept in the outage memory.
     async fn store_quietly<T: Serialize>(
         &self,
         store_key: &str,
@@ -258,7 +258,10 @@ impl<S: Store> Cache<S> {
         options: &WriteOptions,
     ) -> Result<(), CacheError> {
         let (bytes, store_ttl) = self.encode(value, options)?;
-        if self.shared.store.set(store_key, &bytes, store_ttl).await.is_err() {
+        let stored = self.shared.store.set(store_key, &bytes, store_ttl).await;
+        if self.failed(&stored) {
+            self.shared.outage.keep(store_key, &bytes, store_ttl);
+        } else if stored.is_err() {
             CacheCounters::bump(&self.shared.counters.store_errors);
         }
         Ok(())

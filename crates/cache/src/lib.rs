@@ -22,10 +22,12 @@ mod entries;
 mod error;
 mod fetch;
 mod locks;
+mod outage;
 mod stats;
 
 pub use cache::{Cache, CacheBuilder, WriteOptions};
 pub use error::CacheError;
 pub use fetch::Cacheable;
 pub use locks::{HeldLock, Lock, LockState};
+pub use outage::DEFAULT_OUTAGE_MEMORY;
 pub use stats::CacheStats;

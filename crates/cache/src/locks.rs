@@ -33,7 +33,11 @@ impl<S: Store> Cache<S> {
     pub async fn try_lock(&self, store_key: &str, ttl: Duration) -> LockState {
         let key = lock_key("", store_key);
         let token = format!("{:016x}", fastrand::u64(..));
-        match self.shared.store.add(&key, token.as_bytes(), Some(ttl)).await {
+        let taken = self.shared.store.add(&key, token.as_bytes(), Some(ttl)).await;
+        if self.failed(&taken) {
+            return LockState::Unavailable;
+        }
+        match taken {
             Ok(true) => LockState::Acquired(Lock { key, token }),
             Ok(false) => LockState::Held,
             Err(error) => {
@@ -46,6 +50,9 @@ impl<S: Store> Cache<S> {
     /// Whether some process holds the lock of `store_key` (a store failure reads as not held).
     pub async fn is_locked(&self, store_key: &str) -> bool {
         let found = self.shared.store.get(&lock_key("", store_key)).await;
+        if self.failed(&found) {
+            return false;
+        }
         self.absorbed(found).flatten().is_some()
     }
 

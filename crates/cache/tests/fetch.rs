@@ -316,18 +316,34 @@ fn down() -> StoreError {
     StoreError::Server { backend: "memcached", server: "127.0.0.1:1".into(), message: "connection refused".into() }
 }
 
+/// spec/STORES.md §3, "When the store fails": the loader runs once and its value is kept in the outage memory, so
+/// later fetches are answered from it while the store stays down.
 #[tokio::test]
-async fn an_unreachable_store_degrades_to_computing_every_time() {
+async fn an_unreachable_store_runs_the_loader_once_and_later_fetches_read_the_outage_memory() {
     let cache = Cache::new(UnreachableStore);
     for _ in 0..3 {
         let value = cache.fetch("k", Duration::from_secs(60), || async { Ok::<_, std::io::Error>(9u8) });
         assert_eq!(value.await.expect("the loader's value still arrives"), 9);
     }
     let stats = cache.stats();
-    // Each fetch: the read, the store lock's add (spec/STORES.md §3: computed without a lock) and the write.
-    assert_eq!((stats.loads, stats.store_errors), (3, 9));
+    // The first fetch: the read, the store lock's add (computed without a lock) and the write; then one read each.
+    assert_eq!((stats.loads, stats.store_errors), (1, 5));
     let write = cache.write("k", &1u8, &WriteOptions::default()).await.expect_err("explicit writes report");
     assert!(write.to_string().contains("memcached server 127.0.0.1:1: connection refused"), "{write}");
+    assert_eq!(cache.read::<u8>("k").await.expect("read"), Some(1), "a failed write is kept in the outage memory too");
+    cache.delete("k").await.expect_err("the store is down");
+    assert_eq!(cache.read::<u8>("k").await.expect("read"), None, "a delete applies to the outage memory");
+}
+
+#[tokio::test]
+async fn without_an_outage_memory_an_unreachable_store_computes_every_time() {
+    let cache = Cache::builder(UnreachableStore).outage_memory(0).build();
+    for _ in 0..3 {
+        let value = cache.fetch("k", Duration::from_secs(60), || async { Ok::<_, std::io::Error>(9u8) });
+        assert_eq!(value.await.expect("the loader's value still arrives"), 9);
+    }
+    let stats = cache.stats();
+    assert_eq!((stats.loads, stats.store_errors), (3, 9));
 }
 
 /// A key and the bytes another process writes under it.

@@ -99,7 +99,7 @@ impl<S: Store> Proxy<S> {
             "" => None,
             target => Some(AccessLog::open(target).map_err(invalid("access_log"))?),
         };
-        let cache = Cache::builder(store).clock(clock.clone()).build();
+        let cache = Cache::builder(store).clock(clock.clone()).outage_memory(config.cache.outage_memory_bytes).build();
         let max_body = config.cache.max_body_bytes.min(cache.max_entry_bytes());
         let upstream_timeout = Duration::from_secs(limits.upstream_timeout_secs);
         Ok(Proxy {

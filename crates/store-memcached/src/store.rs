@@ -213,6 +213,13 @@ impl Inner {
         request: &(impl Fn(&[usize], &mut Vec<u8>) + Sync),
     ) -> Result<Vec<(usize, Reply)>, (StoreError, Vec<usize>, bool)> {
         let server = &self.servers[index];
+        if !server.health.admits(larder_format::now_ms()) {
+            // On probation with its probe still out (spec/STORES.md §1): fail at once rather than wait on a server
+            // that may still be frozen; not a failure of its own, so no retry elsewhere.
+            server.health.count_error();
+            let message = "on probation after an ejection, its one probe still out".to_owned();
+            return Err((StoreError::Server { backend: BACKEND, server: server.name.clone(), message }, items, false));
+        }
         let mut bytes = Vec::new();
         request(&items, &mut bytes);
         let bytes = Bytes::from(bytes);

@@ -38,6 +38,10 @@ pub struct Health {
     ejected_until: AtomicU64,
     /// Put back after an ejection and not yet answered: one failure ejects it again.
     on_probation: AtomicBool,
+    /// On probation: when (ms) the one request allowed to try it (the probe) was let through; 0 = none out.
+    probe_since: AtomicU64,
+    /// How long a probe may be out before another is let through (its caller may have gone away): `retry_after`.
+    probe_limit_ms: AtomicU64,
     /// Failed since its last good answer: what the log lines and the health report follow.
     failing: AtomicBool,
     errors: AtomicU64,
@@ -80,6 +84,7 @@ impl Health {
     pub fn succeeded(&self) {
         self.consecutive_failures.store(0, Ordering::Relaxed);
         self.on_probation.store(false, Ordering::Relaxed);
+        self.probe_since.store(0, Ordering::Relaxed);
         if self.failing.swap(false, Ordering::Relaxed) && !self.name.is_empty() {
             tracing::info!("{}: answering again", self.name);
         }
@@ -94,8 +99,10 @@ impl Health {
             tracing::warn!("{}: {why}", self.name);
         }
         let failures = self.consecutive_failures.fetch_add(1, Ordering::Relaxed) + 1;
+        self.probe_since.store(0, Ordering::Relaxed);
         if failures >= policy.failures || self.on_probation.load(Ordering::Relaxed) {
             let again = self.on_probation.load(Ordering::Relaxed);
+            self.probe_limit_ms.store(policy.retry_after.as_millis() as u64, Ordering::Relaxed);
             self.ejected_until.store(now_ms + policy.retry_after.as_millis() as u64, Ordering::Relaxed);
             self.consecutive_failures.store(0, Ordering::Relaxed);
             self.on_probation.store(false, Ordering::Relaxed);
@@ -141,10 +148,23 @@ impl Health {
     }
 
     /// Whether a request may be sent now (readmitting the server when its ejection is over); a store with a single
-    /// server fails at once, without waiting, while this is false.
+    /// server fails at once, without waiting, while this is false. On probation, one request at a time is admitted
+    /// (the probe, a half-open circuit): the others fail at once until it answers, so a server that is still
+    /// frozen costs one timeout per `retry_after`, not one per request that arrives meanwhile.
     pub fn admits(&self, now_ms: u64) -> bool {
         self.readmit_if_due(now_ms);
-        !self.is_ejected()
+        if self.is_ejected() {
+            return false;
+        }
+        if !self.on_probation.load(Ordering::Relaxed) {
+            return true;
+        }
+        let since = self.probe_since.load(Ordering::Relaxed);
+        let lost = since != 0 && now_ms.saturating_sub(since) >= self.probe_limit_ms.load(Ordering::Relaxed).max(1);
+        if since != 0 && !lost {
+            return false;
+        }
+        self.probe_since.compare_exchange(since, now_ms.max(1), Ordering::Relaxed, Ordering::Relaxed).is_ok()
     }
 
     pub fn is_ejected(&self) -> bool {
@@ -177,6 +197,25 @@ mod tests {
         assert!(health.record(false, POLICY, 10), "the second failure in a row ejects");
         assert!(!health.admits(500));
         assert_eq!(health.errors(), 3);
+    }
+
+    #[test]
+    fn on_probation_one_probe_at_a_time() {
+        let health = Health::default();
+        health.record(false, POLICY, 0);
+        health.record(false, POLICY, 0);
+        assert!(health.admits(1000), "the probe");
+        assert!(!health.admits(1001), "a second request while the probe is out fails at once");
+        assert!(!health.admits(1500));
+        assert!(health.admits(2000), "a probe out for retry_after is presumed lost: another may try");
+        health.record(true, POLICY, 2001);
+        assert!(health.admits(2002) && health.admits(2002), "answered: every request goes again");
+        health.record(false, POLICY, 3000);
+        health.record(false, POLICY, 3000);
+        assert!(health.admits(4000), "the next probe");
+        health.record(false, POLICY, 4100);
+        assert!(!health.admits(4200), "a failed probe ejects again");
+        assert!(health.admits(5100));
     }
 
     #[test]

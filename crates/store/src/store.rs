@@ -92,6 +92,12 @@ pub trait Store: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// The memory copy (L1) this store keeps of a shared one, if it keeps one (spec/STORES.md §9): the cache layer
+    /// keeps what it loads during an outage there (§3, "When the store fails").
+    fn local_copy(&self) -> Option<crate::MemoryStore> {
+        None
+    }
+
     fn get(&self, key: &str) -> impl Future<Output = Result<Option<Value>, StoreError>> + Send;
 
     /// One result per key, in order.
@@ -169,6 +175,7 @@ pub trait DynStore: Send + Sync + 'static {
     fn max_value_bytes(&self) -> usize;
     fn server_errors(&self) -> Vec<(String, u64)>;
     fn server_reports(&self) -> Vec<ServerReport>;
+    fn local_copy(&self) -> Option<crate::MemoryStore>;
     fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Value>, StoreError>>;
     fn get_many<'a>(&'a self, keys: &'a [&'a str]) -> BoxFuture<'a, Result<Vec<Option<Value>>, StoreError>>;
     fn set<'a>(&'a self, key: &'a str, value: &'a [u8], ttl: Option<Duration>)
@@ -212,6 +219,9 @@ impl<S: Store> DynStore for S {
     }
     fn server_reports(&self) -> Vec<ServerReport> {
         Store::server_reports(self)
+    }
+    fn local_copy(&self) -> Option<crate::MemoryStore> {
+        Store::local_copy(self)
     }
     fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Value>, StoreError>> {
         Box::pin(Store::get(self, key))
@@ -286,6 +296,9 @@ impl Store for Arc<dyn DynStore> {
     }
     fn server_reports(&self) -> Vec<ServerReport> {
         DynStore::server_reports(&**self)
+    }
+    fn local_copy(&self) -> Option<crate::MemoryStore> {
+        DynStore::local_copy(&**self)
     }
     async fn get(&self, key: &str) -> Result<Option<Value>, StoreError> {
         DynStore::get(&**self, key).await

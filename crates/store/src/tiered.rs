@@ -61,6 +61,10 @@ impl<L2: Store> Store for TieredStore<L2> {
         self.l2.server_reports()
     }
 
+    fn local_copy(&self) -> Option<MemoryStore> {
+        Some(self.l1.clone())
+    }
+
     async fn get(&self, key: &str) -> Result<Option<Value>, StoreError> {
         if let Some(value) = self.l1.get_now(key) {
             return Ok(Some(value));

@@ -107,6 +107,11 @@ pub struct ServeArgs {
     /// proxy's purge takes to reach this one [default: 1000].
     #[arg(long, env = "LARDER_L1_TTL", value_name = "DURATION", value_parser = parse_ms)]
     l1_ttl: Option<u64>,
+    /// With --store and no --l1: memory for the responses fetched while the shared store fails, so the app sees
+    /// about one request per URL per freshness lifetime during an outage; dropped (never written back) when the
+    /// store answers again. With --l1, the L1 is used instead. 0 turns it off [default: 64M].
+    #[arg(long, env = "LARDER_OUTAGE_MEMORY", value_name = "BYTES", value_parser = parse_usize)]
+    outage_memory: Option<usize>,
     /// Memory for cached responses [default: 256M].
     #[arg(long, env = "LARDER_CAPACITY", value_name = "BYTES", value_parser = parse_usize)]
     capacity: Option<usize>,
@@ -228,6 +233,7 @@ const SETTINGS: &[(&str, &str, &str)] = &[
     ("cache.store", "store", "LARDER_STORE"),
     ("cache.l1_bytes", "l1", "LARDER_L1"),
     ("cache.l1_ttl_ms", "l1-ttl", "LARDER_L1_TTL"),
+    ("cache.outage_memory_bytes", "outage-memory", "LARDER_OUTAGE_MEMORY"),
     ("cache.capacity_bytes", "capacity", "LARDER_CAPACITY"),
     ("cache.max_entry_fraction", "max-entry-fraction", "LARDER_MAX_ENTRY_FRACTION"),
     ("cache.max_body_bytes", "max-body", "LARDER_MAX_BODY"),
@@ -315,6 +321,7 @@ impl ServeArgs {
         set(&mut cache.store, self.store.clone());
         set(&mut cache.l1_bytes, self.l1);
         set(&mut cache.l1_ttl_ms, self.l1_ttl);
+        set(&mut cache.outage_memory_bytes, self.outage_memory);
         set(&mut cache.capacity_bytes, self.capacity);
         set(&mut cache.max_entry_fraction, self.max_entry_fraction);
         set(&mut cache.max_body_bytes, self.max_body);

@@ -74,6 +74,10 @@ pub struct CacheSection {
     /// long another proxy's purge takes to reach this one.
     #[serde(deserialize_with = "duration::deserialize_ms")]
     pub l1_ttl_ms: u64,
+    /// With `store` and no L1: memory for responses fetched while the store fails (spec/STORES.md §3, "When the
+    /// store fails"), dropped when it answers again; with an L1, the L1 serves instead. 0 = off.
+    #[serde(deserialize_with = "size::deserialize_usize")]
+    pub outage_memory_bytes: usize,
     /// Memory store bound in bytes (keys, values and bookkeeping).
     #[serde(deserialize_with = "size::deserialize_usize")]
     pub capacity_bytes: usize,
@@ -196,6 +200,7 @@ impl Default for CacheSection {
             store: String::new(),
             l1_bytes: 0,
             l1_ttl_ms: 1000,
+            outage_memory_bytes: 64 << 20,
             capacity_bytes: 256 << 20,
             max_entry_fraction: 1.0 / 16.0,
             max_body_bytes: 8 << 20,

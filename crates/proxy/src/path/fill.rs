@@ -1,8 +1,10 @@
 //! Going upstream for a cacheable request, and storing what comes back when it may be stored.
 //!
-//! - **One request per key.** The first request for a key leads; the others wait for its outcome and then read the
-//!   store (they are *collapsed*), go upstream on their own when the response could not be stored, or share the
-//!   leader's failure. A URL whose response could not be stored is remembered (hit_for_miss.rs), and its later
+//! - **One request per key, whatever the store does.** The first request for a key leads; the others wait for its
+//!   outcome and are served the leader's response from memory when their request selects the same variant (they
+//!   are *collapsed*; a store that is failing or slow does not undo this, spec/STORES.md §3 "When the store
+//!   fails"), read the store for another variant, go upstream on their own when the response may not be stored,
+//!   or share the leader's failure. A URL whose response could not be stored is remembered (hit_for_miss.rs), and its later
 //!   requests go upstream at once, in parallel, instead of queueing behind a leader.
 //! - **The fill outlives the client.** It runs in a task of its own, so a client that goes away does not waste the
 //!   upstream's work or leave waiters to start over, and a client with a stale copy to fall back on can be answered
@@ -99,7 +101,9 @@ impl FillPlan {
 /// What a fill's waiters learn.
 #[derive(Debug, Clone)]
 pub(crate) enum FillOutcome {
-    /// The response was stored: read it.
+    /// A storable response, whether or not the store took it: served from memory to the waiters it fits.
+    Fetched(Arc<Fetched>),
+    /// A response is in the store: read it.
     Stored,
     /// The response may not be stored (and the URL is remembered as such): go upstream on your own.
     Uncacheable,
@@ -107,6 +111,36 @@ pub(crate) enum FillOutcome {
     NotStored,
     /// The upstream failed: answer the same, or with the stale copy.
     Failed(Failure),
+}
+
+/// The leader's storable response, handed to its waiters in memory.
+#[derive(Debug)]
+pub(crate) struct Fetched {
+    response: Stored,
+    /// The request headers it varies on, and the leader's values of them: a waiter whose values are the same
+    /// selects the same response (RFC 9111 §4.1); another reads the store for its own.
+    vary: Vec<String>,
+    selecting: Vec<Vec<HeaderValue>>,
+}
+
+impl Fetched {
+    fn new(ctx: &RequestContext, response: &Stored, vary: &[String]) -> Fetched {
+        Fetched { response: response.clone(), vary: vary.to_vec(), selecting: selecting(ctx, vary) }
+    }
+
+    /// The response, if it answers this request too.
+    fn for_request(&self, ctx: &RequestContext) -> Option<Stored> {
+        (self.vary.is_empty() || selecting(ctx, &self.vary) == self.selecting).then(|| self.response.clone())
+    }
+}
+
+/// A request's values of the headers a response varies on, as sent upstream.
+fn selecting(ctx: &RequestContext, vary: &[String]) -> Vec<Vec<HeaderValue>> {
+    if vary.is_empty() {
+        return Vec::new();
+    }
+    let view = ctx.vary_view(vary);
+    vary.iter().map(|name| view.get_all(name.as_str()).iter().cloned().collect()).collect()
 }
 
 /// An upstream failure as clients are told of it.
@@ -245,19 +279,17 @@ impl<S: Store> Proxy<S> {
             Ok(Some(outcome)) => outcome,
         };
         match outcome {
-            FillOutcome::Stored => {
+            FillOutcome::Fetched(fetched) => {
                 let now = self.clock.now_ms();
-                match self.storage.lookup(&ctx.key, |names| ctx.vary_view(names)).await {
-                    Lookup::Found(found, _) if found.is_fresh(now) => {
-                        let verdict = collapsed().with_ttl(ttl_seconds(&found, now));
-                        Waited::Answer(self.serve_stored(ctx, *found, verdict).await)
+                match fetched.for_request(ctx).filter(|response| response.is_fresh(now)) {
+                    Some(response) => {
+                        let verdict = collapsed().with_ttl(ttl_seconds(&response, now));
+                        Waited::Answer(self.serve_stored(ctx, response, verdict).await)
                     }
-                    Lookup::Missing { fill_key, marker } if fill_key != plan.fill_key => {
-                        Waited::Again(FillPlan { fill_key, marker, fwd: Fwd::VaryMiss, ..plan.clone() })
-                    }
-                    _ => Waited::Answer(self.fill_alone(ctx, plan.clone()).await),
+                    None => self.read_after_fill(ctx, plan).await,
                 }
             }
+            FillOutcome::Stored => self.read_after_fill(ctx, plan).await,
             FillOutcome::Uncacheable | FillOutcome::NotStored => {
                 let pass =
                     FillPlan { outcome: Outcome::Pass, fwd: Fwd::Bypass, detail: Some("uncacheable"), ..plan.clone() };
@@ -267,6 +299,21 @@ impl<S: Store> Proxy<S> {
                 Some(stale) => self.serve_stale_copy(ctx, stale, "stale-if-error", None).await,
                 None => (respond::error(failure.status, &failure.message), collapsed().with_detail(failure.detail)),
             }),
+        }
+    }
+
+    /// After a fill whose response is in the store but not one this request can be served from memory: read it.
+    async fn read_after_fill(self: &Arc<Self>, ctx: &RequestContext, plan: &FillPlan) -> Waited {
+        let now = self.clock.now_ms();
+        match self.storage.lookup(&ctx.key, |names| ctx.vary_view(names)).await {
+            Lookup::Found(found, _) if found.is_fresh(now) => {
+                let verdict = Verdict::forwarded(Outcome::Collapsed, plan.fwd).with_ttl(ttl_seconds(&found, now));
+                Waited::Answer(self.serve_stored(ctx, *found, verdict).await)
+            }
+            Lookup::Missing { fill_key, marker } if fill_key != plan.fill_key => {
+                Waited::Again(FillPlan { fill_key, marker, fwd: Fwd::VaryMiss, ..plan.clone() })
+            }
+            _ => Waited::Answer(self.fill_alone(ctx, plan.clone()).await),
         }
     }
 
@@ -485,16 +532,15 @@ impl<S: Store> Proxy<S> {
             .storage
             .store(&ctx.key, |names| ctx.vary_view(names), &store_plan.vary, plan.marker.as_ref(), &prepared)
             .await;
-        let outcome = if stored_key.is_some() {
+        if stored_key.is_some() {
             Metrics::bump(&self.metrics.stored);
             self.hit_for_miss.forget(&ctx.key);
             verdict.stored = true;
-            FillOutcome::Stored
         } else {
             verdict.detail = verdict.detail.or(Some("store-refused"));
-            FillOutcome::NotStored
-        };
+        }
         let served = stored::served_form(stored_key.unwrap_or_else(|| ctx.key.clone()), prepared);
+        let outcome = FillOutcome::Fetched(Arc::new(Fetched::new(ctx, &served, &store_plan.vary)));
         verdict.ttl = Some(ttl_seconds(&served, self.clock.now_ms()));
         (self.serve_stored(ctx, served, verdict).await, outcome)
     }
@@ -540,7 +586,7 @@ impl<S: Store> Proxy<S> {
         verdict.outcome = Outcome::Revalidated;
         verdict.stored = stored_again;
         verdict.ttl = Some(ttl_seconds(&served, self.clock.now_ms()));
-        let outcome = if stored_again { FillOutcome::Stored } else { FillOutcome::NotStored };
+        let outcome = FillOutcome::Fetched(Arc::new(Fetched::new(ctx, &served, &store_plan.vary)));
         (self.serve_stored(ctx, served, verdict).await, outcome)
     }
 
