@@ -10,11 +10,12 @@ pub mod hostile_keys;
 pub mod hostile_replies;
 pub mod invalid;
 pub mod keys;
+pub mod outage;
 pub mod ring;
 pub mod storage;
 pub mod stores;
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -71,6 +72,9 @@ pub struct Servers {
     pub redis: Option<String>,
     /// How to start `larder-hostile` (`LARDER_HOSTILE`, the binary; the crate's tests start it in-process).
     pub hostile: Option<Box<StartHostile>>,
+    /// How to start a fault proxy (`LARDER_FAULTS`, the `larder-faults` binary; the crate's tests start it
+    /// in-process).
+    pub faults: Option<Box<outage::StartFaults>>,
 }
 
 impl Servers {
@@ -84,6 +88,9 @@ impl Servers {
                 Box::new(move |protocol: &str, behaviour: &str, args: &[String]| {
                     spawn_hostile(&binary, protocol, behaviour, args)
                 }) as Box<StartHostile>
+            }),
+            faults: var("LARDER_FAULTS").map(|binary| {
+                Box::new(move |upstream: &str| spawn_faults(&binary, upstream)) as Box<outage::StartFaults>
             }),
         }
     }
@@ -123,6 +130,56 @@ fn spawn_hostile(binary: &str, protocol: &str, behaviour: &str, args: &[String])
     Ok(Hostile::new(address, Box::new(running)))
 }
 
+/// The `larder-faults` binary in front of `upstream`: it prints its address, then answers each command line.
+fn spawn_faults(binary: &str, upstream: &str) -> Result<Box<dyn outage::FaultControl>, String> {
+    struct Running {
+        child: Child,
+        stdin: Option<ChildStdin>,
+        stdout: BufReader<std::process::ChildStdout>,
+        address: String,
+    }
+    impl outage::FaultControl for Running {
+        fn address(&self) -> String {
+            self.address.clone()
+        }
+        fn command(&mut self, line: &str) -> Result<(), String> {
+            let stdin = self.stdin.as_mut().ok_or("larder-faults has no input")?;
+            writeln!(stdin, "{line}").and_then(|()| stdin.flush()).map_err(|e| format!("larder-faults: {e}"))?;
+            let mut answer = String::new();
+            self.stdout.read_line(&mut answer).map_err(|e| format!("larder-faults: {e}"))?;
+            match answer.trim() {
+                "ok" => Ok(()),
+                other => Err(format!("larder-faults {line:?}: {other:?}")),
+            }
+        }
+    }
+    impl Drop for Running {
+        fn drop(&mut self) {
+            drop(self.stdin.take());
+            if self.child.try_wait().ok().flatten().is_none() {
+                let _ = self.child.kill();
+            }
+            let _ = self.child.wait();
+        }
+    }
+    let mut child = Command::new(binary)
+        .arg(upstream)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start LARDER_FAULTS={binary}: {e}"))?;
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take().ok_or("larder-faults has no output")?;
+    let mut running = Running { child, stdin, stdout: BufReader::new(stdout), address: String::new() };
+    let mut line = String::new();
+    running.stdout.read_line(&mut line).map_err(|e| format!("{binary}: {e}"))?;
+    running.address = line.trim().to_owned();
+    if running.address.is_empty() {
+        return Err(format!("{binary} {upstream} printed no address"));
+    }
+    Ok(Box::new(running))
+}
+
 /// Checks every case of the vector file at `path`, with the servers the environment names.
 pub fn run_file(path: &Path) -> Report {
     run_file_with(path, &Servers::from_env())
@@ -151,6 +208,7 @@ pub fn run_file_with(path: &Path, servers: &Servers) -> Report {
         "hostile_keys.json" => hostile_keys::check(path, servers),
         "hostile_files.json" => hostile_files::check(path),
         "hostile_replies.json" => hostile_replies::check(path, servers),
+        "outage.json" => outage::check(path, servers),
         "hostile_pages.json" => {
             return report(
                 "not_applicable",

@@ -8,7 +8,9 @@
 
 use std::time::Duration;
 
+use larder_conformance::outage::FaultControl;
 use larder_conformance::{entries, run_file, run_file_with, vectors_dir, Hostile, Servers};
+use larder_testkit::faults::{Fault, FaultProxy};
 use larder_testkit::hostile::{HostileServer, Settings};
 use larder_testkit::{Memcached, Redis};
 
@@ -30,6 +32,21 @@ fn start_hostile(protocol: &str, behaviour: &str, args: &[String]) -> Result<Hos
     Ok(Hostile::new(server.address().to_string(), Box::new(server)))
 }
 
+/// A fault proxy of larder_testkit in this process, driven by `larder-faults`'s command lines.
+fn start_faults(upstream: &str) -> Result<Box<dyn FaultControl>, String> {
+    struct InProcess(FaultProxy);
+    impl FaultControl for InProcess {
+        fn address(&self) -> String {
+            self.0.address().to_string()
+        }
+        fn command(&mut self, line: &str) -> Result<(), String> {
+            self.0.set(line.parse::<Fault>()?).map_err(|e| e.to_string())
+        }
+    }
+    let upstream = upstream.parse().map_err(|e| format!("{upstream}: {e}"))?;
+    Ok(Box::new(InProcess(FaultProxy::start(upstream).map_err(|e| e.to_string())?)))
+}
+
 #[test]
 fn every_vector_file_passes() {
     if std::env::var_os("LARDER_BLESS").is_some() {
@@ -41,6 +58,7 @@ fn every_vector_file_passes() {
         memcached: Some(memcached.address()),
         redis: Some(format!("127.0.0.1:{}", redis.port())),
         hostile: Some(Box::new(start_hostile)),
+        faults: Some(Box::new(start_faults)),
     };
     let mut files: Vec<_> = std::fs::read_dir(vectors_dir())
         .expect("spec/vectors")
@@ -85,7 +103,7 @@ fn tempfile_dir(name: &str) -> std::path::PathBuf {
 
 #[test]
 fn a_hostile_file_without_its_servers_fails_saying_which_is_missing() {
-    let none = Servers { memcached: None, redis: None, hostile: None };
+    let none = Servers { memcached: None, redis: None, hostile: None, faults: None };
     for (file, variable) in
         [("hostile_keys.json", "LARDER_CONFORMANCE_MEMCACHED"), ("hostile_replies.json", "LARDER_HOSTILE")]
     {

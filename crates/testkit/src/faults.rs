@@ -72,6 +72,42 @@ impl Fault {
     }
 }
 
+impl std::str::FromStr for Fault {
+    type Err = String;
+
+    /// A `larder-faults` command line that sets a fault: `pass`, `delay MS`, `freeze`, `reset`, `blackhole`,
+    /// `half-close`, `trickle BYTES MS`, `cut AFTER_BYTES`, `refuse`.
+    fn from_str(line: &str) -> Result<Fault, String> {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let Some(&name) = words.first() else {
+            return Err("empty command".into());
+        };
+        let number = |i: usize, what: &str| -> Result<u64, String> {
+            let word = words.get(i).ok_or_else(|| format!("{name} needs {what}"))?;
+            word.parse::<u64>().map_err(|_| format!("{what}: {word:?} is not a whole number"))
+        };
+        let (fault, arity) = match name {
+            "pass" => (Fault::Pass, 1),
+            "delay" => (Fault::Delay(Duration::from_millis(number(1, "MS")?)), 2),
+            "freeze" => (Fault::Freeze, 1),
+            "reset" => (Fault::Reset, 1),
+            "blackhole" => (Fault::Blackhole, 1),
+            "half-close" => (Fault::HalfClose, 1),
+            "trickle" => {
+                let bytes = usize::try_from(number(1, "BYTES")?).map_err(|_| "BYTES is too large".to_string())?;
+                (Fault::Trickle { bytes, every: Duration::from_millis(number(2, "MS")?) }, 3)
+            }
+            "cut" => (Fault::CutMidValue { after_bytes: number(1, "AFTER_BYTES")? }, 2),
+            "refuse" => (Fault::Refuse, 1),
+            other => return Err(format!("unknown command {other:?} (see --help)")),
+        };
+        if words.len() != arity {
+            return Err(format!("{name} takes {} argument(s)", arity - 1));
+        }
+        Ok(fault)
+    }
+}
+
 /// Counters since the proxy started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stats {

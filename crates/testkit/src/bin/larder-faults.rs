@@ -7,7 +7,6 @@
 use std::io::{BufRead, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::process::ExitCode;
-use std::time::Duration;
 
 use larder_testkit::faults::{Fault, FaultProxy};
 
@@ -77,34 +76,10 @@ fn run(args: Vec<String>) -> Result<(), String> {
 
 /// Runs one command line; `Some(json)` for `stats`.
 fn command(proxy: &FaultProxy, line: &str) -> Result<Option<String>, String> {
-    let words: Vec<&str> = line.split_whitespace().collect();
-    let Some(&name) = words.first() else {
-        return Err("empty command".into());
-    };
-    let number = |i: usize, what: &str| -> Result<u64, String> {
-        let word = words.get(i).ok_or_else(|| format!("{name} needs {what}"))?;
-        word.parse::<u64>().map_err(|_| format!("{what}: {word:?} is not a whole number"))
-    };
-    let (fault, arity) = match name {
-        "stats" if words.len() == 1 => return Ok(Some(proxy.stats().to_json())),
-        "pass" => (Fault::Pass, 1),
-        "delay" => (Fault::Delay(Duration::from_millis(number(1, "MS")?)), 2),
-        "freeze" => (Fault::Freeze, 1),
-        "reset" => (Fault::Reset, 1),
-        "blackhole" => (Fault::Blackhole, 1),
-        "half-close" => (Fault::HalfClose, 1),
-        "trickle" => {
-            let bytes = usize::try_from(number(1, "BYTES")?).map_err(|_| "BYTES is too large".to_string())?;
-            (Fault::Trickle { bytes, every: Duration::from_millis(number(2, "MS")?) }, 3)
-        }
-        "cut" => (Fault::CutMidValue { after_bytes: number(1, "AFTER_BYTES")? }, 2),
-        "refuse" => (Fault::Refuse, 1),
-        "stats" => (Fault::Pass, 1),
-        other => return Err(format!("unknown command {other:?} (see --help)")),
-    };
-    if words.len() != arity {
-        return Err(format!("{name} takes {} argument(s)", arity - 1));
+    if line == "stats" {
+        return Ok(Some(proxy.stats().to_json()));
     }
+    let fault: Fault = line.parse()?;
     proxy.set(fault).map_err(|e| e.to_string())?;
     Ok(None)
 }
