@@ -140,12 +140,13 @@ async fn run(o: Options) {
                     })
                     .await;
                 let took = called.elapsed().as_micros() as u64;
-                let mut now = interval.lock();
-                now.latencies_us.push(took);
-                if got.is_err() {
-                    now.errors += 1;
+                {
+                    let mut now = interval.lock();
+                    now.latencies_us.push(took);
+                    if got.is_err() {
+                        now.errors += 1;
+                    }
                 }
-                drop(now);
                 // A fetch answered from memory never waits, so give the reporter (on this task) its turn.
                 tokio::task::yield_now().await;
             }
