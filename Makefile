@@ -14,7 +14,7 @@ LARDER_HOSTILE := $(CURDIR)/target/debug/larder-hostile
 # The fault proxy every language's outage cases put between a cache and a real server (crates/testkit).
 LARDER_FAULTS := $(CURDIR)/target/debug/larder-faults
 
-.PHONY: bench demo test test-rust test-python test-django test-ruby test-activesupport test-typescript test-go test-elixir \
+.PHONY: bench demo test test-soak test-rust test-python test-django test-ruby test-activesupport test-typescript test-go test-elixir \
 	test-tour test-install conformance conformance-matrix lint-rust build-debug release-build venv services \
 	ruby-packages elixir-packages rails-tests fuzz clean test-lane-native test-lane-clients
 
@@ -41,7 +41,7 @@ demo:
 # other. The release build the tour starts with is made in the second lane, so the tour finds it built.
 test: services ruby-packages elixir-packages $(VENV_STAMP) build-debug
 	$(MAKE) --no-print-directory -j$(if $(filter 1,$(LANES)),1,2) test-lane-native test-lane-clients PREBUILT=1
-	$(MAKE) --no-print-directory conformance-matrix test-tour test-install
+	$(MAKE) --no-print-directory conformance-matrix test-tour test-install test-soak
 
 # Rust (lint and tests), Python, Django's suite, Ruby and ActiveSupport's suite, one after another.
 test-lane-native:
@@ -154,6 +154,12 @@ test-tour:
 # Each client's README "## Install" section and first program, run as written in a fresh folder outside the
 # repository (docs/install_test.py; ONLY=ts,go for some). Its downloads go to the caches the suites use (CACHE_DIR).
 # Last in `test`: the TypeScript install runs `npm ci` in clients/typescript, which the suites above also use.
+# A short soak of the front with an L1 over memcached under mixed load (bench/soak.py; docs/benchmarks.md has the
+# 30-minute run): memory within its bounds, no connection left open, latency steady. On the tour's release build.
+test-soak: services
+	$(TOUR_PROFILE) cargo build --release -p larder-cli --locked
+	$(PYTHON) bench/soak.py --seconds 45
+
 test-install: ruby-packages elixir-packages
 	LARDER_CACHE_DIR="$(CACHE_DIR)" $(PYTHON) docs/install_test.py $(if $(ONLY),--only $(ONLY))
 

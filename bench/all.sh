@@ -14,7 +14,8 @@
 # round of every comparison), report.md (the tables, for docs/benchmarks.md) and charts/*.svg. --charts DIR also
 # copies the charts there (docs/bench/ is where docs/benchmarks.md links them).
 #
-# Time: about 35 minutes in full; --quick runs each step's smoke mode (about 8 minutes). Steps whose tools are
+# Time: about 90 minutes in full (the drills 25, the soak 30); --quick runs each step's smoke mode (about 12
+# minutes). Steps whose tools are
 # missing are installed from Debian's packages by the scripts themselves (run as root), or skipped with the reason.
 #
 # Usage: bench/all.sh [--quick] [--only STEP,...] [--skip STEP,...] [--charts DIR] [--list] [-h|--help]
@@ -36,6 +37,8 @@ STEPS=(
     "python|larder's Django backend against Django's own backends|.venv/bin/python clients/python/bench/django_backends.py|.venv/bin/python clients/python/bench/django_backends.py --seconds 0.1"
     "ruby|LarderStore against Dalli's MemCacheStore, RedisCacheStore and MemoryStore|ruby clients/ruby/bench/stores.rb|ROUNDS=1 SECONDS=0.2 ruby clients/ruby/bench/stores.rb"
     "typescript|the TypeScript stores and KeyvLarder against memjs, ioredis, node-redis, @keyv/memcache, @keyv/redis and lru-cache|@TS@ && node clients/typescript/build/bench/clients.js --seconds 1 --rounds 3|@TS@ && node clients/typescript/build/bench/clients.js --seconds 0.2 --rounds 1"
+    "drills|fault drills: the front and every client's fetch while the store is frozen, killed, slowed, restarted empty, or loses one of three servers|.venv/bin/python bench/drills.py --charts docs/bench|.venv/bin/python bench/drills.py --quick"
+    "soak|the front with an L1 over memcached under mixed load for 30 minutes: memory, descriptors, latency|.venv/bin/python bench/soak.py --seconds 1800|.venv/bin/python bench/soak.py --seconds 60"
     "go|the Go stores against gomemcache and go-redis|@GO@ ROUNDS=8 BENCHTIME=0.3s bash clients/go/bench/rounds.sh|@GO@ ROUNDS=2 BENCHTIME=0.05s bash clients/go/bench/rounds.sh"
 )
 # What the TypeScript and Go steps need first: their dependencies from npm's lockfile and Go's module proxy, cached

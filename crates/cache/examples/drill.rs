@@ -152,8 +152,14 @@ async fn run(o: Options) {
             }
         }
     }));
+    // The report decides when the run ends: callers that finish early wait for it, and callers stuck on a frozen
+    // store are abandoned when it is done.
+    let workers = async {
+        workers.await;
+        std::future::pending::<()>().await;
+    };
     tokio::select! {
-        _ = workers => {}
+        () = workers => {}
         () = report(&o, started, end, &interval, &loads) => {}
     }
 }
