@@ -5,10 +5,12 @@
 //!
 //! - A write the store fails is kept here, under the same key and expiry; a read the store fails is answered from
 //!   here. Deletes and purges apply here too.
-//! - The first good answer from the shared store itself after a failure empties it: nothing is written back, since
-//!   other processes may have written newer values, and a purge sent during the outage may have been lost. "Itself":
-//!   an L1 copy answering while its L2 is down is not the store answering, so the store's own server reports must
-//!   all read `up` (checked at most every 100 ms, and only while a failure is on record).
+//! - A good answer from the shared store itself once no failure has been seen for a second empties it: nothing is
+//!   written back, since other processes may have written newer values, and a purge sent during the outage may have
+//!   been lost. "Once no failure for a second": with several servers (a memcached pool, a Redis Cluster failing
+//!   over) the others answer while one fails, and their answers must not drop what the failing one's keys need.
+//!   "Itself": an L1 copy answering while its L2 is down is not the store answering, so the store's own server
+//!   reports must all read `up` too (checked at most every 100 ms, and only while a failure is on record).
 //! - Healthy, it costs a read one relaxed atomic load.
 //! - Over a store with an L1 (spec/STORES.md §9), the L1 *is* the outage memory: a value loaded during the outage
 //!   is kept there for its own lifetime rather than `l1_ttl`, and the whole L1 is dropped on recovery (it refills
@@ -22,6 +24,9 @@ use larder_store::{MemoryStore, Store, StoreError, Value};
 /// How often, at most, a good answer during an outage looks at the servers' reports.
 const RECOVERY_CHECK_MS: u64 = 100;
 
+/// How long the store must go without a failure before a good answer empties the outage memory.
+pub(crate) const QUIET_MS: u64 = 1000;
+
 /// The default size in the libraries (spec/STORES.md §3); the front's is its `outage_memory` setting.
 pub const DEFAULT_OUTAGE_MEMORY: usize = 16 << 20;
 
@@ -30,6 +35,7 @@ pub(crate) struct OutageMemory {
     memory: Option<MemoryStore>,
     /// A failure is on record and no good answer has followed it.
     failing: AtomicBool,
+    last_failure_ms: AtomicU64,
     next_recovery_check_ms: AtomicU64,
 }
 
@@ -53,6 +59,7 @@ impl OutageMemory {
                 false
             }
             Err(error) if is_failure(error) => {
+                self.last_failure_ms.store(now_ms, Ordering::Relaxed);
                 self.failing.store(true, Ordering::Relaxed);
                 true
             }
@@ -62,7 +69,7 @@ impl OutageMemory {
 
     fn maybe_recovered<S: Store>(&self, store: &S, now_ms: u64) {
         let due = self.next_recovery_check_ms.load(Ordering::Relaxed);
-        if now_ms < due {
+        if now_ms < due || now_ms.saturating_sub(self.last_failure_ms.load(Ordering::Relaxed)) < QUIET_MS {
             return;
         }
         self.next_recovery_check_ms.store(now_ms + RECOVERY_CHECK_MS, Ordering::Relaxed);
