@@ -64,18 +64,14 @@ class Origin:
 
         def run() -> None:
             loop = asyncio.new_event_loop()
-            loop.run_until_complete(
-                asyncio.start_server(self.serve, "127.0.0.1", self.port, backlog=512)
-            )
+            loop.run_until_complete(asyncio.start_server(self.serve, "127.0.0.1", self.port, backlog=512))
             ready.set()
             loop.run_forever()
 
         threading.Thread(target=run, daemon=True).start()
         ready.wait(5)
 
-    async def serve(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(Exception):
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -91,19 +87,12 @@ class Origin:
                 elif kind == "u":
                     body, headers = SMALL, "cache-control: no-store\r\n"
                 else:
-                    tag = (
-                        f"g{int(n.split('?')[0] or 0) % 20}"
-                        if n.split("?")[0].isdigit()
-                        else "new"
-                    )
+                    tag = f"g{int(n.split('?')[0] or 0) % 20}" if n.split("?")[0].isdigit() else "new"
                     body, headers = (
                         SMALL,
                         f"cache-control: max-age=30\r\nsurrogate-key: small {tag}\r\n",
                     )
-                writer.write(
-                    f"HTTP/1.1 200 OK\r\n{headers}content-length: {len(body)}\r\n\r\n".encode()
-                    + body
-                )
+                writer.write(f"HTTP/1.1 200 OK\r\n{headers}content-length: {len(body)}\r\n\r\n".encode() + body)
                 await writer.drain()
 
 
@@ -131,16 +120,12 @@ async def client(port: int, end: float, window: dict[str, list[float]]) -> None:
         started = time.monotonic()
         try:
             if writer is None:
-                reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection("127.0.0.1", port), 5
-                )
+                reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 5)
             assert reader is not None
             writer.write(f"GET {path} HTTP/1.1\r\nhost: shop.example\r\n\r\n".encode())
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
             length = next(
-                int(h.split(b":", 1)[1])
-                for h in head.split(b"\r\n")
-                if h.lower().startswith(b"content-length:")
+                int(h.split(b":", 1)[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length:")
             )
             await asyncio.wait_for(reader.readexactly(length), 10)
             if head.split(b" ", 2)[1] != b"200":
@@ -217,9 +202,7 @@ def connections(pid: int, listen: int) -> tuple[int, int]:
         with contextlib.suppress(OSError):
             for line in Path(table).read_text().splitlines()[1:]:
                 fields = line.split()
-                if (
-                    fields[9] in inodes and fields[3] != "0A"
-                ):  # not the listening socket
+                if fields[9] in inodes and fields[3] != "0A":  # not the listening socket
                     if int(fields[1].rsplit(":", 1)[1], 16) == listen:
                         accepted += 1
                     else:
@@ -229,13 +212,7 @@ def connections(pid: int, listen: int) -> tuple[int, int]:
 
 def proc(pid: int) -> dict[str, int]:
     status = Path(f"/proc/{pid}/status").read_text()
-    field = lambda name: int(
-        next(
-            line.split()[1]
-            for line in status.splitlines()
-            if line.startswith(name + ":")
-        )
-    )
+    field = lambda name: int(next(line.split()[1] for line in status.splitlines() if line.startswith(name + ":")))
     return {
         "rss": field("VmRSS") * 1024,
         "threads": field("Threads"),
@@ -243,9 +220,7 @@ def proc(pid: int) -> dict[str, int]:
     }
 
 
-async def load(
-    port: int, admin: int, seconds: float, pid: int, samples: list[dict[str, float]]
-) -> None:
+async def load(port: int, admin: int, seconds: float, pid: int, samples: list[dict[str, float]]) -> None:
     end = time.monotonic() + seconds
     window: dict[str, list[float]] = {"latency": [], "errors": []}
     tasks = [asyncio.create_task(client(port, end, window)) for _ in range(24)]
@@ -340,22 +315,17 @@ def main() -> int:
     first, last = samples[third : 2 * third] or samples[:1], samples[-third:]
     bound = L1_BYTES + FILL_BUFFER + OVERHEAD
     peak = max(s["rss"] for s in samples)
-    growth = statistics.median(s["rss"] for s in last) - statistics.median(
-        s["rss"] for s in first
-    )
+    growth = statistics.median(s["rss"] for s in last) - statistics.median(s["rss"] for s in first)
     p99_first = statistics.median(s["p99_ms"] for s in first)
     p99_last = statistics.median(s["p99_ms"] for s in last)
     failed_requests = sum(s["errors"] for s in samples)
     checks = {
         f"peak VmRSS {peak / MIB:.0f} MiB within {bound / MIB:.0f} MiB (L1 64 + fill buffer 64 + overhead 96)": peak
         <= bound,
-        f"VmRSS grew {growth / MIB:.1f} MiB from the second third to the last (at most 32)": growth
-        <= 32 * MIB,
-        f"clients' connections still open 5 s after the last closed: {accepted} (none should)": accepted
-        == 0,
+        f"VmRSS grew {growth / MIB:.1f} MiB from the second third to the last (at most 32)": growth <= 32 * MIB,
+        f"clients' connections still open 5 s after the last closed: {accepted} (none should)": accepted == 0,
         f"open descriptors {before['fds']} before, {after['fds']} after, of which {kept} kept connections to the app and"
-        f" the store (at most 16 more besides those)": after["fds"]
-        <= before["fds"] + 16 + kept,
+        f" the store (at most 16 more besides those)": after["fds"] <= before["fds"] + 16 + kept,
         f"p99 {p99_first:.1f} ms in the second third, {p99_last:.1f} ms in the last (at most 2x + 10 ms)": p99_last
         <= 2 * p99_first + 10,
         f"{failed_requests} requests failed (none should)": failed_requests == 0,
@@ -367,11 +337,7 @@ def main() -> int:
     for what, ok in checks.items():
         print(f"  {'ok  ' if ok else 'FAIL'} {what}")
     if args.json:
-        Path(args.json).write_text(
-            json.dumps(
-                {"samples": samples, "checks": checks, "before": before, "after": after}
-            )
-        )
+        Path(args.json).write_text(json.dumps({"samples": samples, "checks": checks, "before": before, "after": after}))
     return 0 if all(checks.values()) else 1
 
 
