@@ -10,11 +10,16 @@ use larder_store::Store;
 
 use crate::cache::Cache;
 
+/// How often a release the store failed is tried again.
+const RELEASE_RETRY: Duration = Duration::from_millis(500);
+
 /// A lock this process holds; give it back with [`Cache::unlock`].
 #[derive(Debug)]
 pub struct Lock {
     key: String,
     token: String,
+    /// How long the store keeps it if it is never released.
+    ttl: Duration,
 }
 
 /// What trying a lock found.
@@ -38,7 +43,7 @@ impl<S: Store> Cache<S> {
             return LockState::Unavailable;
         }
         match taken {
-            Ok(true) => LockState::Acquired(Lock { key, token }),
+            Ok(true) => LockState::Acquired(Lock { key, token, ttl }),
             Ok(false) => LockState::Held,
             Err(error) => {
                 self.absorbed::<()>(Err(error));
@@ -56,10 +61,28 @@ impl<S: Store> Cache<S> {
         self.absorbed(found).flatten().is_some()
     }
 
-    /// Releases a lock, unless it expired and another process took it since.
+    /// Releases a lock, unless it expired and another process took it since. A release the store fails (it froze
+    /// or died while the lock was held) is retried every half second until the store takes it or the lock would
+    /// have expired anyway: otherwise the lock outlives the outage, and every process that misses the key after
+    /// the store is back waits out its TTL (spec/STORES.md §3).
     pub async fn unlock(&self, lock: Lock) {
         let released = self.shared.store.delete_if(&lock.key, lock.token.as_bytes()).await;
-        self.absorbed(released);
+        if !self.failed(&released) {
+            self.absorbed(released);
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let cache = self.clone();
+        let until = tokio::time::Instant::now() + lock.ttl;
+        runtime.spawn(async move {
+            while tokio::time::Instant::now() < until {
+                tokio::time::sleep(RELEASE_RETRY).await;
+                let released = cache.shared.store.delete_if(&lock.key, lock.token.as_bytes()).await;
+                if !cache.failed(&released) {
+                    return;
+                }
+            }
+        });
     }
 
     /// Holds `lock` until [`HeldLock::release`], or until dropped: a holder cancelled mid-way (its caller went

@@ -148,3 +148,32 @@ async fn when_the_store_answers_again_its_entry_wins_over_the_outage_memory() {
     assert_eq!(origin.count("/p"), 2, "one request after the recovery, none more");
     task.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_store_lock_held_when_the_store_went_away_is_released_once_it_is_back() {
+    let memcached = Memcached::start().expect("memcached");
+    let faults = FaultProxy::start(memcached.address().parse().expect("addr")).expect("fault proxy");
+    let origin = Origin::start(cacheable(vec![("cache-control", "max-age=60".into())])).await;
+    origin.set_delay(Duration::from_millis(800));
+    let url = format!("memcached://{}?retry_after=300ms", faults.address());
+    let (a, task_a) = front(&origin, &url, 0).await;
+    let (b, task_b) = front(&origin, &url, 0).await;
+    // A's fill takes the store lock, then the store goes away (refuse, not freeze: a frozen connection would deliver
+    // the release once it thaws): A's write and its release fail.
+    let slow = tokio::spawn({
+        let url = format!("{a}/slow");
+        async move { get(&url, HOST).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    faults.set(Fault::Refuse).expect("fault");
+    assert_eq!(slow.await.expect("request").status, 200);
+    faults.set(Fault::Pass).expect("pass");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Another process missing the page must not wait out the lock's TTL (the upstream timeout, 31 s).
+    let started = Instant::now();
+    assert_eq!(get(&format!("{b}/slow"), HOST).await.status, 200);
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(5), "the second front waited {took:?} on a lock left over from the outage");
+    task_a.abort();
+    task_b.abort();
+}
