@@ -49,7 +49,7 @@ defmodule Larder.OutageTest do
     assert Cache.fetch(c, "k", fn -> "new" end, ttl: 100, stale: 5_000) == "old"
   end
 
-  test "the store's first good answer (even a miss) empties it, and nothing is written back" do
+  test "the store's first good answer (even a miss) once no failure for a second empties it, nothing written back" do
     store = TestFlakyStore.new()
     c = start_cache(store)
     TestFlakyStore.mode(store, :down)
@@ -58,6 +58,8 @@ defmodule Larder.OutageTest do
     assert Larder.Store.get(outage(c), Cache.store_key(c, "b")) != :miss
 
     TestFlakyStore.mode(store, :up)
+    # Past the quiet second (spec/STORES.md §3 rule 4).
+    Process.sleep(1_100)
     # A miss from the store: the loader runs again, and the outage copies are gone.
     assert Cache.fetch(c, "a", fn -> "fresh-a" end, ttl: 60_000) == "fresh-a"
     assert Larder.Store.get(outage(c), Cache.store_key(c, "b")) == :miss
@@ -65,6 +67,35 @@ defmodule Larder.OutageTest do
 
     TestFlakyStore.mode(store, :down)
     assert Cache.get(c, "b") == nil
+  end
+
+  test "a good answer within a second of a failure keeps it (the others of a pool answer while one fails)" do
+    store = TestFlakyStore.new()
+    c = start_cache(store)
+    TestFlakyStore.mode(store, :down)
+    assert Cache.fetch(c, "a", fn -> "outage-a" end, ttl: 60_000) == "outage-a"
+
+    # Good answers right after the failure, and failures among them, as while one server of several fails: each
+    # failure starts the quiet second again, so none of these answers empties the outage memory.
+    for _ <- 1..4 do
+      TestFlakyStore.mode(store, :up)
+      assert Cache.get(c, "elsewhere") == nil
+      Process.sleep(400)
+      assert Cache.get(c, "elsewhere") == nil
+      TestFlakyStore.mode(store, :down)
+      assert Cache.get(c, "a") == "outage-a"
+    end
+
+    assert Larder.Store.get(outage(c), Cache.store_key(c, "a")) != :miss
+    assert %{outage_served: 4} = Cache.stats(c)
+
+    # A second with no failure: the next good answer empties it.
+    TestFlakyStore.mode(store, :up)
+    Process.sleep(1_100)
+    assert Cache.get(c, "elsewhere") == nil
+    assert Larder.Store.get(outage(c), Cache.store_key(c, "a")) == :miss
+    TestFlakyStore.mode(store, :down)
+    assert Cache.get(c, "a") == nil
   end
 
   test "deletes and purges apply to it" do

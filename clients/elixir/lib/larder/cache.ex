@@ -20,8 +20,9 @@ defmodule Larder.Cache do
   connection, a timeout, a broken or malformed reply, a server refused at once while ejected) is kept in the
   cache's *outage memory*, a bounded `Larder.Stores.Memory` of its own, with the expiry the store would have given
   it; a read the store fails is answered from there; deletes and purges apply to it; the first good answer from
-  the store empties it (nothing is written back). Whether anything may be in it is one atomic flag, so a hit on a
-  healthy store costs one `:atomics.get/2` more.
+  the store once no failure has been seen for one second empties it (nothing is written back; with several
+  servers, the others answer while one fails, and their answers must not drop what the failing one's keys need).
+  Whether anything may be in it is one atomic flag, so a hit on a healthy store costs one `:atomics.get/2` more.
 
   Options of `start_link/1`: `name` (required), `store` (a URL or a `Larder.Store` handle; default
   `memory://`), `namespace`, `lock_ttl` (ms, 10 000), `max_size` (largest value decoded, 64 MiB),
@@ -51,6 +52,8 @@ defmodule Larder.Cache do
   # Not :invalid_key, :too_large, :not_a_counter, :unsupported, nor a server's error answer (:server).
   @failures [:timeout, :unavailable, :malformed]
   @default_outage_memory "16M"
+  # How long the store must go without a failure before a good answer empties the outage memory (rule 4).
+  @quiet_ms 1_000
   @poll_first 5
   @poll_most 50
 
@@ -81,10 +84,11 @@ defmodule Larder.Cache do
       waiters: :"#{name}.Waiters",
       tasks: :"#{name}.Tasks",
       stats: :counters.new(length(@stats), [:write_concurrency]),
-      # The outage memory (nil when off) and whether it may hold anything: 1 from a store failure until the store's
-      # next good answer, which empties it (spec/STORES.md §3, rules 2 and 4).
+      # The outage memory (nil when off); slot 1: whether it may hold anything, 1 from a store failure until a good
+      # answer once no failure has been seen for @quiet_ms, which empties it; slot 2: the monotonic time (ms) of
+      # the last failure (spec/STORES.md §3, rules 2 and 4).
       outage: outage && Stores.Memory.handle(outage),
-      failing: :atomics.new(1, [])
+      failing: :atomics.new(2, signed: true)
     }
 
     :persistent_term.put({__MODULE__, name}, config)
@@ -201,13 +205,13 @@ defmodule Larder.Cache do
 
   # -------------------------------------------------------------------- the outage memory (STORES.md §3)
 
-  # A store's answer: a good one empties the outage memory after a failure (rule 4); a failure marks it as possibly
-  # holding something. Returns the answer.
+  # A store's answer: a good one empties the outage memory once no failure has been seen for a second (rule 4); a
+  # failure is timed and marks it as possibly holding something. Returns the answer.
   defp answered(cfg, result) do
     case result do
       {:error, e} ->
         bump(cfg, :store_errors)
-        if failure?(cfg, e), do: :atomics.put(cfg.failing, 1, 1)
+        if failure?(cfg, e), do: failed(cfg)
 
       _ ->
         recovered(cfg)
@@ -223,12 +227,21 @@ defmodule Larder.Cache do
   defp recovered(%{outage: nil}), do: :ok
 
   defp recovered(cfg) do
-    # One atomic read on the way of every good answer; only the first after a failure empties the memory.
+    # One atomic read on the way of every good answer while healthy. While failing, only a good answer once no
+    # failure has been seen for @quiet_ms empties the memory (with several servers, the others answer while one
+    # fails); the compare-exchange lets one of them do it.
     if :atomics.get(cfg.failing, 1) == 1 and
+         System.monotonic_time(:millisecond) - :atomics.get(cfg.failing, 2) >= @quiet_ms and
          :atomics.compare_exchange(cfg.failing, 1, 1, 0) == :ok,
        do: Store.clear(cfg.outage)
 
     :ok
+  end
+
+  # A failure of the store: its time first, then the flag, so a good answer never sees the flag with an older time.
+  defp failed(cfg) do
+    :atomics.put(cfg.failing, 2, System.monotonic_time(:millisecond))
+    :atomics.put(cfg.failing, 1, 1)
   end
 
   # A delete or purge: applied to the store, then (when it may hold anything) to the outage memory.
@@ -247,7 +260,7 @@ defmodule Larder.Cache do
     case answered(cfg, result) do
       {:error, e} ->
         if failure?(cfg, e) and Store.set(cfg.outage, skey, data) == :ok do
-          :atomics.put(cfg.failing, 1, 1)
+          failed(cfg)
           bump(cfg, :outage_kept)
         end
 
@@ -544,7 +557,8 @@ defmodule Larder.Cache do
     end
   end
 
-  # The store first; the outage memory only when the store fails (a good answer, even a miss, empties it first).
+  # The store first; the outage memory only when the store fails (a good answer, even a miss, once no failure has
+  # been seen for a second, empties it first).
   defp lookup(cfg, skey, version) do
     case answered(cfg, Store.get(cfg.store, skey)) do
       {:ok, raw} ->
