@@ -35,9 +35,11 @@ type shared struct {
 	flights map[string]*flight
 	stats   statCounters
 	// outage is the outage memory (nil when off): values whose write to the store failed, read when the store
-	// fails; failing is set after a store failure and cleared, with outage emptied, by the next good answer.
-	outage  *stores.Memory
-	failing atomic.Bool
+	// fails; failing is set after a store failure and cleared, with outage emptied, by a good answer once no
+	// failure has been seen for a second; lastFailure is the monotonic time of the last failure (monoNow).
+	outage      *stores.Memory
+	failing     atomic.Bool
+	lastFailure atomic.Int64
 }
 
 // DefaultOutageMemory is the outage memory's default size (STORES.md §3: 16M in the libraries).
@@ -65,7 +67,8 @@ func WithMaxSize(n int) Option { return func(c *Cache) { c.maxSize = n } }
 // "16M" as the store URLs' sizes). While the store fails (no connection, a timeout, a broken reply, or refused at
 // once while its server is ejected), a value whose write to it fails is kept there with the expiry the store
 // would have given it, and a read the store fails is answered from it; deletes and purges apply to it; the first
-// good answer from the store empties it, and nothing in it is ever written back (STORES.md §3).
+// good answer from the store once no failure has been seen for a second empties it, and nothing in it is ever
+// written back (STORES.md §3).
 func WithOutageMemory(bytes int64) Option { return func(c *Cache) { c.outageCap = bytes } }
 
 // WithLockTTL is how long a fetch may hold the store lock, and how long others wait for it (default 10 s).
@@ -308,11 +311,12 @@ func (c *Cache) Add(ctx context.Context, key string, value any, options ...Entry
 	if err == nil {
 		c.answered()
 	} else if c.keep(err) {
+		c.shared.lastFailure.Store(monoNow())
 		// Whether the store held the key is unknown: the outage memory adds only where it holds nothing itself.
 		if added, _ := c.shared.outage.Add(ctx, storeKey, data, 0); added {
 			c.shared.stats.outageKept.Add(1)
 		}
-		c.shared.failing.Store(true)
+		c.failedNow()
 	}
 	return added, err
 }

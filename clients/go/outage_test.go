@@ -1,7 +1,8 @@
 // The outage memory (STORES.md §3, "When the store fails"): over a store that fails on demand, a value whose write
 // fails is kept with its expiry and answers the reads the store fails; the store is always asked first; the first
-// good answer empties it and nothing is written back; deletes and purges apply; its size is bounded; 0 is off; and
-// Fetch callers of one key share one load while the lock and the write fail.
+// good answer once no failure has been seen for a second empties it (one within that second keeps it) and nothing
+// is written back; deletes and purges apply; its size is bounded; 0 is off; and Fetch callers of one key share one
+// load while the lock and the write fail.
 package larder_test
 
 import (
@@ -26,6 +27,10 @@ type flakyStore struct {
 	delay time.Duration
 	calls atomic.Int64
 }
+
+// pastTheQuietSecond waits until no failure has been seen for more than a second (STORES.md §3 rule 4): only a
+// good answer after that empties the outage memory.
+func pastTheQuietSecond() { time.Sleep(1100 * time.Millisecond) }
 
 func newFlaky() *flakyStore {
 	f := &flakyStore{Memory: stores.NewMemory(64<<20, 0)}
@@ -204,7 +209,7 @@ func TestOutageMemoryKeepsTheStaleWindow(t *testing.T) {
 	}
 }
 
-func TestOutageMemoryReadsTheStoreFirstAndIsEmptiedByTheFirstGoodAnswer(t *testing.T) {
+func TestOutageMemoryReadsTheStoreFirstAndIsEmptiedByTheFirstGoodAnswerPastAQuietSecond(t *testing.T) {
 	ctx := context.Background()
 	f := newFlaky()
 	c := larder.New(f)
@@ -212,6 +217,7 @@ func TestOutageMemoryReadsTheStoreFirstAndIsEmptiedByTheFirstGoodAnswer(t *testi
 	_ = c.Set(ctx, "k", "during the outage", larder.TTL(time.Minute))
 	_ = c.Set(ctx, "other", "during the outage", larder.TTL(time.Minute))
 	f.up()
+	pastTheQuietSecond()
 	// Another process wrote a newer value meanwhile: the store's answer wins.
 	writer := larder.New(f.Memory)
 	if err := writer.Set(ctx, "k", "newer", larder.TTL(time.Minute)); err != nil {
@@ -235,12 +241,64 @@ func TestOutageMemoryReadsTheStoreFirstAndIsEmptiedByTheFirstGoodAnswer(t *testi
 	// A miss is a good answer too.
 	_ = c.Set(ctx, "again", 1, larder.TTL(time.Minute))
 	f.up()
+	pastTheQuietSecond()
 	if _, ok := c.Get(ctx, "nothing here"); ok {
 		t.Fatal("a hit on an empty key")
 	}
 	f.down(stores.Unavailable)
 	if _, ok := c.Get(ctx, "again"); ok {
 		t.Fatal("a miss from the store did not empty the outage memory")
+	}
+}
+
+// With several servers the others answer while one fails: a good answer within a second of the last failure keeps
+// the outage memory (rule 4); every failure starts the second again, and the first good answer after it empties it.
+func TestOutageMemoryIsKeptByAGoodAnswerWithinASecondOfAFailure(t *testing.T) {
+	ctx := context.Background()
+	f := newFlaky()
+	c := larder.New(f)
+	writer := larder.New(f.Memory)
+	if err := writer.Set(ctx, "answered", "x", larder.TTL(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	f.down(stores.Unavailable)
+	_ = c.Set(ctx, "k", "during the outage", larder.TTL(time.Minute))
+	f.up()
+	// Good answers right after the failure: a hit, a miss, a write, a delete.
+	if got, ok := c.Get(ctx, "answered"); !ok || got != "x" {
+		t.Fatalf("read %#v %v, want the store's value", got, ok)
+	}
+	_, _ = c.Get(ctx, "nothing here")
+	_ = c.Set(ctx, "written", 1, larder.TTL(time.Minute))
+	_, _ = c.Delete(ctx, "nothing here")
+	if st := c.Stats(); st.OutageEntries != 1 {
+		t.Fatalf("good answers within a second of a failure left %d entries in the outage memory, want 1",
+			st.OutageEntries)
+	}
+	f.down(stores.Unavailable)
+	if got, ok := c.Get(ctx, "k"); !ok || got != "during the outage" {
+		t.Fatalf("after a good answer within the second the outage memory answers %#v %v, want its value", got, ok)
+	}
+	// Every failure starts the second again: one 600 ms later, then a good answer 600 ms after that (over a second
+	// since the first failure, not since the last) keeps it.
+	f.up()
+	time.Sleep(600 * time.Millisecond)
+	f.down(stores.Unavailable)
+	_, _ = c.Get(ctx, "k")
+	f.up()
+	time.Sleep(600 * time.Millisecond)
+	_, _ = c.Get(ctx, "answered")
+	if st := c.Stats(); st.OutageEntries != 1 {
+		t.Fatalf("a good answer within a second of the last failure emptied the outage memory: %+v", st)
+	}
+	pastTheQuietSecond()
+	_, _ = c.Get(ctx, "answered")
+	if st := c.Stats(); st.OutageEntries != 0 {
+		t.Fatalf("the first good answer past the quiet second left %d entries", st.OutageEntries)
+	}
+	f.down(stores.Unavailable)
+	if got, ok := c.Get(ctx, "k"); ok {
+		t.Fatalf("after the quiet second's good answer the outage memory still answers %#v", got)
 	}
 }
 
@@ -351,8 +409,10 @@ func TestFetchWhileTheStoreFailsLoadsOnce(t *testing.T) {
 	if st := c.Stats(); st.CoalescedWaits == 0 || st.OutageServed == 0 {
 		t.Fatalf("stats %+v", st)
 	}
-	// The store answers again: its miss empties the outage memory and the value is loaded once more, and stored.
+	// The store answers again: once no failure has been seen for a second, its miss empties the outage memory and
+	// the value is loaded once more, and stored.
 	f.up()
+	pastTheQuietSecond()
 	v, err := c.Fetch(ctx, "k", time.Minute, loader)
 	if err != nil || v != "loaded" || loads.Load() != 2 {
 		t.Fatalf("after recovery: %#v %v, %d loads", v, err, loads.Load())
