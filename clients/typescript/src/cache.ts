@@ -8,7 +8,8 @@
 // - Reads absorb store failures (a miss, counted): a cache that is down must not take the program down; fetch also
 //   absorbs failed writes. Plain writes (set, add, delete, incr, purges) reject with the store's StoreError.
 // - When the store fails (spec/STORES.md §3, "When the store fails"), a value whose write it failed is kept in the
-//   outage memory (outage.ts), which answers the reads it fails until its first good answer empties it.
+//   outage memory (outage.ts), which answers the reads it fails until a good answer, once no failure has been seen
+//   for a second, empties it.
 
 import { randomBytes } from "node:crypto";
 import { utf8 } from "./bytes.js";
@@ -317,10 +318,11 @@ export class Cache {
 
   // ------------------------------------------------------------------------------------------ outage memory
 
-  /** The store gave a good answer: after a failure, the outage memory is emptied (one field read otherwise). */
+  /** The store gave a good answer: after a failure, the outage memory is emptied once no failure has been seen for
+   * a second (one field read while healthy). */
   private answered(): void {
     const outage = this.shared.outage;
-    if (outage?.failing) outage.recover();
+    if (outage?.failing) outage.answered();
   }
 
   /** The store refused or failed a request: true when it failed (a failure, STORES.md §1), noted for the outage

@@ -5,13 +5,20 @@
 // `timeout`); a key that is invalid, a value too large or not a counter is the caller's error, not an outage.
 // - A write the store fails is kept here, under the same store key, with the expiry the store would have given it
 //   (the stale window included); a read the store fails is answered from here. Deletes and purges apply here too.
-// - The first good answer from the store after a failure empties it: nothing is written back, since other processes
-//   may have written newer values meanwhile, and a purge sent during the outage may have been lost.
+// - A good answer from the store once no failure has been seen for a second (QUIET_MS, on a monotonic clock) empties
+//   it: nothing is written back, since other processes may have written newer values meanwhile, and a purge sent
+//   during the outage may have been lost. "Once no failure for a second": with several servers (a memcached pool
+//   losing one, a Redis Cluster failing a master over) the others answer while one fails, and their answers must not
+//   drop what the failing one's keys need.
 // - Healthy, it costs a store call one field read (`failing`).
 
 import { StoreError } from "./stores/errors.js";
 import { type Held, MemoryStore } from "./stores/memory.js";
 import { parseSize } from "./stores/url.js";
+
+/** How long the store must go without a failure before a good answer empties the outage memory (STORES.md §3
+ * rule 4). */
+export const QUIET_MS = 1000;
 
 /** The libraries' default size (spec/STORES.md §3): 16 MiB. */
 export const DEFAULT_OUTAGE_MEMORY = 16 * 1024 * 1024;
@@ -31,21 +38,40 @@ export function outageMemorySize(option: number | string | undefined): number {
   return bytes;
 }
 
+/** Milliseconds on a monotonic clock (not the wall clock, which may step). */
+const monotonicMs = (): number => performance.now();
+
 export class OutageMemory {
-  /** A failure is on record and no good answer has followed it (what every good answer reads). */
+  /** A failure is on record and the outage memory has not been emptied since (what every good answer reads). */
   failing = false;
+  /** When the last failure was seen, on `now`'s clock. */
+  private lastFailureMs = 0;
   private readonly memory: MemoryStore;
 
-  constructor(readonly capacity: number) {
+  /** `now`: the monotonic clock in milliseconds (injectable for tests). */
+  constructor(
+    readonly capacity: number,
+    private readonly now: () => number = monotonicMs,
+  ) {
     this.memory = new MemoryStore({ capacity });
   }
 
   /** The store failed a request. */
   failed(): void {
+    this.lastFailureMs = this.now();
     this.failing = true;
   }
 
-  /** The store answered after a failure: everything kept is dropped, nothing written back. */
+  /** The store gave a good answer while `failing`: once no failure has been seen for QUIET_MS, everything kept is
+   * dropped, nothing written back; within that second it is kept (another server may still be failing). True when
+   * it was emptied. Callers check `failing` first, so a healthy store costs one field read. */
+  answered(): boolean {
+    if (!this.failing || this.now() - this.lastFailureMs < QUIET_MS) return false;
+    this.recover();
+    return true;
+  }
+
+  /** Everything kept is dropped, nothing written back, and the failure forgotten. */
   recover(): void {
     this.failing = false;
     this.memory.clearNow();

@@ -1,12 +1,12 @@
 // When the store fails (spec/STORES.md §3): the outage memory (kept on a failed write with the store's expiry,
-// answering the reads the store fails, emptied by the store's first good answer, nothing written back, deletes and
-// purges applied, bounded, off at 0), fetch's coalescing in the process while the store fails, and a server's
+// answering the reads the store fails, emptied by a good answer from the store once no failure has been seen for a
+// second and kept by one within that second, nothing written back, deletes and purges applied, bounded, off at 0), fetch's coalescing in the process while the store fails, and a server's
 // probation: one probe at a time (§1), in Health and in the memcached and Redis stores.
 
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { Cache } from "../src/cache.js";
-import { DEFAULT_OUTAGE_MEMORY, type OutageMemory, outageMemorySize } from "../src/outage.js";
+import { DEFAULT_OUTAGE_MEMORY, OutageMemory, outageMemorySize, QUIET_MS } from "../src/outage.js";
 import { type Counter, Health, type Store, type StoreStats } from "../src/stores/base.js";
 import { InvalidKey, ServerError, type StoreError, StoreTimeout, TooLarge } from "../src/stores/errors.js";
 import { openStore } from "../src/stores/index.js";
@@ -146,7 +146,7 @@ describe("the outage memory (spec/STORES.md §3, 'When the store fails')", () =>
     );
   });
 
-  test("the store answers first: its good answer, even a miss, empties the outage memory, nothing written back", async () => {
+  test("the store answers first: its good answer, even a miss, once no failure for a second, empties the outage memory, nothing written back", async () => {
     const store = new FlakyStore();
     const cache = new Cache(store);
     store.down = true;
@@ -156,8 +156,11 @@ describe("the outage memory (spec/STORES.md §3, 'When the store fails')", () =>
     store.down = false;
     await store.inner.set(cache.storeKey("b"), cache.encode("newer-b")[0]);
     assert.equal(await cache.get("a"), undefined, "the store's miss, not the outage memory's copy");
-    assert.equal(await entries(cache), 0, "emptied by the good answer");
+    assert.equal(await entries(cache), 2, "kept: a failure was seen less than a second ago");
+    assert.equal(cache.outageMemory?.failing, true);
+    await sleep(QUIET_MS + 50);
     assert.equal(await cache.get("b"), "newer-b", "the store's newer value");
+    assert.equal(await entries(cache), 0, "emptied by the good answer once no failure for a second");
     assert.equal(await store.inner.get(cache.storeKey("a")), undefined, "nothing written back");
     const loader = counting("reloaded");
     assert.equal(await cache.fetch("a", loader.load), "reloaded");
@@ -165,14 +168,54 @@ describe("the outage memory (spec/STORES.md §3, 'When the store fails')", () =>
     assert.equal(cache.outageMemory?.failing, false);
   });
 
-  test("any good answer empties it: a write, a lock", async () => {
+  test("any good answer empties it once no failure for a second: a write, a lock", async () => {
     const store = new FlakyStore();
     const cache = new Cache(store);
     store.down = true;
     await cache.fetch("a", async () => "x");
     store.down = false;
+    await sleep(QUIET_MS + 50);
     await cache.set("other", 1);
     assert.equal(await entries(cache), 0);
+    assert.equal(cache.outageMemory?.failing, false);
+  });
+
+  test("a good answer within a second of a failure keeps it (another server may still be failing)", async () => {
+    const store = new FlakyStore();
+    const cache = new Cache(store);
+    store.down = true;
+    const loader = counting("v1");
+    assert.equal(await cache.fetch("a", loader.load, { ttlMs: 60_000 }), "v1");
+    assert.equal(loader.calls(), 1);
+    store.down = false;
+    await cache.set("other", 1);
+    assert.equal(await cache.get("other"), 1, "good answers from the store");
+    assert.equal(await entries(cache), 1, "kept");
+    assert.equal(cache.outageMemory?.failing, true);
+    store.down = true;
+    assert.equal(await cache.fetch("a", loader.load, { ttlMs: 60_000 }), "v1");
+    assert.equal(loader.calls(), 1, "the store fails again: answered from the outage memory, not loaded");
+  });
+
+  test("the quiet second on the outage memory's clock: counted from the last failure, emptied at 1 s exactly", () => {
+    let now = 5_000;
+    const outage = new OutageMemory(1024 * 1024, () => now);
+    assert.equal(outage.answered(), false, "healthy: nothing to empty");
+    outage.failed();
+    outage.keep("k", new Uint8Array([1]), 60_000);
+    now += QUIET_MS - 1;
+    assert.equal(outage.answered(), false, "within the second");
+    assert.ok(outage.held("k") !== undefined);
+    outage.failed(); // another server fails: the second starts again
+    now += QUIET_MS - 1;
+    assert.equal(outage.answered(), false, "within the second of the last failure");
+    assert.ok(outage.held("k") !== undefined);
+    assert.equal(outage.failing, true);
+    now += 1;
+    assert.equal(outage.answered(), true, "a second without a failure");
+    assert.equal(outage.held("k"), undefined);
+    assert.equal(outage.failing, false);
+    assert.equal(outage.answered(), false);
   });
 
   test("deletes and purges apply to it, even when the store fails them", async () => {
