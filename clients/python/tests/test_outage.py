@@ -3,7 +3,9 @@ that can be switched to fail as a dead server does (`ServerError`):
 
 - the outage memory keeps a value whose write failed, with the expiry the store would have given it (stale window
   included), and answers the reads the store fails; reads still go to the store first;
-- the store's first good answer (a miss included) empties it, and nothing in it is written back;
+- the store's first good answer (a miss included) once no failure has been seen for a second empties it (a good
+  answer within that second keeps it: with several servers, the others answer while one fails), and nothing in it
+  is written back;
 - deletes and purges apply to it; its size is bounded; `outage_memory=0` turns it off; errors that are not a server
   failure (invalid_key, too_large, not_a_counter) keep nothing;
 - concurrent `fetch` callers of one key share one load and get the leader's value in memory even though the lock
@@ -24,53 +26,55 @@ from typing import Any
 import pytest
 
 from larder import AsyncCache, Cache
+from larder.cache import OUTAGE_QUIET
 from larder.stores import InvalidKey, NotACounter, ServerError, Store, StoreError, StoreStats, TooLarge
 from larder.stores.memory import MemoryStore
 
 
 class Flaky(Store):
-    """A memory store that fails like a dead server while `down` (or with `error`, when set), and counts the
-    requests that reached it."""
+    """A memory store that fails like a dead server while `down` (or with `error`, when set), or only for the store
+    keys in `dead` (the keys of one dead server of a pool), and counts the requests that reached it."""
 
     backend = "flaky"
 
     def __init__(self) -> None:
         self.inner = MemoryStore()
         self.down = False
+        self.dead: set[str] = set()
         self.error: StoreError | None = None
         self.requests = 0
         self._lock = threading.Lock()
 
-    def _call(self) -> None:
+    def _call(self, keys: Sequence[str] = ()) -> None:
         with self._lock:
             self.requests += 1
         if self.error is not None:
             raise self.error
-        if self.down:
+        if self.down or not self.dead.isdisjoint(keys):
             raise ServerError(self.backend, "connection refused", "127.0.0.1:1")
 
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
-        self._call()
+        self._call(keys)
         return self.inner.get_many(keys)
 
     def set_many(self, items: Sequence[tuple[str, bytes]], ttl: float | None = None) -> None:
-        self._call()
+        self._call([key for key, _ in items])
         self.inner.set_many(items, ttl)
 
     def add(self, key: str, value: bytes, ttl: float | None = None) -> bool:
-        self._call()
+        self._call([key])
         return self.inner.add(key, value, ttl)
 
     def incr(self, key: str, delta: int, ttl: float | None = None, create: bool = True) -> int | None:
-        self._call()
+        self._call([key])
         return self.inner.incr(key, delta, ttl, create)
 
     def delete_if(self, key: str, expected: bytes) -> bool:
-        self._call()
+        self._call([key])
         return self.inner.delete_if(key, expected)
 
     def delete_many(self, keys: Sequence[str]) -> int:
-        self._call()
+        self._call(keys)
         return self.inner.delete_many(keys)
 
     def clear(self) -> None:
@@ -109,6 +113,23 @@ def kept(cache: Cache) -> MemoryStore:
     return memory
 
 
+class Clock:
+    """A monotonic clock the test moves by hand (`now`, seconds)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def clocked(cache: Cache) -> Clock:
+    """`cache`'s outage memory on a clock of the test's (shared by the cache's namespaces)."""
+    clock = Clock()
+    cache._shared.outage.clock = clock
+    return clock
+
+
 def test_a_value_loaded_while_the_store_fails_answers_the_reads_it_fails() -> None:
     store = Flaky()
     cache = Cache(store, namespace="n")
@@ -126,10 +147,12 @@ def test_a_value_loaded_while_the_store_fails_answers_the_reads_it_fails() -> No
 def test_reads_go_to_the_store_first_and_its_answer_wins() -> None:
     store = Flaky()
     cache = Cache(store)
+    clock = clocked(cache)
     store.down = True
     cache.fetch("k", Loader("from the outage"), ttl=60)
     store.down = False
-    cache.set("elsewhere", 1)  # (through this cache: a good answer, which empties the outage memory)
+    clock.now += OUTAGE_QUIET
+    cache.set("elsewhere", 1)  # (through this cache: a good answer a second on, which empties the outage memory)
     store.inner.set(cache.store_key("k"), cache.encode("from the store", ttl=60)[0], 60)
     assert cache.get("k") == "from the store"
     store.down = True
@@ -176,14 +199,16 @@ def test_a_stale_kept_value_is_served_stale_while_one_caller_refreshes() -> None
     assert cache.get("k") == "new"
 
 
-def test_the_first_good_answer_empties_it_even_a_miss_and_nothing_is_written_back() -> None:
+def test_the_first_good_answer_a_second_on_empties_it_even_a_miss_and_nothing_is_written_back() -> None:
     store = Flaky()
     cache = Cache(store)
+    clock = clocked(cache)
     store.down = True
     for key in ("a", "b", "c"):
         cache.fetch(key, Loader(key), ttl=60)
     assert len(kept(cache)) == 3
     store.down = False
+    clock.now += OUTAGE_QUIET  # (exactly a second since the last failure: enough)
     assert cache.get("nothing-here") is None  # a miss, but a good answer
     assert len(kept(cache)) == 0
     assert not cache._shared.outage.failing
@@ -208,10 +233,67 @@ def test_the_first_good_answer_empties_it_even_a_miss_and_nothing_is_written_bac
 def test_any_good_answer_ends_the_outage(answer: Any) -> None:
     store = Flaky()
     cache = Cache(store)
+    clock = clocked(cache)
     store.down = True
     cache.fetch("k", Loader("v"), ttl=60)
     store.down = False
+    clock.now += OUTAGE_QUIET
     answer(cache)
+    assert len(kept(cache)) == 0
+
+
+def test_a_good_answer_within_a_second_of_a_failure_keeps_it() -> None:
+    store = Flaky()
+    cache = Cache(store)
+    clock = clocked(cache)
+    store.down = True
+    cache.fetch("k", Loader("v"), ttl=60)
+    store.down = False
+    clock.now += 0.5
+    assert cache.get("other") is None  # a good answer half a second after the failure
+    assert len(kept(cache)) == 1, "kept: too soon after the failure"
+    assert cache._shared.outage.failing
+    store.down = True
+    assert cache.get("k") == "v", "still answered from the outage memory"
+    store.down = False
+    clock.now += 0.75  # 1.25 s after the first failure, 0.75 s after the last
+    cache.set("x", 1)
+    assert len(kept(cache)) == 1, "the second counts from the last failure"
+    clock.now += 0.25
+    cache.set("x", 1)
+    assert len(kept(cache)) == 0, "a second without a failure: emptied"
+    assert not cache._shared.outage.failing
+
+
+def test_while_one_server_of_a_pool_fails_the_others_answers_keep_it() -> None:
+    store = Flaky()
+    cache = Cache(store)
+    clock = clocked(cache)
+    store.dead = {cache.store_key("k")}
+    loader = Loader("v")
+    for _ in range(8):
+        assert cache.fetch("k", loader, ttl=60) == "v"
+        assert cache.get("elsewhere") is None  # another server answers
+        cache.set("elsewhere-too", 1)
+        clock.now += 0.25
+    assert loader.runs == 1, "the dead server's key was loaded once, the other servers answering all along"
+    store.dead = set()
+    clock.now += OUTAGE_QUIET
+    assert cache.get("elsewhere") is None
+    assert len(kept(cache)) == 0
+
+
+def test_the_quiet_second_is_measured_on_the_monotonic_clock_by_default() -> None:
+    store = Flaky()
+    cache = Cache(store)
+    assert cache._shared.outage.clock is time.monotonic
+    store.down = True
+    cache.fetch("k", Loader("v"), ttl=60)
+    store.down = False
+    assert cache.get("other") is None
+    assert len(kept(cache)) == 1
+    time.sleep(OUTAGE_QUIET + 0.05)
+    assert cache.get("other") is None
     assert len(kept(cache)) == 0
 
 
@@ -392,6 +474,7 @@ def test_async_callers_share_one_load_and_the_kept_value() -> None:
     async def main() -> None:
         store = Flaky()
         cache = AsyncCache(store, outage_memory="1M")
+        clock = clocked(cache.sync)
         store.down = True
         runs = 0
 
@@ -406,7 +489,14 @@ def test_async_callers_share_one_load_and_the_kept_value() -> None:
         assert runs == 1
         assert await cache.get("k") == "v"
         store.down = False
-        assert await cache.get("k") is None, "the store answers: its miss, and the outage memory is emptied"
+        assert await cache.get("other") is None  # a good answer right after the failures
+        assert await cache.get("k") is None, "the store answers first: its miss wins"
+        assert len(kept(cache.sync)) == 1, "but the outage memory stays: too soon after the failures"
+        store.down = True
+        assert await cache.get("k") == "v"
+        store.down = False
+        clock.now += OUTAGE_QUIET
+        assert await cache.get("k") is None, "the store answers a second on: its miss, and the outage memory is emptied"
         assert len(kept(cache.sync)) == 0
 
     asyncio.run(main())

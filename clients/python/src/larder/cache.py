@@ -14,7 +14,8 @@ Mirrors the Rust crate `larder-cache` (cache.rs, fetch.rs, locks.rs):
 - When the store fails (spec/STORES.md §3): the callers of one key in this process share one load and get its
   value in memory, whatever the store does; and the *outage memory* (`outage_memory`, default 16M) keeps what
   was written while the store failed (a server failure: `ServerError`) and answers the reads the store fails,
-  until the store's first good answer drops it all (nothing is written back).
+  until the store's first good answer once no failure has been seen for a second drops it all (nothing is written
+  back).
 - Counters (`incr`/`decr`) are the stores' ASCII decimal counters, shared with every language; `get` reads them as
   ints.
 
@@ -98,6 +99,10 @@ WAITED_LOCK_TTL: Final = object()
 #: The outage memory's size unless a cache is given one (spec/STORES.md §3 "When the store fails").
 DEFAULT_OUTAGE_MEMORY: Final = "16M"
 
+#: How long, in seconds, the store must go without a failure before a good answer empties the outage memory
+#: (spec/STORES.md §3 rule 4): with several servers, the others answer while one fails.
+OUTAGE_QUIET: Final = 1.0
+
 
 @dataclass
 class CacheStats:
@@ -177,22 +182,40 @@ class _Outage:
     timeout, a broken or malformed reply, a request refused at once while the server is ejected: `ServerError`;
     never `invalid_key`, `too_large` or `not_a_counter`), kept with the expiry the store would have given them. A
     read the store fails is answered from it; deletes and purges apply to it; the first good answer from the store
-    after a failure empties it, and nothing in it is ever written back (other processes may have written newer
-    values meanwhile, and a purge sent during the outage may have been lost).
+    once no failure has been seen for `OUTAGE_QUIET` (a second) empties it (with several servers, a memcached pool
+    losing one or a Redis Cluster failing a master over, the others answer while one fails, and their answers must
+    not drop what the failing one's keys need), and nothing in it is ever written back (other processes may have
+    written newer values meanwhile, and a purge sent during the outage may have been lost).
 
-    `failing` says the store failed since its last good answer: the one thing a good answer checks (an attribute
-    read), so a hit pays nothing more while the store is well. A writer keeps its value first and sets `failing`
-    after, so a good answer that comes between them still finds the flag and empties the memory later."""
+    `failing` says the store failed since the good answer that last emptied the memory: the one thing a good answer
+    checks (an attribute read), so a hit pays nothing more while the store is well. `failed_at` is when the last
+    failure was seen (`clock`, monotonic seconds; replaceable in tests). A failure records `failed_at` first and
+    sets `failing` last, and a writer keeps its value in between, so a good answer that comes meanwhile finds the
+    failure too recent and leaves the memory alone."""
 
-    __slots__ = ("failing", "memory")
+    __slots__ = ("clock", "failed_at", "failing", "memory")
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.memory = MemoryStore(capacity) if capacity > 0 else None
+        self.clock = clock
+        self.failed_at = float("-inf")
         self.failing = False
+
+    def failed(self) -> None:
+        """The store failed (a server failure): the outage memory stays until a second passes without another."""
+        self.failed_at = self.clock()
+        self.failing = True
 
     def answered(self) -> None:
-        """The store gave a good answer: the outage is over, and what was kept for it goes."""
+        """The store gave a good answer, while `failing`: the outage is over, and what was kept for it goes, once no
+        failure has been seen for `OUTAGE_QUIET`; until then it stays (another server may still be failing)."""
+        failed_at = self.failed_at
+        if self.clock() - failed_at < OUTAGE_QUIET:
+            return
         self.failing = False
+        if self.failed_at != failed_at:  # a failure came meanwhile (another thread): still failing
+            self.failing = True
+            return
         memory = self.memory
         if memory is not None and len(memory):
             memory.clear()
@@ -202,6 +225,7 @@ class _Outage:
         failure), with the expiry the store would have given it (`ttl`, and the entry's own hard expiry)."""
         if not isinstance(error, ServerError):
             return
+        self.failed_at = self.clock()
         memory = self.memory
         if memory is not None:
             try:
@@ -212,13 +236,13 @@ class _Outage:
             except StoreError:  # a value larger than the outage memory takes: not kept, and no older one either
                 with contextlib.suppress(StoreError):
                     memory.delete(store_key)
-        self.failing = True
+        self.failed()
 
     def read(self, error: StoreError, store_key: str) -> bytes | None:
         """What a read the store failed with `error` answers: the value kept for `store_key`, if the store failed."""
         if not isinstance(error, ServerError):
             return None
-        self.failing = True
+        self.failed()
         memory = self.memory
         if memory is None or not len(memory):
             return None
@@ -635,7 +659,7 @@ class Cache:
                 shared.stats.bump("store_errors")
                 raw = shared.outage.read(error, store_key)
             else:
-                if shared.outage.failing:  # a good answer, a miss included: the outage is over (spec/STORES.md §3)
+                if shared.outage.failing:  # a good answer, a miss included: it may end the outage (spec/STORES.md §3)
                     shared.outage.answered()
             found = MISS if raw is None else self._decode(raw, version)
         else:
@@ -780,7 +804,7 @@ class Cache:
         self._write(safe_key(f"{self.namespace}:{key}" if self.namespace else key), data, store_ttl)
 
     def _write(self, store_key: str, data: bytes, store_ttl: float | None) -> None:
-        """`store.set`, with the outage memory: a good answer ends an outage; a write the store fails is kept there
+        """`store.set`, with the outage memory: a good answer may end an outage; a write the store fails is kept there
         (then raised)."""
         shared = self._shared
         try:
@@ -1030,7 +1054,7 @@ class Cache:
         except StoreError as error:
             shared.stats.bump("store_errors")
             if isinstance(error, ServerError):
-                shared.outage.failing = True
+                shared.outage.failed()
             return True
         if shared.outage.failing:
             shared.outage.answered()
