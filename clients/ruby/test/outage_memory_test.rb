@@ -7,7 +7,9 @@ require "active_support/cache/larder_store"
 
 # The cache's outage memory (spec/STORES.md §3, "When the store fails"; Larder::OutageMemory) over a store that fails
 # on demand: kept on a failed write with the store's expiry, answered on a failed read, emptied by the first good
-# answer, deletes and purges applied, bounded, off at 0; and fetch's one load per process while the store fails.
+# answer once no failure has been seen for a second (kept by one within that second), deletes and purges applied,
+# bounded, off at 0; and fetch's one load per process while the store fails. The quiet second is timed on the outage
+# memory's clock, set here by hand (`at`), so no test sleeps through it.
 class OutageMemoryTest < Minitest::Test
   # A memory store that fails every request while `down` (as a remote store does: a StoreError naming the server),
   # optionally after `pause` seconds (a timeout), and counts what reached it.
@@ -48,10 +50,17 @@ class OutageMemoryTest < Minitest::Test
   def setup
     @store = FlakyStore.new
     @cache = Larder::Cache.new(@store, namespace: "app")
+    @now = 1000.0
+    outage.clock = -> { @now }
   end
 
   def outage
     @cache.outage_memory
+  end
+
+  # Moves the outage memory's clock `seconds` on.
+  def later(seconds)
+    @now += seconds
   end
 
   def test_on_by_default_with_16m_and_sized_like_the_store_urls
@@ -86,13 +95,14 @@ class OutageMemoryTest < Minitest::Test
     assert_operator @cache.stats[:outage_hits], :>=, 2
   end
 
-  def test_the_first_good_answer_empties_it_and_nothing_is_written_back
+  def test_the_first_good_answer_once_quiet_for_a_second_empties_it_and_nothing_is_written_back
     @store.down = true
     @cache.fetch("k", ttl: 60) { "v1" }
     @cache.write_multi({ "a" => 1, "b" => 2 }, ttl: 60)
     assert_equal 3, outage.size
     assert outage.failing?
     @store.down = false
+    later(1.0)
     assert_nil @cache.read("other"), "a miss is a good answer"
     assert_equal 0, outage.size
     refute outage.failing?
@@ -106,8 +116,53 @@ class OutageMemoryTest < Minitest::Test
     @store.down = true
     @cache.write("k", "v1", ttl: 60)
     @store.down = false
+    later(1.5)
     assert @cache.write("other", "x", ttl: 60)
     assert_equal 0, outage.size
+  end
+
+  # Rule 4: with several servers, the others answer while one fails; their answers within a second of the last
+  # failure must not drop what the failing one's keys need. Each failure starts the quiet second again.
+  def test_a_good_answer_within_a_second_of_a_failure_keeps_it
+    @store.down = true
+    assert_equal "v1", @cache.fetch("k", ttl: 60) { "v1" }
+    @store.down = false
+    later(0.5)
+    assert_nil @cache.read("other"), "a good answer half a second after the failure"
+    assert @cache.write("other", "x", ttl: 60), "and a good write"
+    assert_equal 1, outage.size, "kept"
+    assert outage.failing?
+    @store.down = true
+    later(0.4)
+    assert_equal "v1", @cache.fetch("k", ttl: 60) { flunk "loaded again while the outage memory holds it" }
+    @store.down = false
+    later(0.9)
+    assert_equal "x", @cache.read("other"), "0.9 s after the last failure (1.3 s after the first)"
+    assert_equal 1, outage.size, "still kept: the failure 0.9 s ago started the second again"
+    later(0.1)
+    assert_equal "x", @cache.read("other")
+    assert_equal 0, outage.size, "emptied once no failure has been seen for a second"
+    refute outage.failing?
+  end
+
+  def test_its_clock_is_monotonic_by_default
+    fresh = Larder::OutageMemory.new(1024)
+    assert_same Larder::OutageMemory::MONOTONIC, fresh.clock
+    assert_in_delta Process.clock_gettime(Process::CLOCK_MONOTONIC), fresh.clock.call, 1.0
+    assert_in_delta 1.0, Larder::OutageMemory::QUIET
+  end
+
+  # The quiet second on the real clock: a good answer right after the failure keeps it, one after a second empties it.
+  def test_the_quiet_second_on_the_real_clock
+    cache = Larder::Cache.new(@store, namespace: "app")
+    @store.down = true
+    cache.write("k", "v1", ttl: 60)
+    @store.down = false
+    assert_nil cache.read("other")
+    assert_equal 1, cache.outage_memory.size
+    sleep Larder::OutageMemory::QUIET + 0.05
+    assert_nil cache.read("other")
+    assert_equal 0, cache.outage_memory.size
   end
 
   def test_deletes_and_purges_apply_to_it
@@ -161,6 +216,7 @@ class OutageMemoryTest < Minitest::Test
   def test_larder_store_keeps_answers_and_drops_as_the_cache_does
     rails = ActiveSupport::Cache::LarderStore.new(store: @store, namespace: "app", outage_memory: "1M")
     assert_equal 1 << 20, rails.outage_memory.capacity
+    rails.outage_memory.clock = -> { @now }
     @store.down = true
     loads = 0
     3.times { assert_equal "v1", rails.fetch("k", expires_in: 60) { loads += 1 and "v1" } }
@@ -171,7 +227,10 @@ class OutageMemoryTest < Minitest::Test
     assert_nil rails.read("gone"), "deletes apply"
     @store.down = false
     assert_nil rails.read("other")
-    assert_equal 0, rails.outage_memory.size, "emptied by the first good answer"
+    assert_equal 1, rails.outage_memory.size, "kept by a good answer within the quiet second"
+    later(1.0)
+    assert_nil rails.read("other")
+    assert_equal 0, rails.outage_memory.size, "emptied by the first good answer once quiet for a second"
     assert_nil rails.read("k"), "nothing written back"
     assert_nil ActiveSupport::Cache::LarderStore.new(store: @store, outage_memory: 0).outage_memory
     assert_nil ActiveSupport::Cache::LarderStore.new("memory://").outage_memory

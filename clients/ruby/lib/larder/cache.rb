@@ -21,8 +21,8 @@ module Larder
   # - When the store fails (spec/STORES.md §3): what `fetch` (or `write`) could not write is kept in the cache's
   #   outage memory (`outage_memory`, 16M by default, 0 = off; Larder::OutageMemory) and a read the store fails is
   #   answered from there, so a dead store does not send every request to the block; the first good answer of the
-  #   store empties it. The threads of one process that fetch one key share its one computation in memory, whatever
-  #   the store answers.
+  #   store once no failure has been seen for a second empties it. The threads of one process that fetch one key
+  #   share its one computation in memory, whatever the store answers.
   # - Values are serialized with `serializer` (msgpack by default: nil, booleans, numbers, Strings, Arrays and
   #   Hashes, readable by every language).
   class Cache
@@ -233,8 +233,9 @@ module Larder
       store_failed(e)&.get_many(stored_keys) || ([nil] * stored_keys.size)
     end
 
-    # `result`, after emptying the outage memory if the store had failed before this good answer (spec/STORES.md
-    # §3, rule 4). A healthy store's hit costs one instance variable read here.
+    # `result`, after emptying the outage memory if the store had failed before this good answer and no failure has
+    # been seen for a second since (spec/STORES.md §3, rule 4). A healthy store's hit costs one instance variable
+    # read here.
     def answered(result)
       @outage.answered if @outage&.failing?
       result

@@ -56,8 +56,8 @@ module ActiveSupport
     # - `outage_memory:` the size of the outage memory (spec/STORES.md §3, "When the store fails";
     #   Larder::OutageMemory): bytes or a size as the store URLs write it (default "16M"; 0 = off; none on memory://).
     #   What the store fails to write is kept there with the expiry the store would have given it, a read the store
-    #   fails is answered from it, deletes, purges and clear apply to it, and the store's first good answer empties
-    #   it.
+    #   fails is answered from it, deletes, purges and clear apply to it, and the store's first good answer once no
+    #   failure has been seen for a second empties it.
     #
     # Values written with `raw: true` (counters) are stored bare, as ASCII decimal, as spec/STORES.md §3 says, so
     # `increment` and `decrement` use the store's counters.
