@@ -156,10 +156,12 @@ class OutageMemoryTest < Minitest::Test
   def test_the_quiet_second_on_the_real_clock
     cache = Larder::Cache.new(@store, namespace: "app")
     @store.down = true
+    failed_at = Process.clock_gettime(Process::CLOCK_MONOTONIC)
     cache.write("k", "v1", ttl: 60)
     @store.down = false
     assert_nil cache.read("other")
-    assert_equal 1, cache.outage_memory.size
+    within = Process.clock_gettime(Process::CLOCK_MONOTONIC) - failed_at < Larder::OutageMemory::QUIET
+    assert_equal 1, cache.outage_memory.size if within # (a starved machine may have taken the whole second)
     sleep Larder::OutageMemory::QUIET + 0.05
     assert_nil cache.read("other")
     assert_equal 0, cache.outage_memory.size
