@@ -177,3 +177,55 @@ async fn a_store_lock_held_when_the_store_went_away_is_released_once_it_is_back(
     task_a.abort();
     task_b.abort();
 }
+
+/// An origin whose pages carry `cache_control`, answering 500 once `failing` is set.
+async fn origin_that_can_fail(cache_control: &'static str) -> (Origin, Arc<std::sync::atomic::AtomicBool>) {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let failing = Arc::new(AtomicBool::new(false));
+    let served = Arc::new(AtomicUsize::new(0));
+    let flag = failing.clone();
+    let origin = Origin::start(move |seen| {
+        if flag.load(Ordering::SeqCst) {
+            return (http::StatusCode::INTERNAL_SERVER_ERROR, vec![], bytes::Bytes::from_static(b"down"));
+        }
+        let n = served.fetch_add(1, Ordering::SeqCst) + 1;
+        (http::StatusCode::OK, vec![("cache-control", cache_control.to_owned())], format!("{} #{n}", seen.path).into())
+    })
+    .await;
+    (origin, failing)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn stale_if_error_and_stale_while_revalidate_work_from_the_outage_memory() {
+    let memcached = Memcached::start().expect("memcached");
+    let faults = FaultProxy::start(memcached.address().parse().expect("addr")).expect("fault proxy");
+    faults.set(Fault::Refuse).expect("the store is down from the start");
+    let url = format!("memcached://{}", faults.address());
+    // stale-if-error: the app fails once the page is stale; the copy in the outage memory stands in.
+    let (origin, failing) = origin_that_can_fail("max-age=1, stale-if-error=60").await;
+    let (base, task) = front(&origin, &url, 0).await;
+    assert_eq!(get(&format!("{base}/e"), HOST).await.text(), "/e #1");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    failing.store(true, std::sync::atomic::Ordering::SeqCst);
+    let stale = get(&format!("{base}/e"), HOST).await;
+    assert_eq!(
+        (stale.status.as_u16(), stale.text()),
+        (200, "/e #1".to_owned()),
+        "the stale copy stands in for the 500"
+    );
+    assert!(stale.header("cache-status").is_some_and(|s| s.contains("stale")), "{:?}", stale.header("cache-status"));
+    task.abort();
+    // stale-while-revalidate: the stale copy is served at once and refreshed behind it, into the outage memory.
+    let (origin, _) = origin_that_can_fail("max-age=1, stale-while-revalidate=60").await;
+    let (base, task) = front(&origin, &url, 0).await;
+    assert_eq!(get(&format!("{base}/r"), HOST).await.text(), "/r #1");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(get(&format!("{base}/r"), HOST).await.text(), "/r #1", "served stale while it is refreshed");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while get(&format!("{base}/r"), HOST).await.text() != "/r #2" {
+        assert!(Instant::now() < deadline, "the refresh reached the outage memory");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(origin.count("/r"), 2, "one refresh");
+    task.abort();
+}
