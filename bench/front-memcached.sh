@@ -11,7 +11,11 @@
 #                 entry of spec/FORMAT.md under the proxy's key GET:http://<host>/<path>, spec/STORES.md §2),
 #                 written by larder itself on the first request of the warm-up;
 #     larder-l1   the same with --l1 64M: hits come from memory, re-read from memcached each --l1-ttl (1 s);
-#     larder-mem  `larder serve` on its memory store only (no --store), the front the L1 figure is held against.
+#     larder-mem  `larder serve` on its memory store only (no --store), the front the L1 figure is held against;
+#     larder-l2-1key  larder-l2 with `?prefix_purge=false` (spec/STORES.md §4.4): one key per read, as nginx asks,
+#                 and no purge by prefix: the like-for-like job, reported beside the default;
+#     larder-redis  `larder serve --store redis://…` with no L1, on a redis-server started here: the front on Redis
+#                 beside the front on memcached (nginx has no Redis module in Debian to compare with).
 #   An origin (nginx, static pages with Cache-Control: max-age=3600) is behind the larder servers. Each server is
 #   warmed until it answers both pages (larder: until its x-cache header says HIT, twice in a row; nginx: 200 with
 #   the page's size); then wrk measures req/s and p99. Measurements are interleaved (round after round, each round
@@ -22,7 +26,7 @@
 #   request, larder-l2 at least one hit per request (its reads also fetch the purge-record prefix list, §4.4,
 #   which is a miss while no prefix was ever purged), larder-l1 and larder-mem nearly none.
 #   Beside req/s and p99, each measurement reports the CPU spent per request by the server (with nginx's workers),
-#   by memcached, and by the rest of the machine (wrk and the kernel's interrupt work), from /proc: with both cores
+#   by its store (memcached, or redis-server for larder-redis), and by the rest of the machine (wrk and the kernel's interrupt work), from /proc: with both cores
 #   busy, req/s is bounded by cores / (their sum), so the columns say what bounded a figure and how far the
 #   server's own share can move it.
 #
@@ -38,7 +42,7 @@
 #   everything is stopped on exit, Ctrl-C or error. larder is built (cargo build --release -p larder-cli) when
 #   target/release/larder is missing, lacks `serve --store`, or is older than the sources.
 #
-# Time: the default run takes about 3 minutes (3 rounds x 4 servers x 2 pages x 5 s, plus warm-up); --quick
+# Time: the default run takes about 4 minutes (3 rounds x 6 servers x 2 pages x 5 s, plus warm-up); --quick
 # about 40 seconds.
 #
 # Usage: bench/front-memcached.sh [--quick] [--duration SECS] [--rounds N] [--connections N] [--threads N]
@@ -54,9 +58,10 @@ usage() {
     cat <<'EOF'
 Usage: bench/front-memcached.sh [options]
 
-Benchmarks cached hits through larder serve --store memcached://… (no L1), nginx memcached_pass on the same
-memcached, larder with --l1 64M and larder on memory only; prints req/s and p99 per server and the ratios
-larder-l2 / nginx (target >= 2) and larder-l1 / larder-mem (target >= 0.9).
+Benchmarks cached hits through larder serve --store memcached://… (no L1), the same with ?prefix_purge=false
+(one key per read), larder on redis:// (no L1), nginx memcached_pass on the same memcached, larder with --l1 64M
+and larder on memory only; prints req/s, p99 and CPU per request per server and the ratios larder-l2 / nginx
+(target >= 2) and larder-l1 / larder-mem (target >= 0.9).
 
 Options:
   --quick               smoke run: 1 round of 3 s per measurement (about 40 s)
@@ -156,7 +161,7 @@ for page in "${page_list[@]}"; do
 done
 ((${#PAGES[@]})) || die "--pages: nothing to measure"
 
-SERVERS=(nginx larder-l2 larder-l1 larder-mem)
+SERVERS=(nginx larder-l2 larder-l2-1key larder-redis larder-l1 larder-mem)
 WARM_SECS=2
 ((QUICK)) && WARM_SECS=1
 
@@ -167,7 +172,7 @@ TEMPLATES=$BENCH_DIR/stores
 
 larder_ready() { "$LARDER" serve --help 2>/dev/null | grep -q -- '--l1'; }
 
-install_packages memcached:memcached nginx:nginx wrk:wrk curl:curl
+install_packages memcached:memcached redis-server:redis-server nginx:nginx wrk:wrk curl:curl
 ensure_larder "'serve --store/--l1'"
 
 NOFILE_WANTED=65536
@@ -184,6 +189,7 @@ begin_processes
 
 pick_port ORIGIN_PORT
 pick_port MEMCACHED_PORT
+pick_port REDIS_PORT
 declare -A PORT=()
 for server in "${SERVERS[@]}"; do
     pick_port port_var
@@ -214,6 +220,10 @@ log "memcached (-m 256) on 127.0.0.1:$MEMCACHED_PORT"
 start memcached "$TMP/memcached.log" memcached "${ROOT_USER[@]}" -l 127.0.0.1 -p "$MEMCACHED_PORT" -U 0 -m 256 \
     -c 4096 -t 2
 wait_listening memcached "$MEMCACHED_PORT" "$TMP/memcached.log"
+log "redis-server (no persistence) on 127.0.0.1:$REDIS_PORT"
+start redis "$TMP/redis.log" redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save "" --appendonly no \
+    --dir "$TMP"
+wait_listening redis "$REDIS_PORT" "$TMP/redis.log"
 
 log "origin: nginx serving /${PAGES[*]} on 127.0.0.1:$ORIGIN_PORT"
 render nginx-origin.conf.in "$TMP/origin.conf"
@@ -235,6 +245,10 @@ start_larder() { # SERVER ARGS...
 }
 log "larder-l2 (--store $STORE_URL, no L1) on 127.0.0.1:${PORT[larder-l2]}"
 start_larder larder-l2 --store "$STORE_URL"
+log "larder-l2-1key (--store $STORE_URL?prefix_purge=false, no L1) on 127.0.0.1:${PORT[larder-l2-1key]}"
+start_larder larder-l2-1key --store "$STORE_URL?prefix_purge=false"
+log "larder-redis (--store redis://127.0.0.1:$REDIS_PORT, no L1) on 127.0.0.1:${PORT[larder-redis]}"
+start_larder larder-redis --store "redis://127.0.0.1:$REDIS_PORT"
 log "larder-l1 (--store $STORE_URL --l1 $L1_SIZE) on 127.0.0.1:${PORT[larder-l1]}"
 start_larder larder-l1 --store "$STORE_URL" --l1 "$L1_SIZE"
 log "larder-mem (memory only, --capacity 256M) on 127.0.0.1:${PORT[larder-mem]}"
@@ -333,7 +347,7 @@ for server in "${SERVERS[@]}"; do
         log "$server: /${PAGES[*]} answered from cache (x-cache: HIT twice in a row)"
     fi
 done
-for server in larder-l2 larder-l1; do
+for server in larder-l2 larder-l2-1key larder-l1; do
     for page in "${PAGES[@]}"; do
         key="GET:http://127.0.0.1:${PORT[$server]}/$page"
         stored=$(memcached_item_size "$key")
@@ -378,19 +392,21 @@ for ((round = 1; round <= ROUNDS; round++)); do
             n=$((n + 1))
             origin_before=$(origin_requests)
             read -r hits_before misses_before < <(memcached_stats)
-            cpu_before=$(cpu_mark "${SERVER_PID[$server]}" "${SERVER_PID[memcached]}")
+            store_pid=${SERVER_PID[memcached]}
+            [[ $server == larder-redis ]] && store_pid=${SERVER_PID[redis]}
+            cpu_before=$(cpu_mark "${SERVER_PID[$server]}" "$store_pid")
             parsed=$(run_wrk "$TMP/wrk.$server.$page.$round" "$DURATION" "http://127.0.0.1:${PORT[$server]}/$page")
-            cpu_after=$(cpu_mark "${SERVER_PID[$server]}" "${SERVER_PID[memcached]}")
+            cpu_after=$(cpu_mark "${SERVER_PID[$server]}" "$store_pid")
             read -r hits_after misses_after < <(memcached_stats)
             reached=$(($(origin_requests) - origin_before))
             read -r rps p99 req c r w t n2 _ <<<"$parsed"
             mc_hits=$((hits_after - hits_before))
             mc_misses=$((misses_after - misses_before))
-            # CPU per request: the server, memcached, and the rest of the machine (wrk, the kernel's interrupt
+            # CPU per request: the server, its store (memcached or Redis), and the rest of the machine (wrk, the kernel's interrupt
             # work for loopback traffic, and anything else running).
             read -r server_us memcached_us other_us < <(cpu_per_request "$cpu_before" "$cpu_after" "$req")
             log "[$n/$total] round $round $server /$page: $rps req/s, p99 $p99 ms; memcached $mc_hits hits," \
-                "$mc_misses misses for $req requests; CPU per request: server $server_us µs, memcached" \
+                "$mc_misses misses for $req requests; CPU per request: server $server_us µs, store" \
                 "$memcached_us µs, wrk and the rest $other_us µs"
             ((reached == 0)) || log "WARNING: $server /$page reached the origin $reached times: not all hits"
             ((n2 == 0)) || log "WARNING: $server /$page: $n2 responses were not 2xx (a memcached miss is a 404)"
@@ -418,7 +434,7 @@ all_hits() { # SERVER REQUESTS ERRORS NON2XX ORIGIN MC_HITS MC_MISSES: 0 when ev
     ((origin == 0 && n2 == 0 && err == 0)) || return 1
     case $server in
         nginx) ((mc_misses == 0 && mc_hits >= req)) ;;
-        larder-l2) ((mc_hits >= req)) ;;
+        larder-l2 | larder-l2-1key) ((mc_hits >= req)) ;;
         *) return 0 ;;
     esac
 }
@@ -434,19 +450,22 @@ print(json.dumps({
     "command": "bench/front-memcached.sh", "date": datetime.date.today().isoformat(), "subject": "larder-l2",
     "setup": f"wrk -t{threads} -c{connections} --latency, {duration} s per measurement, {rounds} interleaved rounds; "
              f"{cores} cores shared by wrk, memcached and the servers; nginx upstream keepalive {keepalive}; "
-             f"larder-l2: --store memcached://, no L1; larder-l1: the same with --l1 {l1}; larder-mem: memory only",
+             f"larder-l2: --store memcached://, no L1; larder-l2-1key: the same with ?prefix_purge=false (one key "
+             f"per read, as nginx); larder-redis: --store redis://, no L1; larder-l1: larder-l2 with --l1 {l1}; "
+             f"larder-mem: memory only",
     "metrics": [{"name": "rps", "label": "req/s", "better": "higher"},
                 {"name": "p99_ms", "label": "p99 ms", "better": "lower"},
                 {"name": "server_cpu_us", "label": "server CPU µs/req", "better": "lower"},
-                {"name": "memcached_cpu_us", "label": "memcached CPU µs/req", "better": "lower"},
+                {"name": "memcached_cpu_us", "label": "store CPU µs/req", "better": "lower"},
                 {"name": "other_cpu_us", "label": "wrk+rest CPU µs/req", "better": "lower"}],
-    "pairs": [{"subject": "larder-l2", "vs": "nginx"}, {"subject": "larder-l1", "vs": "larder-mem"}],
+    "pairs": [{"subject": "larder-l2", "vs": "nginx"}, {"subject": "larder-l2-1key", "vs": "nginx"},
+              {"subject": "larder-redis", "vs": "nginx"}, {"subject": "larder-l1", "vs": "larder-mem"}],
     "targets": [{"subject": "larder-l2", "vs": "nginx", "metric": "rps", "ratio": 2},
                 {"subject": "larder-l1", "vs": "larder-mem", "metric": "rps", "ratio": 0.9}],
     "notes": ["mc_hits and mc_misses in the raw rows are memcached's get_hits and get_misses during the "
               "measurement (larder's reads also fetch the prefix-purge list, a miss while nothing was purged).",
               "CPU per request (/proc's utime + stime over the measurement, divided by its requests): the server "
-              "(with nginx's workers), memcached, and the rest of the machine's busy time (wrk, the kernel's "
+              "(with nginx's workers), its store (memcached; redis-server for larder-redis), and the rest of the machine's busy time (wrk, the kernel's "
               "interrupt work for loopback traffic, anything else running). With every core busy, req/s is at most "
               "cores / (their sum): a server can only gain by its own share."],
 }))
