@@ -64,6 +64,50 @@ class MsgpackFastPathsTest < Minitest::Test
     assert_equal [1, "\xDD".b], Larder::Serializers.msgpack_value(MessagePack.pack([1, "\xDD".b]))
   end
 
+  # Larder::ClaimGuard finds the array32/map32 heads through the gem's own parsing: every value of random values
+  # full of 0xDD/0xDF bytes (in strings, floats, integers, real array32s) reads back, and cut, extended or mutated
+  # payloads are refused exactly when the walk it replaced (MsgpackReader.check_whole, then the gem) refused them.
+  def random_value(random, depth = 0)
+    case random.rand(depth > 3 ? 6 : 9)
+    when 0 then random.rand * 1e6
+    when 1 then random.rand(2**40) - (2**39)
+    when 2 then random.bytes(random.rand(6)).b
+    when 3 then nil
+    when 4 then "\xDD\xDF".b * random.rand(3)
+    when 5 then [0xDD, 0xDF, 0xDDDD, 0xDFDFDFDF][random.rand(4)]
+    when 6 then Array.new(random.rand(5)) { random_value(random, depth + 1) }
+    when 7 then Array.new(random.rand(5)) { [random.bytes(2), random_value(random, depth + 1)] }.to_h
+    else random.rand(8).zero? ? Array.new(70_000, 1) : 1.5
+    end
+  end
+
+  def reference_value(bytes)
+    Larder::MsgpackReader.check_whole(bytes)
+    MessagePack.unpack(bytes, allow_unknown_ext: true)
+  rescue StandardError
+    :refused
+  end
+
+  def test_the_claim_guard_reads_and_refuses_as_the_walk_it_replaced
+    random = Random.new(34)
+    1500.times do
+      value = random_value(random)
+      payload = MessagePack.pack(value)
+      assert_equal [value], [Larder::Serializers.msgpack_value(payload)]
+      mutated = payload.dup
+      mutated.setbyte(random.rand(mutated.bytesize), [0xDD, 0xDF, random.rand(256)][random.rand(3)])
+      [payload.byteslice(0, random.rand(payload.bytesize)), "#{payload}\x01".b, mutated].each do |bytes|
+        mine = begin
+          Larder::Serializers.msgpack_value(bytes)
+        rescue Larder::InvalidEntry
+          :refused
+        end
+        expected = reference_value(bytes)
+        assert_equal [expected], [mine], bytes.unpack1("H*") unless expected.is_a?(Float) && expected.nan?
+      end
+    end
+  end
+
   # ActiveSupport 6.1's Entry would Zlib-compress the value before LarderStore writes its own (LZ4) entry; the store
   # tells it not to, and still honours compress: for the larder entry.
   def test_the_activesupport_entry_is_not_compressed_on_the_way

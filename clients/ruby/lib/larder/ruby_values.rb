@@ -16,6 +16,12 @@ module Larder
   module RubyValues
     RUBY_MARSHAL = 101
     INT_RANGE = -(2**63)..((2**64) - 1)
+    # What plain? does with a value of each class (exactly that class: subclasses are not plain).
+    KINDS = { String => :string, Hash => :hash, Array => :array, NilClass => :scalar, TrueClass => :scalar,
+              FalseClass => :scalar, Float => :scalar, Integer => :integer }.compare_by_identity.freeze
+    # The encodings of a plain String (valid ones: binary is always valid).
+    PLAIN_ENCODINGS = { Encoding::UTF_8 => true, Encoding::US_ASCII => true, Encoding::BINARY => true }
+                      .compare_by_identity.freeze
 
     module_function
 
@@ -55,31 +61,70 @@ module Larder
       end
     end
 
-    # Whether every language reads `value` as Ruby wrote it (iterative, bounded by the nesting limit).
+    # Whether every language reads `value` as Ruby wrote it. A walk over every element cannot be avoided (the gem
+    # would pack a Symbol, a String in another encoding, a Hash subclass or Integer keys without a word, and they
+    # would not come back as they went), so it is kept as cheap as Ruby allows (issue 34): recursive, bounded by the
+    # nesting limit, one dispatch on the element's class (a class, not a kind: a subclass is not plain), no Array
+    # allocated per element, and each Hash key object checked once per walk (the rows of a query result share
+    # their key Strings). The iterative walk it replaced cost 7 ms of a 64 KiB query result's write, whose packing
+    # takes 0.4 ms.
     def plain?(value)
-      stack = [[value, 0]]
-      until stack.empty?
-        item, depth = stack.pop
-        case item
-        when nil, true, false, Float then next
-        when Integer then return false unless INT_RANGE.cover?(item)
-        when String then return false unless plain_string?(item)
-        when Array
-          return false if depth >= Serializers::MAX_NESTING || item.class != Array
+      case KINDS[value.class]
+      when :string then PLAIN_ENCODINGS.key?(value.encoding) && value.valid_encoding?
+      when :scalar then true
+      when :integer then INT_RANGE.cover?(value)
+      when :hash then plain_hash?(value, 0, {}.compare_by_identity)
+      when :array then plain_array?(value, 0, {}.compare_by_identity)
+      else false
+      end
+    end
 
-          item.each { |child| stack.push([child, depth + 1]) }
-        when Hash
-          return false if depth >= Serializers::MAX_NESTING || item.class != Hash || item.default || item.default_proc
+    # Whether every element of `array` (at `depth`) is plain; `keys`: the Hash keys found plain so far.
+    def plain_array?(array, depth, keys)
+      return false if depth >= Serializers::MAX_NESTING
 
-          item.each do |key, child|
-            return false unless key.is_a?(String) && plain_string?(key)
+      depth += 1
+      array.each do |item|
+        next if plain_item?(item, depth, keys)
 
-            stack.push([child, depth + 1])
-          end
-        else return false
-        end
+        return false
       end
       true
+    end
+
+    def plain_hash?(hash, depth, keys)
+      return false if depth >= Serializers::MAX_NESTING || hash.default || hash.default_proc
+
+      depth += 1
+      hash.each_pair do |key, item|
+        unless keys[key]
+          return false unless key.instance_of?(String) && PLAIN_ENCODINGS.key?(key.encoding) && key.valid_encoding?
+
+          keys[key] = true
+        end
+        # plain_item?, inlined for the leaves (a method call per element is a third of the walk)
+        case KINDS[item.class]
+        when :scalar then next
+        when :string then next if PLAIN_ENCODINGS.key?(item.encoding) && item.valid_encoding?
+        when :integer then next if INT_RANGE.cover?(item)
+        when :hash then next if plain_hash?(item, depth, keys)
+        when :array then next if plain_array?(item, depth, keys)
+        end
+        return false
+      end
+      true
+    end
+
+    # plain? of an element of a container at `depth`.
+    def plain_item?(item, depth, keys)
+      case KINDS[item.class]
+      when :string then PLAIN_ENCODINGS.key?(item.encoding) && item.valid_encoding?
+      when :scalar then true
+      when :integer then INT_RANGE.cover?(item)
+      when :hash then plain_hash?(item, depth, keys)
+      when :array then plain_array?(item, depth, keys)
+      else false
+      end
     end
 
     def plain_string?(text)

@@ -4,6 +4,7 @@ require "json"
 require "msgpack"
 require_relative "errors"
 require_relative "msgpack_reader"
+require_relative "claim_guard"
 
 module Larder
   # The serializers of spec/FORMAT.md §2: MessagePack (the default), JSON, raw bytes and UTF-8 text.
@@ -16,7 +17,7 @@ module Larder
     # Arrays and maps may nest this deep in a value (spec/FORMAT.md §2): a container inside 100 others is too deep.
     MAX_NESTING = 100
     # Markers after which the msgpack gem allocates a claimed length up front (array32, map32): payloads holding
-    # such a byte are walked by MsgpackReader before the gem sees them (large_claims?).
+    # such a byte are fed to the gem by ClaimGuard, which checks every such claim before the gem reads it.
     ARRAY32 = "\xDD".b.freeze
     MAP32 = "\xDF".b.freeze
     # The str and bin markers with a length field: marker => [bytes of the length, its unpack format].
@@ -124,14 +125,11 @@ module Larder
         text = payload.byteslice(head, payload.bytesize - head)
         return payload.getbyte(0).between?(0xC4, 0xC6) ? text : text.force_encoding(Encoding::UTF_8)
       end
-      MsgpackReader.check_whole(payload) if large_claims?(payload)
-      if factory
-        unpacker = factory.unpacker(UNPACK_OPTIONS)
-        unpacker.feed_reference(payload)
-        unpacker.full_unpack
-      else
-        MessagePack.unpack(payload, UNPACK_OPTIONS)
-      end
+      unpacker = factory ? factory.unpacker(UNPACK_OPTIONS) : MessagePack::Unpacker.new(UNPACK_OPTIONS)
+      return ClaimGuard.unpack(payload, unpacker) if large_claims?(payload)
+
+      unpacker.feed_reference(payload)
+      unpacker.full_unpack
     rescue InvalidEntry
       raise
     rescue EOFError

@@ -229,9 +229,18 @@ module ActiveSupport
 
       # On the process's memory: the entry decoded once per stored bytes (Larder::Stores::Memory#get_view), and a
       # copy handed out, as ActiveSupport's MemoryStore hands out copies of the entries it keeps.
+      #
+      # An entry that is not kept (a value other than a String, a number, a boolean or nil: a query result, a
+      # document) is decoded from the stored bytes on every read, so it is already the caller's own copy: copying it
+      # again (dup_value!, a Marshal dump and load in ActiveSupport 6.1) would cost four times the decoding (issue 34).
       def read_view(key)
-        entry = @larder.view(larder_key(key), self) { |raw| entry_view(raw) }
-        return nil if entry.nil?
+        fresh = false
+        entry = @larder.view(larder_key(key), self) do |raw|
+          made = entry_view(raw)
+          fresh = !made[1]
+          made
+        end
+        return entry if entry.nil? || fresh
 
         copy = entry.dup
         copy.dup_value!

@@ -44,7 +44,12 @@ module ActiveSupport
         return super if @local_cache_used
 
         keys = names.map { |name| larder_key(normalize_key(name, options)) }
-        entries = @larder.views(keys, self) { |raw| entry_view(raw) }
+        fresh = {}.compare_by_identity # the entries decoded for this call (not kept): the caller's own already
+        entries = @larder.views(keys, self) do |raw|
+          made = entry_view(raw)
+          fresh[made[0]] = true unless made[1] || made[0].nil?
+          made
+        end
         results = {}
         names.each_with_index do |name, index|
           entry = entries[index]
@@ -52,7 +57,13 @@ module ActiveSupport
 
           value = entry.value
           # a copy, as read_view hands out (Entry#dup_value!: Strings dup'd, numbers and booleans as they are)
-          results[name] = value.is_a?(String) ? value.dup : copy_of(entry)
+          results[name] = if fresh.key?(entry)
+                            value
+                          elsif value.is_a?(String)
+                            value.dup
+                          else
+                            copy_of(entry)
+                          end
         end
         results
       end
