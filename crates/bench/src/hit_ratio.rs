@@ -14,6 +14,7 @@ use larder_store::memory::weight_for;
 use larder_store::MemoryStore;
 use serde::Serialize;
 
+use crate::policies::{Policy, Reference};
 use crate::trace::Request;
 
 /// One capacity's result.
@@ -35,16 +36,30 @@ pub struct HitRatioRow {
     pub larder_missed_bytes: Option<u64>,
     pub lru_missed_bytes: Option<u64>,
     pub shards: usize,
+    /// The reference policies replayed beside larder (ARC, S3-FIFO, SIEVE), in the order asked for.
+    pub references: Vec<PolicyRow>,
+}
+
+/// One reference policy's result at one capacity.
+#[derive(Debug, Clone, Serialize)]
+pub struct PolicyRow {
+    pub policy: &'static str,
+    pub hit_ratio: f64,
+    pub misses: u64,
+    pub byte_hit_ratio: Option<f64>,
+    pub missed_bytes: Option<u64>,
 }
 
 /// How a replay sets up the store.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct ReplayOptions {
     /// Shard count; `None` lets the store choose, as it does in service.
     pub shards: Option<usize>,
     /// Sized traces: charge each entry what the store charges in service (key, value and bookkeeping) instead of
     /// the object's size alone.
     pub charge_bookkeeping: bool,
+    /// Reference policies to replay beside larder and LRU.
+    pub references: Vec<Reference>,
 }
 
 /// Replays `requests` at `capacity` through larder's memory store and an exact LRU, the store as it runs by default.
@@ -76,6 +91,9 @@ pub fn replay_with(
     let mut lru =
         WeightedLru::new(if sized { capacity } else { usize::MAX }, if sized { usize::MAX } else { capacity });
     let max_weight = store.max_entry_weight();
+    // The references take the unit the capacity is in: bytes (as charged) for sized traces, 1 per entry otherwise.
+    let mut references: Vec<(Reference, Box<dyn Policy>, u64, u64)> =
+        options.references.iter().map(|&r| (r, r.build(capacity as u64), 0, 0)).collect();
     let (mut larder_hits, mut lru_hits) = (0u64, 0u64);
     let (mut requested, mut larder_hit_bytes, mut lru_hit_bytes) = (0u64, 0u64, 0u64);
     let mut key = String::new();
@@ -96,6 +114,13 @@ pub fn replay_with(
             lru_hits += 1;
             lru_hit_bytes += size as u64;
         }
+        let unit = if sized { weight as u64 } else { 1 };
+        for (_, policy, hits, hit_bytes) in &mut references {
+            if policy.access(request.key, unit) {
+                *hits += 1;
+                *hit_bytes += size as u64;
+            }
+        }
     }
     let n = requests.len().max(1) as f64;
     let of_bytes = |hit: u64| sized.then(|| hit as f64 / requested.max(1) as f64);
@@ -114,6 +139,16 @@ pub fn replay_with(
         larder_missed_bytes: sized.then(|| requested - larder_hit_bytes),
         lru_missed_bytes: sized.then(|| requested - lru_hit_bytes),
         shards: store.shard_count(),
+        references: references
+            .into_iter()
+            .map(|(reference, _, hits, hit_bytes)| PolicyRow {
+                policy: reference.name(),
+                hit_ratio: hits as f64 / n,
+                misses: requests.len() as u64 - hits,
+                byte_hit_ratio: of_bytes(hit_bytes),
+                missed_bytes: sized.then(|| requested - hit_bytes),
+            })
+            .collect(),
     })
 }
 
@@ -260,7 +295,7 @@ mod tests {
         let pass: Vec<Request> = (0..64).map(|key| Request { key, size: Some(4000) }).collect();
         let trace: Vec<Request> = pass.iter().chain(pass.iter()).copied().collect();
         let options = ReplayOptions { shards: Some(1), ..ReplayOptions::default() };
-        let objects_only = replay_with("fit", &trace, 256_000, options).expect("replays");
+        let objects_only = replay_with("fit", &trace, 256_000, options.clone()).expect("replays");
         assert_eq!((objects_only.lru_misses, objects_only.larder_misses), (64, 64));
         let charged = ReplayOptions { charge_bookkeeping: true, ..options };
         let with_bookkeeping = replay_with("fit", &trace, 256_000, charged).expect("replays");

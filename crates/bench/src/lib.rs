@@ -4,7 +4,9 @@
 pub mod codecs;
 pub mod data;
 pub mod hit_ratio;
+pub mod hit_ratio_raw;
 pub mod measure;
 pub mod memory;
+pub mod policies;
 pub mod progress;
 pub mod trace;

@@ -9,6 +9,7 @@ use larder_bench::codecs::{targets, CodecBench, Row};
 use larder_bench::hit_ratio;
 use larder_bench::measure::Budget;
 use larder_bench::memory::{self, Contender, MemoryFigures};
+use larder_bench::policies::Reference;
 use larder_bench::progress;
 use larder_bench::trace::{self, TraceFormat};
 
@@ -89,9 +90,32 @@ struct HitRatioArgs {
     /// Published miss counts to compare with, one per capacity in order, e.g. ARC=90252,85861,... (repeatable).
     #[arg(long = "reference", value_name = "NAME=MISSES[,MISSES...]", value_parser = parse_reference)]
     references: Vec<(String, Vec<u64>)>,
+    /// Reference policies replayed beside larder, comma-separated: lru (always shown), arc, s3fifo, sieve; or none.
+    /// Each follows libCacheSim's implementation and is byte-aware on sized traces.
+    #[arg(long, value_delimiter = ',', default_value = "lru,arc,s3fifo,sieve", value_name = "P[,P...]")]
+    policies: Vec<String>,
+    /// Append one measurement per policy and capacity to this file in bench/report.py's raw format (bench
+    /// "hit-ratio", metric "misses", case "trace@capacity").
+    #[arg(long, value_name = "FILE")]
+    raw: Option<PathBuf>,
     /// Print one JSON object per capacity.
     #[arg(long)]
     json: bool,
+}
+
+/// The reference policies named by --policies (lru is always replayed, so it adds nothing).
+fn parse_policies(names: &[String]) -> Result<Vec<Reference>, String> {
+    let mut chosen = Vec::new();
+    for name in names.iter().map(|n| n.trim().to_ascii_lowercase()) {
+        if name == "lru" || name == "none" || name.is_empty() {
+            continue;
+        }
+        let reference: Reference = name.parse()?;
+        if !chosen.contains(&reference) {
+            chosen.push(reference);
+        }
+    }
+    Ok(chosen)
 }
 
 fn parse_capacity(text: &str) -> Result<usize, String> {
@@ -194,12 +218,14 @@ fn hit_ratio(args: HitRatioArgs) -> Result<(), Failure> {
             )));
         }
     }
-    let options = hit_ratio::ReplayOptions { shards: args.shards, charge_bookkeeping: args.charge_bookkeeping };
+    let references = parse_policies(&args.policies).map_err(Failure::input)?;
+    let options =
+        hit_ratio::ReplayOptions { shards: args.shards, charge_bookkeeping: args.charge_bookkeeping, references };
     let bar = progress::bar(args.capacity.len() as u64, !args.json);
     let mut rows = Vec::new();
     for &capacity in &args.capacity {
         bar.set_message(format!("capacity {capacity}"));
-        let row = hit_ratio::replay_with(&name, &requests, capacity, options).map_err(Failure::input)?;
+        let row = hit_ratio::replay_with(&name, &requests, capacity, options.clone()).map_err(Failure::input)?;
         bar.inc(1);
         if args.json {
             print_line(&serde_json::to_string(&row)?)?;
@@ -207,6 +233,9 @@ fn hit_ratio(args: HitRatioArgs) -> Result<(), Failure> {
         rows.push(row);
     }
     bar.finish_and_clear();
+    if let Some(path) = &args.raw {
+        larder_bench::hit_ratio_raw::append(path, &rows).map_err(Failure::input)?;
+    }
     if !args.json {
         write_stdout(hit_ratio_table(&name, requests.len(), &rows, &args.references).as_bytes())?;
     }
@@ -232,6 +261,13 @@ fn hit_ratio_table(
         let _ = write!(text, " {:>11} {:>11}", "larder byte", "LRU byte");
     }
     let _ = write!(text, " {:>9} {:>9}", "misses", "LRU miss");
+    let policies: Vec<&str> = rows.first().map(|r| r.references.iter().map(|p| p.policy).collect()).unwrap_or_default();
+    for policy in &policies {
+        let _ = write!(text, " {:>9} {:>11}", format!("{policy}%"), format!("{policy} miss"));
+    }
+    if !policies.is_empty() {
+        let _ = write!(text, " {:>10}", "larder-best");
+    }
     for (label, _) in refs {
         let _ = write!(text, " {:>9} {:>9}", format!("{label} miss"), "larder-it");
     }
@@ -250,11 +286,20 @@ fn hit_ratio_table(
             let _ = write!(text, " {:>10.2}% {:>10.2}%", 100.0 * l, 100.0 * r);
         }
         let _ = write!(text, " {:>9} {:>9}", row.larder_misses, row.lru_misses);
+        for policy in &row.references {
+            let _ = write!(text, " {:>8.2}% {:>11}", 100.0 * policy.hit_ratio, policy.misses);
+        }
+        if let Some(best) = row.references.iter().map(|p| p.misses).min() {
+            let _ = write!(text, " {:>+10}", row.larder_misses as i64 - best as i64);
+        }
         for (_, counts) in refs {
             let theirs = counts[i];
             let _ = write!(text, " {:>9} {:>+9}", theirs, row.larder_misses as i64 - theirs as i64);
         }
         text.push('\n');
+    }
+    if rows.first().is_some_and(|r| !r.references.is_empty()) {
+        text.push_str("(larder-best: larder's misses minus the fewest of the reference policies'; LRU's excluded)\n");
     }
     if !refs.is_empty() {
         text.push_str("(larder-it: larder's misses minus the reference's; negative is fewer misses)\n");
