@@ -493,13 +493,18 @@ defmodule Larder.Cache do
     value
   end
 
+  defp encode(cfg, value, []), do: Entry.encode_value(value, cfg.compressor, nil, 0, nil, [])
+
   defp encode(cfg, value, opts) do
-    Entry.encode(value,
-      compressor: cfg.compressor,
-      ttl_ms: opts[:ttl],
-      stale_ms: if(opts[:ttl], do: opts[:stale] || 0, else: 0),
-      version: opts[:version],
-      tags: opts[:tags] || []
+    ttl = opts[:ttl]
+
+    Entry.encode_value(
+      value,
+      cfg.compressor,
+      ttl,
+      if(ttl, do: opts[:stale] || 0, else: 0),
+      opts[:version],
+      opts[:tags] || []
     )
   end
 

@@ -42,13 +42,61 @@ defmodule Larder.Entry do
   def encode_response(%Response{} = r, opts \\ []),
     do: build(:response, :msgpack, Response.to_payload(r), opts)
 
+  @doc false
+  # What Larder.Cache writes on every miss: a MessagePack value entry from fields already known, without an
+  # options list to search (the same checks and bytes as encode/2 with these options).
+  def encode_value(value, compressor, ttl_ms, stale_ms, version, tags) do
+    assemble(
+      :value,
+      :msgpack,
+      Larder.Msgpack.encode!(value),
+      compressor,
+      @default_threshold,
+      nil,
+      nil,
+      ttl_ms,
+      nil,
+      stale_ms,
+      version,
+      tags
+    )
+  end
+
   defp build(kind, serializer, payload, opts) do
-    compressor = Keyword.get(opts, :compressor, :lz4)
-    threshold = Keyword.get(opts, :threshold, @default_threshold)
-    created_at = Keyword.get(opts, :created_at) || now_ms()
+    assemble(
+      kind,
+      serializer,
+      payload,
+      Keyword.get(opts, :compressor, :lz4),
+      Keyword.get(opts, :threshold, @default_threshold),
+      Keyword.get(opts, :level),
+      Keyword.get(opts, :created_at),
+      Keyword.get(opts, :ttl_ms),
+      Keyword.get(opts, :expires_at),
+      Keyword.get(opts, :stale_ms),
+      Keyword.get(opts, :version),
+      Keyword.get(opts, :tags)
+    )
+  end
+
+  defp assemble(
+         kind,
+         serializer,
+         payload,
+         compressor,
+         threshold,
+         level,
+         created_at,
+         ttl_ms,
+         expires_at,
+         stale_ms,
+         version,
+         tags
+       ) do
+    created_at = created_at || now_ms()
 
     expires_at =
-      case {Keyword.get(opts, :ttl_ms), Keyword.get(opts, :expires_at)} do
+      case {ttl_ms, expires_at} do
         {nil, nil} -> 0
         {nil, e} -> e
         {0, nil} -> 0
@@ -56,26 +104,15 @@ defmodule Larder.Entry do
         _ -> raise ArgumentError, "give ttl_ms (a non-negative integer) or expires_at, not both"
       end
 
-    unless compressor in Header.compressors(),
+    unless Header.compressor?(compressor),
       do: raise(ArgumentError, "unknown compressor #{inspect(compressor)}")
 
     unless is_integer(threshold) and threshold >= 0,
       do: raise(ArgumentError, "threshold must be a non-negative integer")
 
-    header = %Header{
-      kind: kind,
-      serializer: serializer,
-      compressor: :none,
-      created_at: created_at,
-      expires_at: expires_at,
-      stale_ms: Keyword.get(opts, :stale_ms) || 0,
-      version: Keyword.get(opts, :version),
-      tags: Keyword.get(opts, :tags) || []
-    }
-
     {compressor, body} =
       if compressor != :none and byte_size(payload) >= threshold do
-        packed = Compressors.compress(compressor, payload, Keyword.get(opts, :level))
+        packed = Compressors.compress(compressor, payload, level)
 
         if byte_size(packed) < byte_size(payload),
           do: {compressor, packed},
@@ -84,7 +121,18 @@ defmodule Larder.Entry do
         {:none, payload}
       end
 
-    Header.pack(%{header | compressor: compressor}) <> body
+    header = %Header{
+      kind: kind,
+      serializer: serializer,
+      compressor: compressor,
+      created_at: created_at,
+      expires_at: expires_at,
+      stale_ms: stale_ms || 0,
+      version: version,
+      tags: tags || []
+    }
+
+    <<Header.pack(header)::binary, body::binary>>
   end
 
   @doc """

@@ -41,6 +41,10 @@ defmodule Larder.Header do
   def serializers, do: Tuple.to_list(@serializers)
   def compressors, do: Tuple.to_list(@compressors)
 
+  @doc "Whether `name` is a compressor of the format."
+  for name <- Tuple.to_list(@compressors), do: def(compressor?(unquote(name)), do: true)
+  def compressor?(_), do: false
+
   @doc "The wire id of a compressor name."
   def compressor_id(name), do: index!(@compressors, name, "compressor")
 
@@ -161,11 +165,19 @@ defmodule Larder.Header do
   The header bytes for these fields, with the compressor byte given. Raises ArgumentError for what the format
   cannot hold (times outside u64, a version or tag over 65535 bytes or not UTF-8, more than 65535 tags).
   """
+  # The common header (no stale window, version or tags) in one binary construction: the same bytes as below.
+  def pack(%__MODULE__{stale_ms: 0, version: nil, tags: tags, created_at: c, expires_at: e} = h)
+      when tags in [nil, []] and is_integer(c) and c >= 0 and c <= @u64_max and is_integer(e) and
+             e >= 0 and e <= @u64_max do
+    <<@magic::binary, 1, index!(@kinds, h.kind, "kind"),
+      index!(@serializers, h.serializer, "serializer"),
+      index!(@compressors, h.compressor, "compressor"), 0, c::little-64, e::little-64>>
+  end
+
   def pack(%__MODULE__{} = h) do
-    for {field, v} <- [created_at: h.created_at, expires_at: h.expires_at, stale_ms: h.stale_ms] do
-      unless is_integer(v) and v >= 0 and v <= @u64_max,
-        do: raise(ArgumentError, "#{field} must be an integer in 0..2^64-1, got #{inspect(v)}")
-    end
+    u64!(:created_at, h.created_at)
+    u64!(:expires_at, h.expires_at)
+    u64!(:stale_ms, h.stale_ms)
 
     tags = h.tags || []
     unless is_list(tags), do: raise(ArgumentError, "tags must be a list of strings")
@@ -200,6 +212,11 @@ defmodule Larder.Header do
     IO.iodata_to_binary([fixed, stale, version, tag_bytes])
   end
 
+  defp u64!(_field, v) when is_integer(v) and v >= 0 and v <= @u64_max, do: :ok
+
+  defp u64!(field, v),
+    do: raise(ArgumentError, "#{field} must be an integer in 0..2^64-1, got #{inspect(v)}")
+
   defp pack_string(field, text) do
     unless is_binary(text) and String.valid?(text),
       do: raise(ArgumentError, "#{field} must be a UTF-8 string, got #{inspect(text)}")
@@ -214,14 +231,18 @@ defmodule Larder.Header do
     <<byte_size(text)::little-16, text::binary>>
   end
 
-  defp index!(names, name, what) do
-    case Enum.find_index(Tuple.to_list(names), &(&1 == name)) do
-      nil ->
-        raise ArgumentError,
-              "unknown #{what} #{inspect(name)} (expected one of: #{Enum.map_join(Tuple.to_list(names), ", ", &to_string/1)})"
+  # One clause per known name, compiled from the tables above (a search of the list cost more than the rest of pack/1).
+  for {names, what} <- [
+        {@kinds, "kind"},
+        {@serializers, "serializer"},
+        {@compressors, "compressor"}
+      ],
+      {name, i} <- Enum.with_index(Tuple.to_list(names)) do
+    defp index!(_names, unquote(name), unquote(what)), do: unquote(i)
+  end
 
-      i ->
-        i
-    end
+  defp index!(names, name, what) do
+    raise ArgumentError,
+          "unknown #{what} #{inspect(name)} (expected one of: #{Enum.map_join(Tuple.to_list(names), ", ", &to_string/1)})"
   end
 end

@@ -43,6 +43,9 @@ defmodule Larder.Msgpack do
   defp enc(:infinity, _), do: <<0xCB, 0x7FF0000000000000::64>>
   defp enc(:neg_infinity, _), do: <<0xCB, 0xFFF0000000000000::64>>
   defp enc(a, d) when is_atom(a), do: enc(Atom.to_string(a), d)
+
+  # A short string (most keys and fields) as a byte and the string: no binary built for its header.
+  defp enc(s, _) when is_binary(s) and byte_size(s) < 32, do: [0xA0 + byte_size(s) | s]
   defp enc(s, _) when is_binary(s), do: str(s)
   defp enc(%Bin{data: b}, _) when is_binary(b), do: bin(b)
   defp enc(%Ext{type: t, data: b}, _) when t in -128..127 and is_binary(b), do: ext(t, b)
@@ -55,18 +58,34 @@ defmodule Larder.Msgpack do
   defp enc(%_{} = s, _),
     do: raise(ArgumentError, "cannot write a #{inspect(s.__struct__)} as MessagePack")
 
+  # Maps in :maps.fold's order, the order Enum.map walked before (the bytes are unchanged), into an iolist that
+  # grows on the left, so nothing is reversed; lists by plain recursion. No Enumerable dispatch per element.
+  # A small map (at most 32 keys: a "flatmap", its keys kept sorted) walks its pairs from one :maps.to_list/1, in
+  # that same order.
+  defp enc(m, d) when is_map(m) and map_size(m) <= 32 do
+    depth!(d)
+    [map_head(map_size(m)) | enc_pairs(:maps.to_list(m), d + 1)]
+  end
+
   defp enc(m, d) when is_map(m) do
     depth!(d)
-    [map_head(map_size(m)) | Enum.map(m, fn {k, v} -> [enc(k, d + 1), enc(v, d + 1)] end)]
+    d = d + 1
+    :maps.fold(fn k, v, acc -> [acc, enc(k, d) | enc(v, d)] end, map_head(map_size(m)), m)
   end
 
   defp enc(l, d) when is_list(l) do
     depth!(d)
-    [array_head(length(l)) | Enum.map(l, &enc(&1, d + 1))]
+    [array_head(length(l)) | enc_items(l, d + 1)]
   end
 
   defp enc(t, d) when is_tuple(t), do: enc(Tuple.to_list(t), d)
   defp enc(other, _), do: raise(ArgumentError, "cannot write #{inspect(other)} as MessagePack")
+
+  defp enc_items([v | rest], d), do: [enc(v, d) | enc_items(rest, d)]
+  defp enc_items([], _), do: []
+
+  defp enc_pairs([{k, v} | rest], d), do: [enc(k, d), enc(v, d) | enc_pairs(rest, d)]
+  defp enc_pairs([], _), do: []
 
   defp depth!(d) when d >= @max_nesting,
     do: raise(ArgumentError, "value nested more than #{@max_nesting} levels deep")
