@@ -15,6 +15,8 @@ defmodule Larder.Codecs.LZ4 do
   @last_literals 5
   @mf_limit 12
   @max_offset 65_535
+  @table_min 256
+  @table_max 16_384
 
   @doc "One LZ4 block holding `data`."
   def compress(data) when is_binary(data) do
@@ -23,16 +25,21 @@ defmodule Larder.Codecs.LZ4 do
     if n < @mf_limit + 1 do
       IO.iodata_to_binary(sequence(data, 0, n, nil, 0))
     else
-      data |> scan(0, 0, n - @mf_limit, n, %{}, []) |> Enum.reverse() |> IO.iodata_to_binary()
+      # The table: hash of a 4-byte word -> 1 + the last position holding a word of that hash (0: none), in an
+      # :atomics array (a BIF per read or write; a map grown to thousands of keys cost 10x more per position). A
+      # candidate's word is compared before it is used, so a collision only loses a match, as in LZ4's own.
+      size = min(@table_max, max(@table_min, n))
+      table = {:atomics.new(size, signed: false), size}
+      data |> scan(0, 0, n - @mf_limit, n, table, []) |> Enum.reverse() |> IO.iodata_to_binary()
     end
   end
 
   defp scan(data, pos, anchor, limit, n, table, acc) when pos < limit do
     <<_::binary-size(pos), word::32, _::binary>> = data
-    candidate = Map.get(table, word)
-    table = Map.put(table, word, pos)
+    {ref, size} = table
+    candidate = :atomics.exchange(ref, :erlang.phash2(word, size) + 1, pos + 1) - 1
 
-    if candidate != nil and pos - candidate <= @max_offset do
+    if candidate >= 0 and pos - candidate <= @max_offset and word_at(data, candidate) == word do
       len = extend(data, candidate + @min_match, pos + @min_match, n - @last_literals) - pos
       acc = [sequence(data, anchor, pos - anchor, pos - candidate, len) | acc]
       next = pos + len
@@ -46,9 +53,16 @@ defmodule Larder.Codecs.LZ4 do
   defp scan(data, _pos, anchor, _limit, n, _table, acc),
     do: [sequence(data, anchor, n - anchor, nil, 0) | acc]
 
-  # How far the match goes: the first position (from `b`) where the bytes differ, at most `stop`.
+  defp word_at(data, pos) do
+    <<_::binary-size(pos), word::32, _::binary>> = data
+    word
+  end
+
+  # How far the match goes: the first position (from `b`) where the bytes differ, at most `stop`. One BIF compares
+  # the two runs (a < b: they may overlap, as LZ4 matches do) instead of two :binary.at calls per byte.
   defp extend(data, a, b, stop) when b < stop do
-    if :binary.at(data, a) == :binary.at(data, b), do: extend(data, a + 1, b + 1, stop), else: b
+    len = stop - b
+    b + :binary.longest_common_prefix([binary_part(data, a, len), binary_part(data, b, len)])
   end
 
   defp extend(_, _, b, _), do: b
