@@ -295,16 +295,25 @@ defmodule Larder.Stores.Memory do
          )}
 
       true ->
-        s = remove(s, key)
-
         exp = Store.expiry(value, ttl, now)
 
         if exp != nil and exp <= (now || Store.now_ms()) do
           # Already past its expiry: stores nothing (and the older value is gone).
-          {:ok, s}
+          {:ok, remove(s, key)}
         else
           seq = s.seq + 1
-          :ets.insert(s.table, {key, value, exp, seq, size})
+          row = {key, value, exp, seq, size}
+
+          # A new key is one insert_new; a key written before is taken out (its bytes, order and expiry) first.
+          s =
+            if :ets.insert_new(s.table, row) do
+              s
+            else
+              s = remove(s, key)
+              :ets.insert(s.table, row)
+              s
+            end
+
           :ets.insert(s.order, {seq, key})
           if exp, do: :ets.insert(s.expiries, {{exp, seq}, key})
           {:ok, evict(%{s | seq: seq, bytes: s.bytes + size})}
