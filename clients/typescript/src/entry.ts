@@ -16,7 +16,7 @@ import {
   writeFixedHeader,
 } from "./header.js";
 import { lz4CompressInto } from "./lz4.js";
-import type { DecodeMode } from "./msgpack.js";
+import { type DecodeMode, withEncoded } from "./msgpack.js";
 import { HttpResponse } from "./response.js";
 import { deserialize, serialize } from "./serializers.js";
 import type { Value } from "./value.js";
@@ -56,6 +56,8 @@ export function nowMs(): number {
 /** `value` as a value entry (kind 0). */
 export function encode(value: Value, options: EncodeOptions = {}): Uint8Array {
   const serializer = options.serializer ?? "msgpack";
+  // MessagePack is written into the encoder's reused buffer and compressed or copied from there into the entry.
+  if (serializer === "msgpack") return withEncoded(value, (payload) => build("value", serializer, payload, options));
   return build("value", serializer, serialize(serializer, value), options);
 }
 

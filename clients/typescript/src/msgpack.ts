@@ -1,266 +1,14 @@
-// MessagePack for larder: a canonical encoder (FORMAT.md §2: smallest integers, float64 only, str for text, bin
-// for bytes, maps in their given order), because no npm encoder is byte-identical to the other languages for
-// every value; and a decoder of untrusted bytes that bounds everything (nesting, claimed lengths, trailing bytes)
-// and fails with one error type, never a RangeError or stack overflow.
+// MessagePack for larder: the canonical encoder (msgpack_write.ts, re-exported here), and a decoder of untrusted
+// bytes that bounds everything (nesting, claimed lengths, trailing bytes) and fails with one error type, never a
+// RangeError or stack overflow.
 
-import { Ext, Float, INT64_MIN, isPlainObject, MAX_NESTING, Pairs, setOwn, UINT64_MAX, type Value } from "./value.js";
+import { Ext, Float, MAX_NESTING, Pairs, setOwn, type Value } from "./value.js";
 
-/** A value that cannot be written as MessagePack (its message says why). */
-export class EncodeError extends Error {
-  override readonly name = "EncodeError";
-}
+export { EncodeError, encodeMsgpack, withEncoded } from "./msgpack_write.js";
 
 /** Bytes that are not one valid MessagePack object within the decoder's bounds. */
 export class MsgpackError extends Error {
   override readonly name = "MsgpackError";
-}
-
-const textEncoder = new TextEncoder();
-
-class Writer {
-  buf = new Uint8Array(256);
-  view = new DataView(this.buf.buffer);
-  pos = 0;
-
-  ensure(n: number): void {
-    if (this.pos + n <= this.buf.length) return;
-    let size = this.buf.length * 2;
-    while (size < this.pos + n) size *= 2;
-    const next = new Uint8Array(size);
-    next.set(this.buf.subarray(0, this.pos));
-    this.buf = next;
-    this.view = new DataView(next.buffer);
-  }
-  u8(v: number): void {
-    this.ensure(1);
-    this.buf[this.pos++] = v;
-  }
-  u16(v: number): void {
-    this.ensure(2);
-    this.view.setUint16(this.pos, v);
-    this.pos += 2;
-  }
-  u32(v: number): void {
-    this.ensure(4);
-    this.view.setUint32(this.pos, v);
-    this.pos += 4;
-  }
-  bytes(b: Uint8Array): void {
-    this.ensure(b.length);
-    this.buf.set(b, this.pos);
-    this.pos += b.length;
-  }
-}
-
-/** `value` as canonical MessagePack. Numbers that are integers within ±2^53 are written as integers, other
- * numbers as float64; use `Float` for an integral float and bigint for larger integers. */
-export function encodeMsgpack(value: Value): Uint8Array {
-  const w = new Writer();
-  write(w, value, 0);
-  return w.buf.slice(0, w.pos);
-}
-
-function write(w: Writer, value: Value, level: number): void {
-  if (value === null || value === undefined) {
-    w.u8(0xc0);
-    return;
-  }
-  switch (typeof value) {
-    case "boolean": {
-      w.u8(value ? 0xc3 : 0xc2);
-      return;
-    }
-    case "number":
-      if (Number.isSafeInteger(value) && !Object.is(value, -0)) {
-        writeInt(w, BigInt(value), value);
-        return;
-      }
-      {
-        writeFloat(w, value);
-        return;
-      }
-    case "bigint": {
-      writeInt(w, value, undefined);
-      return;
-    }
-    case "string": {
-      writeStr(w, value);
-      return;
-    }
-    default:
-      break;
-  }
-  if (value instanceof Float) {
-    writeFloat(w, value.value);
-    return;
-  }
-  if (value instanceof Uint8Array) {
-    writeBin(w, value);
-    return;
-  }
-  if (value instanceof Ext) {
-    writeExt(w, value);
-    return;
-  }
-  if (level >= MAX_NESTING) throw new EncodeError(`value nested more than ${MAX_NESTING} levels deep`);
-  if (Array.isArray(value)) {
-    writeLength(w, value.length, 0x90, 0xdc, 0xdd, 15);
-    for (const item of value) write(w, item, level + 1);
-    return;
-  }
-  if (value instanceof Map) {
-    writeLength(w, value.size, 0x80, 0xde, 0xdf, 15);
-    for (const [k, v] of value) {
-      write(w, k, level + 1);
-      write(w, v, level + 1);
-    }
-    return;
-  }
-  if (value instanceof Pairs) {
-    writeLength(w, value.entries.length, 0x80, 0xde, 0xdf, 15);
-    for (const [k, v] of value.entries) {
-      write(w, k, level + 1);
-      write(w, v, level + 1);
-    }
-    return;
-  }
-  if (isPlainObject(value)) {
-    const keys = Object.keys(value);
-    writeLength(w, keys.length, 0x80, 0xde, 0xdf, 15);
-    for (const k of keys) {
-      writeStr(w, k);
-      write(w, value[k] as Value, level + 1);
-    }
-    return;
-  }
-  throw new EncodeError(`cannot encode a ${Object.prototype.toString.call(value)} as MessagePack`);
-}
-
-function writeLength(w: Writer, n: number, fix: number, m16: number, m32: number, fixMax: number): void {
-  if (n <= fixMax) w.u8(fix | n);
-  else if (n <= 0xffff) {
-    w.u8(m16);
-    w.u16(n);
-  } else {
-    w.u8(m32);
-    w.u32(n);
-  }
-}
-
-function writeInt(w: Writer, big: bigint, small: number | undefined): void {
-  if (big >= 0n) {
-    if (big > UINT64_MAX) throw new EncodeError(`integer ${big} outside the MessagePack range [-2^63, 2^64-1]`);
-    const n = small ?? (big <= 0xffffffffn ? Number(big) : undefined);
-    if (n !== undefined && n < 0x80) {
-      w.u8(n);
-      return;
-    }
-    if (n !== undefined && n <= 0xff) {
-      w.u8(0xcc);
-      w.u8(n);
-      return;
-    }
-    if (n !== undefined && n <= 0xffff) {
-      w.u8(0xcd);
-      w.u16(n);
-      return;
-    }
-    if (n !== undefined && n <= 0xffffffff) {
-      w.u8(0xce);
-      w.u32(n);
-      return;
-    }
-    w.u8(0xcf);
-    w.ensure(8);
-    w.view.setBigUint64(w.pos, big);
-    w.pos += 8;
-    return;
-  }
-  if (big < INT64_MIN) throw new EncodeError(`integer ${big} outside the MessagePack range [-2^63, 2^64-1]`);
-  const n = small ?? (big >= -0x80000000n ? Number(big) : undefined);
-  if (n !== undefined && n >= -32) {
-    w.u8(n & 0xff);
-    return;
-  }
-  if (n !== undefined && n >= -0x80) {
-    w.u8(0xd0);
-    w.u8(n & 0xff);
-    return;
-  }
-  if (n !== undefined && n >= -0x8000) {
-    w.u8(0xd1);
-    w.u16(n & 0xffff);
-    return;
-  }
-  if (n !== undefined && n >= -0x80000000) {
-    w.u8(0xd2);
-    w.u32(n >>> 0);
-    return;
-  }
-  w.u8(0xd3);
-  w.ensure(8);
-  w.view.setBigInt64(w.pos, big);
-  w.pos += 8;
-}
-
-function writeFloat(w: Writer, n: number): void {
-  w.u8(0xcb);
-  w.ensure(8);
-  w.view.setFloat64(w.pos, n);
-  w.pos += 8;
-}
-
-function writeStr(w: Writer, s: string): void {
-  if (!s.isWellFormed()) throw new EncodeError("a string with a lone surrogate has no UTF-8 form");
-  const b = textEncoder.encode(s);
-  const n = b.length;
-  if (n < 32) w.u8(0xa0 | n);
-  else if (n <= 0xff) {
-    w.u8(0xd9);
-    w.u8(n);
-  } else if (n <= 0xffff) {
-    w.u8(0xda);
-    w.u16(n);
-  } else {
-    w.u8(0xdb);
-    w.u32(n);
-  }
-  w.bytes(b);
-}
-
-function writeBin(w: Writer, b: Uint8Array): void {
-  const n = b.length;
-  if (n <= 0xff) {
-    w.u8(0xc4);
-    w.u8(n);
-  } else if (n <= 0xffff) {
-    w.u8(0xc5);
-    w.u16(n);
-  } else {
-    w.u8(0xc6);
-    w.u32(n);
-  }
-  w.bytes(b);
-}
-
-function writeExt(w: Writer, e: Ext): void {
-  if (!Number.isInteger(e.type) || e.type < -128 || e.type > 127) throw new EncodeError(`ext type ${e.type}`);
-  const n = e.data.length;
-  const fixed: Record<number, number> = { 1: 0xd4, 2: 0xd5, 4: 0xd6, 8: 0xd7, 16: 0xd8 };
-  const marker = fixed[n];
-  if (marker !== undefined) w.u8(marker);
-  else if (n <= 0xff) {
-    w.u8(0xc7);
-    w.u8(n);
-  } else if (n <= 0xffff) {
-    w.u8(0xc8);
-    w.u16(n);
-  } else {
-    w.u8(0xc9);
-    w.u32(n);
-  }
-  w.u8(e.type & 0xff);
-  w.bytes(e.data);
 }
 
 /** How decoded values are shaped. "plain": floats as numbers, string-keyed maps as objects (others as Map).
@@ -278,8 +26,26 @@ export function decodeMsgpack(data: Uint8Array, mode: DecodeMode = "plain"): Val
   return value;
 }
 
+/** Strings shorter than this are decoded by hand when ASCII; up to LATIN1_MAX bytes, ASCII is read by Buffer's
+ * latin1 reader; longer or non-ASCII strings go to TextDecoder (which also refuses invalid UTF-8). */
+const SHORT_STR = 16;
+const LATIN1_MAX = 512;
+/** The cache of decoded map keys: KEY_SLOTS slots of keys shorter than KEY_MAX bytes, by a hash of their bytes. */
+const KEY_SLOTS = 1024;
+const KEY_MAX = 24;
+const keyStrings: Array<string | undefined> = new Array(KEY_SLOTS).fill(undefined);
+const keyLengths = new Uint8Array(KEY_SLOTS);
+const keyBytes = new Uint8Array(KEY_SLOTS * KEY_MAX);
+
+/** `s` as V8's one copy of that text (the string a property key becomes): objects built with it as a key then skip
+ * a look-up of the string table per property. */
+function internalized(s: string): string {
+  return Object.keys({ [s]: 0 })[0] ?? s;
+}
+
 class Reader {
   pos = 0;
+  private buf: Buffer | undefined;
   readonly view: DataView;
   constructor(
     readonly data: Uint8Array,
@@ -315,13 +81,69 @@ class Reader {
   }
   str(n: number): string {
     this.need(n);
+    const d = this.data;
+    const start = this.pos;
+    if (n < SHORT_STR) {
+      // Short ASCII by hand: a TextDecoder call costs more than the loop (field names, short values).
+      let s = "";
+      let i = 0;
+      for (; i < n; i++) {
+        const c = d[start + i] as number;
+        if (c >= 0x80) break;
+        s += String.fromCharCode(c);
+      }
+      if (i === n) {
+        this.pos = start + n;
+        return s;
+      }
+    } else if (n <= LATIN1_MAX) {
+      let i = 0;
+      while (i < n && (d[start + i] as number) < 0x80) i++;
+      if (i === n) {
+        this.pos = start + n;
+        return this.buffer().toString("latin1", start, start + n); // ASCII: its latin1 reading is its UTF-8
+      }
+    }
     try {
-      const s = utf8Strict.decode(this.data.subarray(this.pos, this.pos + n));
-      this.pos += n;
+      const s = utf8Strict.decode(d.subarray(start, start + n));
+      this.pos = start + n;
       return s;
     } catch {
       throw new MsgpackError("str is not valid UTF-8");
     }
+  }
+  /** A map key that is a short str: the string decoded before for the same bytes (keys repeat in every record of
+   * a query result), else decoded and remembered. */
+  key(level: number): Value {
+    const b = this.data[this.pos];
+    if (b === undefined || b < 0xa0 || b >= 0xa0 + KEY_MAX) return this.read(level);
+    const n = b & 0x1f;
+    const start = this.pos + 1;
+    if (start + n > this.data.length) return this.read(level);
+    const d = this.data;
+    let h = n;
+    for (let i = 0; i < n; i++) h = (Math.imul(h, 31) + (d[start + i] as number)) | 0;
+    const slot = (h >>> 0) & (KEY_SLOTS - 1);
+    const known = keyStrings[slot];
+    if (known !== undefined && keyLengths[slot] === n) {
+      const at = slot * KEY_MAX;
+      let i = 0;
+      while (i < n && keyBytes[at + i] === d[start + i]) i++;
+      if (i === n) {
+        this.pos = start + n;
+        return known;
+      }
+    }
+    this.pos = start;
+    const s = internalized(this.str(n));
+    keyStrings[slot] = s;
+    keyLengths[slot] = n;
+    keyBytes.set(d.subarray(start, start + n), slot * KEY_MAX);
+    return s;
+  }
+  private buffer(): Buffer {
+    this.buf ??= Buffer.from(this.data.buffer, this.data.byteOffset, this.data.byteLength);
+    return this.buf;
   }
   float(v: number): Value {
     return this.faithful ? new Float(v) : v;
@@ -436,7 +258,7 @@ class Reader {
     if (this.faithful) {
       const entries: Array<[Value, Value]> = [];
       for (let i = 0; i < n; i++) {
-        const k = this.read(level + 1);
+        const k = this.key(level + 1);
         entries.push([k, this.read(level + 1)]);
       }
       return new Pairs(entries);
@@ -444,7 +266,7 @@ class Reader {
     const object: { [key: string]: Value } = {};
     let map: Map<Value, Value> | undefined;
     for (let i = 0; i < n; i++) {
-      const k = this.read(level + 1);
+      const k = this.key(level + 1);
       const v = this.read(level + 1);
       if (map === undefined && typeof k === "string") {
         setOwn(object, k, v);
