@@ -1,11 +1,14 @@
 // Side-by-side throughput of larder's TypeScript stores and the incumbents, on the same servers in one run (the
 // machine is shared: only ratios mean anything). Starts its own memcached and redis-server on free loopback ports.
+// Strings and bytes first, then structured values (structured.ts: query results, a nested document, a page).
 //
-//   node build/bench/clients.js [--seconds 1] [--rounds 3] [--only REGEX]
+//   node build/bench/clients.js [--seconds 1] [--rounds 3] [--only REGEX] [--raw FILE]
 //
 // Prints one line per figure: what, size, callers in flight, the median ops/s of each client over `rounds` rounds
-// (the clients of a figure take turns within each round, so a burst of load from elsewhere hits them alike), and
-// larder's ratio to the best other client.
+// (the clients of a figure take turns within each round, so a burst of load from elsewhere hits them alike),
+// larder's ratio to the best other client, and each client's CPU µs per op (process.cpuUsage over the timed
+// loop: a figure the machine's load does not change much). --raw appends every round of every figure to FILE
+// in bench/report.py's raw format (raw.ts).
 
 import KeyvMemcache from "@keyv/memcache";
 import KeyvRedis from "@keyv/redis";
@@ -20,7 +23,9 @@ import { MemcachedStore } from "../src/stores/memcached.js";
 import { MemoryStore } from "../src/stores/memory.js";
 import { RedisStore } from "../src/stores/redis.js";
 import { startMemcached, startRedis } from "../test/support/servers.js";
+import { RawLog } from "./raw.js";
 import { median, quantile } from "./stats.js";
+import { structuredLines } from "./structured.js";
 
 const arg = (name: string): string | undefined => {
   const at = process.argv.indexOf(name);
@@ -29,6 +34,20 @@ const arg = (name: string): string | undefined => {
 const seconds = Number(arg("--seconds") ?? 1) || 1;
 const rounds = Math.max(1, Number(arg("--rounds") ?? 3) || 3);
 const only = new RegExp(arg("--only") ?? "");
+const raw = new RawLog(
+  arg("--raw"),
+  `node clients/typescript/build/bench/${process.argv
+    .slice(1)
+    .join(" ")
+    .replace(/^.*build\/bench\//, "")}`,
+);
+
+/** The client process's CPU µs per op over the last rate() or syncRate() measurement. */
+let lastCpuUs = 0;
+const cpuSince = (start: NodeJS.CpuUsage, ops: number): number => {
+  const used = process.cpuUsage(start);
+  return (used.user + used.system) / Math.max(ops, 1);
+};
 
 /** ops/s of `op` run by `callers` concurrent loops for `seconds`. */
 async function rate(op: () => Promise<unknown> | unknown, callers: number): Promise<number> {
@@ -41,21 +60,27 @@ async function rate(op: () => Promise<unknown> | unknown, callers: number): Prom
       done++;
     }
   };
+  const cpu = process.cpuUsage();
   const start = performance.now();
   await Promise.all(Array.from({ length: callers }, loop));
-  return done / ((performance.now() - start) / 1000);
+  const elapsed = performance.now() - start;
+  lastCpuUs = cpuSince(cpu, done);
+  return done / (elapsed / 1000);
 }
 
 /** ops/s of a synchronous `op`, in batches, for `seconds`. */
 function syncRate(op: () => unknown): number {
   let done = 0;
+  const cpu = process.cpuUsage();
   const start = performance.now();
   const until = start + seconds * 1000;
   while (performance.now() < until) {
     for (let i = 0; i < 10_000; i++) op();
     done += 10_000;
   }
-  return done / ((performance.now() - start) / 1000);
+  const elapsed = performance.now() - start;
+  lastCpuUs = cpuSince(cpu, done);
+  return done / (elapsed / 1000);
 }
 
 /** Whether a contender is the one larder is held to: not larder's own variants, and not a reference figure shown
@@ -68,20 +93,31 @@ const isIncumbent = (name: string): boolean => !name.startsWith("larder") && !na
 async function line(what: string, contenders: Record<string, () => Promise<number> | number>): Promise<void> {
   if (!only.test(what)) return;
   const runs = new Map<string, number[]>(Object.keys(contenders).map((k) => [k, []]));
+  const cpus = new Map<string, number[]>(Object.keys(contenders).map((k) => [k, []]));
   for (let r = 0; r < rounds; r++)
-    for (const [name, measure] of Object.entries(contenders)) runs.get(name)?.push(await measure());
+    for (const [name, measure] of Object.entries(contenders)) {
+      const ops = await measure();
+      runs.get(name)?.push(ops);
+      cpus.get(name)?.push(lastCpuUs);
+      raw.row(what, name, r + 1, ops, lastCpuUs);
+    }
   const figures = [...runs].map(([k, v]) => [k, median(v)] as const);
   const larder = figures[0];
+  for (const [k] of figures) if (isIncumbent(k)) raw.target(what, larder?.[0] ?? "larder", k);
+  // Cache.set is held to KeyvLarder's rate (issue 34), where a figure carries both.
+  if (runs.has("larder Cache") && /\bset\b/.test(what)) raw.target(what, "larder Cache", "larder");
   const best = Math.max(...figures.filter(([k]) => isIncumbent(k)).map(([, v]) => v));
   const larderRuns = runs.get(larder?.[0] ?? "") ?? [];
   const roundRatios = larderRuns.map(
     (v, r) => v / Math.max(...[...runs].filter(([k]) => isIncumbent(k)).map(([, xs]) => xs[r] ?? 0)),
   );
   const quartile = (q: number): string => quantile(roundRatios, q).toFixed(2);
-  const shown = figures.map(([k, v]) => `${k} ${Math.round(v).toLocaleString("en")}/s`).join("  ");
+  const shown = figures
+    .map(([k, v]) => `${k} ${Math.round(v).toLocaleString("en")}/s (${median(cpus.get(k) ?? []).toFixed(1)} µs cpu)`)
+    .join("  ");
   console.log(
     `${what.padEnd(34)} ${shown}  larder/best-other ${((larder?.[1] ?? 0) / best).toFixed(2)} ` +
-      `(rounds ${quartile(0.25)}–${quartile(0.75)})`,
+      `(rounds ${quartile(0.25)}–${quartile(0.75)}, min–max ${quantile(roundRatios, 0).toFixed(2)}–${quantile(roundRatios, 1).toFixed(2)})`,
   );
 }
 
@@ -223,11 +259,21 @@ async function main(): Promise<void> {
       });
     }
     await Promise.all([keyvMcTheirs.disconnect(), keyvRedisTheirs.disconnect()]);
+    await structuredLines(line, rate, {
+      memcachedAddress: memcached.address,
+      redisAddress: redis.address,
+      mcStore,
+      rs,
+      mj,
+      ior,
+      nr,
+    });
     await Promise.all([mcStore.close(), mcStorePurge.close(), rs.close(), nr.quit()]);
     mj.close();
     ior.disconnect();
   } finally {
     await Promise.all([memcached.stop(), redis.stop()]);
+    raw.close();
   }
 }
 
