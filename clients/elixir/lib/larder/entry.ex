@@ -45,6 +45,45 @@ defmodule Larder.Entry do
   @doc false
   # What Larder.Cache writes on every miss: a MessagePack value entry from fields already known, without an
   # options list to search (the same checks and bytes as encode/2 with these options).
+  def encode_value(value, compressor, ttl_ms, stale_ms, version, tags)
+      when stale_ms in [nil, 0] and version == nil and tags in [nil, []] and
+             (ttl_ms == nil or (is_integer(ttl_ms) and ttl_ms >= 0)) do
+    payload = Larder.Msgpack.encode_iodata!(value)
+
+    if Header.compressor?(compressor) and
+         (compressor == :none or IO.iodata_length(payload) < @default_threshold) do
+      # Stored as it is (no compression, as assemble/12 decides): the header and the payload in one copy, where
+      # building the payload's binary and then the entry's copied it twice.
+      created_at = now_ms()
+      expires_at = if ttl_ms in [nil, 0], do: 0, else: min(created_at + ttl_ms, Header.u64_max())
+
+      header = %Header{
+        kind: :value,
+        serializer: :msgpack,
+        compressor: :none,
+        created_at: created_at,
+        expires_at: expires_at
+      }
+
+      IO.iodata_to_binary([Header.pack(header) | payload])
+    else
+      assemble(
+        :value,
+        :msgpack,
+        IO.iodata_to_binary(payload),
+        compressor,
+        @default_threshold,
+        nil,
+        nil,
+        ttl_ms,
+        nil,
+        stale_ms,
+        version,
+        tags
+      )
+    end
+  end
+
   def encode_value(value, compressor, ttl_ms, stale_ms, version, tags) do
     assemble(
       :value,
