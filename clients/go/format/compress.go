@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/andybalholm/brotli"
@@ -81,18 +82,7 @@ func Compress(c Compressor, data []byte, level *int) ([]byte, error) {
 		if uint64(len(data)) > math.MaxUint32 {
 			return nil, fmt.Errorf("lz4 input of %d bytes exceeds 4 GiB", len(data))
 		}
-		out := make([]byte, 4+lz4.CompressBlockBound(len(data)))
-		binary.LittleEndian.PutUint32(out, uint32(len(data)))
-		comp := lz4Pool.Get().(*lz4.Compressor)
-		n, err := comp.CompressBlock(data, out[4:])
-		lz4Pool.Put(comp)
-		if err != nil {
-			return nil, err
-		}
-		if n == 0 { // incompressible: pierrec writes nothing; a literal-only block is still a valid LZ4 block
-			return appendLiteralBlock(out[:4], data), nil
-		}
-		return out[:4+n], nil
+		return appendLZ4(make([]byte, 0, 4+lz4.CompressBlockBound(len(data))), data)
 	case Snappy:
 		return snappy.Encode(nil, data), nil
 	case Zstd:
@@ -138,6 +128,24 @@ func Compress(c Compressor, data []byte, level *int) ([]byte, error) {
 		return buf.Bytes(), nil
 	}
 	return nil, fmt.Errorf("unknown compressor %d", c)
+}
+
+// appendLZ4 appends data in larder's LZ4 form (a u32 little-endian size, then one block) to dst. The caller
+// checks that data is under 4 GiB.
+func appendLZ4(dst, data []byte) ([]byte, error) {
+	at := len(dst)
+	dst = slices.Grow(dst, 4+lz4.CompressBlockBound(len(data)))
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(data)))
+	comp := lz4Pool.Get().(*lz4.Compressor)
+	n, err := comp.CompressBlock(data, dst[at+4:cap(dst)])
+	lz4Pool.Put(comp)
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 { // incompressible: pierrec writes nothing; a literal-only block is still a valid LZ4 block
+		return appendLiteralBlock(dst, data), nil
+	}
+	return dst[:at+4+n], nil
 }
 
 // appendLiteralBlock writes data as one LZ4 sequence of literals only (what every LZ4 decoder reads).

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -106,13 +107,35 @@ func Deserialize(s Serializer, payload []byte) (any, error) {
 	return nil, invalid(UnknownCodec, "unknown serializer %d", s)
 }
 
-// Encode writes value as a value entry (kind 0).
+// Encode writes value as a value entry (kind 0). A MessagePack payload is written into a pooled buffer that Build
+// copies or compresses into the entry: one allocation of the entry's own size per write, not a payload that grows
+// by doubling, then the entry, then a compressed copy (issue 34).
 func Encode(value any, o Options) ([]byte, error) {
-	payload, err := Serialize(o.Serializer, value)
+	if o.Serializer != Msgpack {
+		payload, err := Serialize(o.Serializer, value)
+		if err != nil {
+			return nil, err
+		}
+		return Build(KindValue, o.Serializer, payload, o)
+	}
+	buf := scratchPool.Get().(*[]byte)
+	defer putScratch(buf)
+	payload, err := AppendMsgpack((*buf)[:0], value)
+	*buf = payload[:0]
 	if err != nil {
 		return nil, err
 	}
-	return Build(KindValue, o.Serializer, payload, o)
+	return Build(KindValue, Msgpack, payload, o)
+}
+
+// scratchPool holds the buffers payloads are serialized and compressed into before they are copied into an entry.
+var scratchPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// putScratch returns a buffer to the pool, unless a huge value grew it (kept, it would pin that memory).
+func putScratch(b *[]byte) {
+	if cap(*b) <= 1<<20 {
+		scratchPool.Put(b)
+	}
 }
 
 // EncodeResponse writes r as a response entry (kind 1, serializer msgpack whatever o says).
@@ -148,21 +171,35 @@ func Build(kind Kind, s Serializer, payload []byte, o Options) ([]byte, error) {
 	}
 	f := HeaderFields{Kind: kind, Serializer: s, Compressor: None, CreatedAt: created, ExpiresAt: expires,
 		StaleMs: o.StaleMs, Version: o.Version, Tags: o.Tags}
-	out, err := AppendHeader(make([]byte, 0, 64+len(payload)), &f)
+	var head [64]byte
+	h, err := AppendHeader(head[:0], &f)
 	if err != nil {
 		return nil, err
 	}
+	body := payload
 	if o.Compressor != None && len(payload) >= o.Threshold {
-		compressed, err := Compress(o.Compressor, payload, o.Level)
+		var compressed []byte
+		if o.Compressor == LZ4 && uint64(len(payload)) <= math.MaxUint32 {
+			// LZ4 into a pooled buffer: the entry is then allocated at its compressed size.
+			buf := scratchPool.Get().(*[]byte)
+			defer putScratch(buf)
+			compressed, err = appendLZ4((*buf)[:0], payload)
+			*buf = compressed[:0]
+		} else {
+			compressed, err = Compress(o.Compressor, payload, o.Level)
+		}
 		if err != nil {
 			return nil, err
 		}
 		if len(compressed) < len(payload) {
-			out[compressorAt] = byte(o.Compressor)
-			return append(out, compressed...), nil
+			h[compressorAt] = byte(o.Compressor)
+			body = compressed
 		}
 	}
-	return append(out, payload...), nil
+	out := make([]byte, len(h)+len(body))
+	copy(out, h)
+	copy(out[len(h):], body)
+	return out, nil
 }
 
 // DecodePayload returns the header and the decompressed, still serialized payload.
