@@ -18,13 +18,29 @@
 #
 #   MEMORY=1 ROUNDS=6 BENCHTIME=1s bash bench/rounds.sh
 #
+# The structured values (BenchmarkStructured, issue 34: query results as maps and as structs of 1 and 64 KiB, a
+# nested document, a page; larder's Cache against gomemcache, go-redis and otter with encoding/json) run with the
+# network cells by default; BENCH=Structured runs them alone.
+#
+# --raw FILE appends every round of every network cell to FILE in bench/report.py's raw format (bench "go": ops/s,
+# client and server CPU ns per op; a target of 1.0x each cell's incumbent in ops/s):
+#
+#   ROUNDS=8 BENCHTIME=0.3s bash bench/rounds.sh --raw /tmp/raw.jsonl
+#
 # Needs memcached and redis-server on PATH for the network cells (the benchmarks start them on loopback).
 set -euo pipefail
+RAW=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --raw) RAW="$(realpath -m "$2")"; shift 2 ;;
+        *) echo "rounds.sh: unknown argument '$1'" >&2; exit 2 ;;
+    esac
+done
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROUNDS="${ROUNDS:-6}"
 BENCHTIME="${BENCHTIME:-0.5s}"
 MEMORY="${MEMORY:-0}"
-if [ "$MEMORY" = 1 ]; then BENCH="${BENCH:-MemoryHit}"; else BENCH="${BENCH:-Memcached|Redis}"; fi
+if [ "$MEMORY" = 1 ]; then BENCH="${BENCH:-MemoryHit}"; else BENCH="${BENCH:-Memcached|Redis|Structured}"; fi
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 go test -c -o "$out/bench.test" ./bench/
@@ -36,11 +52,12 @@ done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 # One parser for both reports: each result line's cell (the benchmark's name split at '/', without the GOMAXPROCS
 # suffix) and its metrics by unit; then the memory-store rows (MEMORY=1) or the network cells' ratios.
-python3 - "$MEMORY" "$out"/round*.txt <<'EOF'
-import re, sys, statistics
+python3 - "$MEMORY" "$RAW" "ROUNDS=$ROUNDS BENCHTIME=$BENCHTIME BENCH='$BENCH' bash clients/go/bench/rounds.sh" "$out"/round*.txt <<'EOF'
+import json, re, sys, statistics, time
 result = re.compile(r'^Benchmark(\w+)/(\S+?)(?:-\d+)?\s+\d+\s+(.*)$')
 rounds = []
-for path in sys.argv[2:]:
+raw_path, command = sys.argv[2], sys.argv[3]
+for path in sorted(sys.argv[4:], key=lambda p: int(re.search(r'round(\d+)', p).group(1))):
     cells = {}
     for l in open(path):
         m = result.match(l)
@@ -61,7 +78,7 @@ if sys.argv[1] == '1':  # cells (MemoryHit, who, g)
                 print(f"{who:14} {g:4} {med(ns):8.1f} {med(xs) if xs else float('nan'):8.2f}")
     sys.exit(0)
 # cells (store, op, who, size, g): a row per (store, op, size, g) with larder's side and the incumbent's
-incumbents = ('gomemcache', 'go-redis')
+incumbents = ('gomemcache', 'go-redis', 'otter')
 def side(k, who):
     return (k[0], k[1], who, k[2], k[3])
 def ratio(k, unit):
@@ -80,4 +97,34 @@ for k in keys:
           f"{ratio(k, 'server-cpu-ns/op'):6.2f} {ratio(k, 'faults/op'):6.2f} "
           f"{med(x['ns/op'] for x in lard):10.0f} {med(x['ns/op'] for x in inc):10.0f} "
           f"{med(x.get('allocs/op', 0) for x in lard):8.0f} {med(x.get('allocs/op', 0) for x in inc):8.0f}")
+if raw_path:
+    # bench/report.py's raw rows: one per side, cell and round; a cell's case names its store, op, value and g.
+    def case(k):
+        return f"{k[1].replace('-', ' ')} {k[2]}" if k[0] == 'Structured' else f"{k[0].lower()} {k[1]} {k[2]} {k[3]}"
+    rows, targets, pairs = [], [], []
+    for r, c in enumerate(rounds, 1):
+        for k, m in c.items():
+            if len(k) != 5 or not m.get('ns/op'):
+                continue
+            rows.append({"bench": "go", "case": case((k[0], k[1], k[3], k[4])), "subject": k[2], "round": r,
+                         "ops": 1e9 / m['ns/op'], "cpu_ns": m.get('cpu-ns/op', -1),
+                         "server_cpu_ns": m.get('server-cpu-ns/op', -1)})
+    for k in keys:
+        for w in incumbents:
+            if any(side(k, w) in c for c in rounds):
+                targets.append({"case": case(k), "vs": w, "metric": "ops", "ratio": 1.0})
+                if {"subject": "larder", "vs": w} not in pairs:
+                    pairs.append({"subject": "larder", "vs": w})
+    meta = {"meta": True, "bench": "go",
+            "title": "Go client: larder's stores and Cache against gomemcache, go-redis and otter (bytes and structured values)",
+            "command": command, "date": time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()),
+            "setup": "one process, larder and the incumbent side by side per cell (order alternating by round); "
+                     "structured values JSON-encoded for the incumbents; CPU ns/op from getrusage (client) and /proc (servers)",
+            "subject": "larder", "metrics": [{"name": "ops", "label": "ops/s", "better": "higher"},
+                                             {"name": "cpu_ns", "label": "client CPU ns/op", "better": "lower"},
+                                             {"name": "server_cpu_ns", "label": "server CPU ns/op", "better": "lower"}],
+            "pairs": pairs, "targets": targets}
+    with open(raw_path, 'a') as f:
+        for line in [meta] + rows:
+            f.write(json.dumps(line) + "\n")
 EOF
