@@ -8,8 +8,11 @@
 #     ruby clients/ruby/bench/store_instructions.rb MEMCACHED_PORT REDIS_PORT STORE OP N
 #
 # STORE: larder-mc, dalli, larder-redis, redis, larder-memory, memory. OP: read, write, fetch, multi (read_multi of
-# 100 keys), none. SIZE (default 1024): the value's bytes. The stores' timeouts are 5 s: valgrind runs Ruby ~50x slower.
-$LOAD_PATH.unshift File.expand_path("../lib", __dir__)
+# 100 keys), none. SIZE (default 1024): the value's bytes (a String of "x"); or VALUE, one of bench/values.rb's values
+# ("query 64K", "document 5K", …). LIB: another client's lib directory (an older checkout). The stores' timeouts are
+# 5 s: valgrind runs Ruby ~50x slower.
+$LOAD_PATH.unshift ENV.fetch("LIB") { File.expand_path("../lib", __dir__) }
+require_relative "values"
 require "active_support"
 require "active_support/cache"
 require "active_support/cache/mem_cache_store"
@@ -31,7 +34,7 @@ cache = case which
         when "memory" then ActiveSupport::Cache::MemoryStore.new
         else abort "unknown store #{which}"
         end
-value = "x" * Integer(ENV.fetch("SIZE", "1024"))
+value = ENV["VALUE"] ? BenchValues.all.fetch(ENV["VALUE"]) : "x" * Integer(ENV.fetch("SIZE", "1024"))
 keys = Array.new(100) { |i| "#{which}k#{i}" }
 keys.each { |key| cache.write(key, value) }
 # Every path warmed up once, so that the N runs count only the operations.

@@ -65,6 +65,19 @@ class MemoryPartsTest < Minitest::Test
     assert_equal value.b, Larder.decode(bytes).value.b, "what every language reads"
   end
 
+  def test_the_plain_string_head_is_the_head_template_and_the_messagepack_head
+    random = Random.new(Minitest.seed)
+    [0, 1, 31, 32, 255, 256, 65_535, 65_536, 70_000].each do |size|
+      ["a" * size, ("b" * size).b].each do |text|
+        times = [random.rand(2**64), [0, random.rand(2**64)].sample(random: random)]
+        expected = Larder::Serializers.append_string_head(text, Larder::Header.value_head(*times, 0, nil, []))
+        assert_equal expected, Larder::Header.plain_string_head(*times, text), "#{size} #{text.encoding}"
+      end
+    end
+    assert_raises(ArgumentError) { Larder::Header.plain_string_head(-1, 0, "") }
+    assert_raises(TypeError) { Larder::Header.plain_string_head(1.5, 0, "") }
+  end
+
   def test_the_head_template_is_header_pack
     random = Random.new(Minitest.seed)
     200.times do

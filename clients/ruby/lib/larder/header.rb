@@ -32,6 +32,7 @@ module Larder
       [MAGIC, FORMAT_VERSION, KINDS.index("value"), SERIALIZERS.index("msgpack"), COMPRESSORS.index("none"),
        flags].pack("a2C5").freeze
     end.freeze
+    PLAIN_PREFIX = VALUE_PREFIXES[0]
 
     # A parsed entry header. Times are ms since the Unix epoch; `expires_at == 0` means never. `payload_offset` is
     # the number of bytes the header takes: the payload starts there.
@@ -169,6 +170,29 @@ module Larder
       return out if flags.zero?
 
       pack_optional(out, stale_ms, version, tags)
+    end
+
+    # `value_head(created_at, expires_at, 0, nil, [])` followed by `text`'s MessagePack head
+    # (Serializers.append_string_head), packed at once: the commonest write on memory:// (no race window, version or
+    # tags), one Array and one `pack` instead of two of each and a keyword (3,000 instructions a write; issue 34).
+    # Nil for a String of 4 GiB or more (the caller's general path raises).
+    def plain_string_head(created_at, expires_at, text)
+      unless created_at.is_a?(Integer) && expires_at.is_a?(Integer) && ((created_at | expires_at) >> 64).zero?
+        check_time(:created_at, created_at)
+        check_time(:expires_at, expires_at)
+      end
+      size = text.bytesize
+      if text.encoding == Encoding::BINARY
+        return [PLAIN_PREFIX, created_at, expires_at, 0xC4, size].pack("a7Q<Q<CC") if size <= 0xFF
+        return [PLAIN_PREFIX, created_at, expires_at, 0xC5, size].pack("a7Q<Q<Cn") if size <= 0xFFFF
+        return [PLAIN_PREFIX, created_at, expires_at, 0xC6, size].pack("a7Q<Q<CN") if size <= 0xFFFF_FFFF
+      else
+        return [PLAIN_PREFIX, created_at, expires_at, 0xA0 | size].pack("a7Q<Q<C") if size <= 31
+        return [PLAIN_PREFIX, created_at, expires_at, 0xD9, size].pack("a7Q<Q<CC") if size <= 0xFF
+        return [PLAIN_PREFIX, created_at, expires_at, 0xDA, size].pack("a7Q<Q<Cn") if size <= 0xFFFF
+        return [PLAIN_PREFIX, created_at, expires_at, 0xDB, size].pack("a7Q<Q<CN") if size <= 0xFFFF_FFFF
+      end
+      nil
     end
 
     # Appends the optional fields (stale window, version, tags) to `out`, a header's fixed part.

