@@ -19,8 +19,21 @@ module ActiveSupport
 
         key = normalize_key(name, options)
         version = normalize_version(name, options)
-        entry = read_for_fetch(name, key, version, options)
-        return get_entry_value(entry, name, options) if entry && !entry.expired?
+        # The entry as ActiveSupport's fetch reads it (instrumented as a read; nil for another version), read here
+        # and not in a method of its own: a hit is the common fetch, and a method frame and a second expired? were
+        # 1,200 of its 43,900 instructions (callgrind)
+        entry = nil
+        hit = false
+        instrument(:read, name, options) do |payload|
+          entry = read_entry(key, **options, event: payload)
+          entry = nil if entry&.mismatched?(version)
+          hit = !entry.nil? && !entry.expired?
+          if payload
+            payload[:super_operation] = :fetch
+            payload[:hit] = hit
+          end
+        end
+        return get_entry_value(entry, name, options) if hit
 
         stale = entry && within_race_window?(entry, options) ? entry.value : Larder::LockPolicy::NONE
         @lock_policy.run(larder_key(key), stale: stale, peek: -> { fresh_value(key, version) }) do
@@ -30,18 +43,6 @@ module ActiveSupport
       end
 
       private
-
-      # The entry as ActiveSupport's fetch reads it (instrumented as a read), or nil for another version.
-      def read_for_fetch(name, key, version, options)
-        entry = nil
-        instrument(:read, name, options) do |payload|
-          entry = read_entry(key, **options, event: payload)
-          entry = nil if entry&.mismatched?(version)
-          payload[:super_operation] = :fetch if payload
-          payload[:hit] = !entry.nil? && !entry.expired? if payload
-        end
-        entry
-      end
 
       def within_race_window?(entry, options)
         race_ttl = options[:race_condition_ttl].to_f
