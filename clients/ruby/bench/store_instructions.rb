@@ -35,7 +35,7 @@ cache = case which
         else abort "unknown store #{which}"
         end
 value = ENV["VALUE"] ? BenchValues.all.fetch(ENV["VALUE"]) : "x" * Integer(ENV.fetch("SIZE", "1024"))
-keys = Array.new(100) { |i| "#{which}k#{i}" }
+keys = Array.new(Integer(ENV.fetch("KEYS", "100"))) { |i| "#{which}k#{i}" } # KEYS=1: less setup for large values
 keys.each { |key| cache.write(key, value) }
 # Every path warmed up once, so that the N runs count only the operations.
 cache.read(keys[0])
