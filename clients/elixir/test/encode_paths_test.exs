@@ -2,7 +2,8 @@
 # from :maps.to_list, large ones from :maps.fold), Larder.Cache's entry (Entry.encode_value/6) byte for byte what
 # Entry.encode/2 writes with the same options, and LZ4 blocks that decode to the input.
 defmodule Larder.EncodePathsTest do
-  use ExUnit.Case, async: true
+  # Not async: the memory-bound tests measure the whole VM, and these build megabytes of values.
+  use ExUnit.Case, async: false
 
   alias Larder.{Entry, Header, Msgpack}
 
