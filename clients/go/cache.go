@@ -273,7 +273,7 @@ func (c *Cache) Set(ctx context.Context, key string, value any, options ...Entry
 		return err
 	}
 	storeKey := c.StoreKey(key)
-	err = c.store.Set(ctx, storeKey, data, 0)
+	err = c.setEntry(ctx, storeKey, data)
 	c.wrote(err, storeKey, data)
 	return err
 }
@@ -430,4 +430,13 @@ func token() []byte {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return []byte(hex.EncodeToString(b[:]))
+}
+
+// setEntry writes an entry this cache has just encoded (and never touches again): over the memory store, handed
+// over without the store's defensive copy.
+func (c *Cache) setEntry(ctx context.Context, storeKey string, data []byte) error {
+	if m, ok := c.store.(*stores.Memory); ok {
+		return m.SetOwned(ctx, storeKey, data, 0)
+	}
+	return c.store.Set(ctx, storeKey, data, 0)
 }

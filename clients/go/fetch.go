@@ -179,7 +179,7 @@ func (c *Cache) storeQuietly(ctx context.Context, storeKey string, value any, o 
 		c.shared.stats.storeErrors.Add(1)
 		return
 	}
-	err = c.store.Set(ctx, storeKey, data, 0)
+	err = c.setEntry(ctx, storeKey, data)
 	if err != nil {
 		c.shared.stats.storeErrors.Add(1)
 	}

@@ -118,6 +118,15 @@ func Encode(value any, o Options) ([]byte, error) {
 		}
 		return Build(KindValue, o.Serializer, payload, o)
 	}
+	if str, ok := value.(string); ok && (o.Compressor == None || strLen(len(str)) < o.Threshold) {
+		// A string stored as it is (over the memory store, or short): written once, into the entry itself.
+		var head [64]byte
+		h, err := buildHeader(KindValue, Msgpack, o, head[:0])
+		if err != nil {
+			return nil, err
+		}
+		return appendStr(append(make([]byte, 0, len(h)+strLen(len(str))), h...), str), nil
+	}
 	buf := scratchPool.Get().(*[]byte)
 	defer putScratch(buf)
 	payload, err := AppendMsgpack((*buf)[:0], value)
@@ -149,30 +158,8 @@ func EncodeResponse(r *Response, o Options) ([]byte, error) {
 
 // Build writes an entry around an already serialized payload.
 func Build(kind Kind, s Serializer, payload []byte, o Options) ([]byte, error) {
-	if int(o.Compressor) >= len(compressorNames) {
-		return nil, fmt.Errorf("unknown compressor %d", o.Compressor)
-	}
-	if o.Threshold < 0 {
-		return nil, fmt.Errorf("threshold must be non-negative, not %d", o.Threshold)
-	}
-	created := NowMs()
-	if o.CreatedAt != nil {
-		created = *o.CreatedAt
-	}
-	expires := o.ExpiresAt
-	if o.TTLMs > 0 {
-		if o.ExpiresAt != 0 {
-			return nil, errors.New("give TTLMs or ExpiresAt, not both")
-		}
-		expires = math.MaxUint64
-		if o.TTLMs <= math.MaxUint64-created {
-			expires = created + o.TTLMs
-		}
-	}
-	f := HeaderFields{Kind: kind, Serializer: s, Compressor: None, CreatedAt: created, ExpiresAt: expires,
-		StaleMs: o.StaleMs, Version: o.Version, Tags: o.Tags}
 	var head [64]byte
-	h, err := AppendHeader(head[:0], &f)
+	h, err := buildHeader(kind, s, o, head[:0])
 	if err != nil {
 		return nil, err
 	}
@@ -200,6 +187,46 @@ func Build(kind Kind, s Serializer, payload []byte, o Options) ([]byte, error) {
 	copy(out, h)
 	copy(out[len(h):], body)
 	return out, nil
+}
+
+// strLen is the length of a MessagePack str of n bytes.
+func strLen(n int) int {
+	switch {
+	case n <= 31:
+		return 1 + n
+	case n <= math.MaxUint8:
+		return 2 + n
+	case n <= math.MaxUint16:
+		return 3 + n
+	}
+	return 5 + n
+}
+
+// buildHeader checks o and appends the entry's header (its compressor "none") to dst.
+func buildHeader(kind Kind, s Serializer, o Options, dst []byte) ([]byte, error) {
+	if int(o.Compressor) >= len(compressorNames) {
+		return nil, fmt.Errorf("unknown compressor %d", o.Compressor)
+	}
+	if o.Threshold < 0 {
+		return nil, fmt.Errorf("threshold must be non-negative, not %d", o.Threshold)
+	}
+	created := NowMs()
+	if o.CreatedAt != nil {
+		created = *o.CreatedAt
+	}
+	expires := o.ExpiresAt
+	if o.TTLMs > 0 {
+		if o.ExpiresAt != 0 {
+			return nil, errors.New("give TTLMs or ExpiresAt, not both")
+		}
+		expires = math.MaxUint64
+		if o.TTLMs <= math.MaxUint64-created {
+			expires = created + o.TTLMs
+		}
+	}
+	f := HeaderFields{Kind: kind, Serializer: s, Compressor: None, CreatedAt: created, ExpiresAt: expires,
+		StaleMs: o.StaleMs, Version: o.Version, Tags: o.Tags}
+	return AppendHeader(dst, &f)
 }
 
 // DecodePayload returns the header and the decompressed, still serialized payload.
