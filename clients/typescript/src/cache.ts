@@ -433,6 +433,11 @@ export class Cache {
   async set(key: string, value: Value, o: WriteOptions = {}): Promise<void> {
     const [data, ttl] = this.encode(value, o);
     const storeKey = this.storeKey(key);
+    if (this.memory) {
+      // The entry was just encoded and is never touched again: the memory store keeps it without a copy.
+      this.memory.setOwnedNow(storeKey, data, ttl);
+      return;
+    }
     try {
       await this.store.set(storeKey, data, ttl);
     } catch (e) {

@@ -152,14 +152,24 @@ export class MemoryStore implements Store {
     return this.heldMany(keys).map((held) => held?.value);
   }
 
-  private put(key: string, value: Uint8Array, ttlMs: number | undefined, now: number): void {
+  /** setNow for a caller that hands `value` over and never touches it again (larder's Cache, with the entry it has
+   * just encoded): kept as it is, not copied, when it is an array of its own (issue 34: the copy of a 64 KiB entry
+   * was a third of a write); one that shares its buffer (Node's pool of small allocations) is still copied, so
+   * that the entry does not hold on to the rest of that buffer. */
+  setOwnedNow(key: string, value: Uint8Array, ttlMs?: number): void {
+    checkKey(this.backend, key);
+    checkTtl(ttlMs);
+    this.put(key, value, ttlMs, Date.now(), value.byteOffset === 0 && value.byteLength === value.buffer.byteLength);
+  }
+
+  private put(key: string, value: Uint8Array, ttlMs: number | undefined, now: number, owned = false): void {
     const weight = utf8(key).length + value.length + ENTRY_OVERHEAD;
     if (weight > this.maxWeight) throw new TooLarge(this.backend, key, value.length, this.maxValueBytes());
     const expiresAt = expiresAtMs(value, ttlMs, now);
     const old = this.slots.get(key);
     if (old !== undefined) this.remove(key, old);
     if (expiresAt !== undefined && expiresAt <= now) return;
-    this.insert(key, value.slice(), expiresAt, weight);
+    this.insert(key, owned ? value : value.slice(), expiresAt, weight);
     this.counters.inserts++;
     this.evict();
   }
