@@ -53,7 +53,7 @@ def test_a_wheel_and_an_sdist_build_with_every_module(dist: Path) -> None:
     assert not any("tests/" in n or "django_tests" in n for n in names)
     assert re.search(r"^Name: larder-cache$", metadata, re.MULTILINE), metadata[:300]
     assert "Requires-Python: >=3.10" in metadata
-    for dependency in ("msgpack", "lz4", "cramjam", "zstandard", "brotli"):
+    for dependency in ("msgpack", "ormsgpack", "lz4", "cramjam", "zstandard", "brotli"):
         assert re.search(rf"^Requires-Dist: {dependency}\b", metadata, re.MULTILINE), dependency
     extras = set(re.findall(r"^Provides-Extra: (\S+)$", metadata, re.MULTILINE))
     assert extras == {"redis", "postgres", "django", "all"}, extras

@@ -60,6 +60,8 @@ from .entry import (
 from .errors import InvalidEntry
 from .header import COMPRESSORS, FIXED_HEADER_LEN, FORMAT_VERSION, MAGIC, SERIALIZERS, U64_MAX, parse_header
 from .keys import namespaced_key, safe_key
+from .plain import pack_plain
+from .plain_read import NOT_READ, unpack_container
 from .serializers import deserialize, msgpack_value, pack_msgpack, serialize
 from .signing import Refused, Secret, Signer, log_refusal
 from .stores import ServerError, Store, StoreError, open_store
@@ -78,7 +80,7 @@ LOCK_POLL_FIRST: Final = 0.005
 LOCK_POLL_MOST: Final = 0.05
 
 _MISSING: Final = object()
-#: The types a value is of when `_plain` says so at its first step (exact types: not a subclass, not a container).
+#: The plain scalars (exact types: not a subclass, not a container; plain.py).
 _SCALARS: Final = frozenset({type(None), bool, int, float, str, bytes})
 #: The scalars MessagePack packs into at most 9 bytes.
 _NUMBERS: Final = frozenset({type(None), bool, int, float})
@@ -384,7 +386,8 @@ class Cache:
     def _payload(self, value: Any) -> tuple[str, bytes]:
         if self.serializer != "msgpack" or not self.pickle or self._signer is None:
             try:
-                return self.serializer, serialize(self.serializer, value)
+                packed = pack_plain(value) if self.serializer == "msgpack" else None
+                return self.serializer, serialize(self.serializer, value) if packed is None else packed
             except TypeError as e:
                 if self.serializer != "msgpack":
                     raise
@@ -394,11 +397,9 @@ class Cache:
                     " (larder.Cache(..., pickle=True, signing_secret=...); Django: SECRET_KEY, or"
                     " OPTIONS['signing_secret'])"
                 ) from None
-        if _plain(value, 0):
-            try:
-                return "msgpack", pack_msgpack(value)
-            except (OverflowError, ValueError, TypeError):
-                pass
+        packed = pack_plain(value)
+        if packed is not None:
+            return "msgpack", packed
         data = self._signer.sign(PICKLE_EXT, pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
         return "msgpack", pack_msgpack(msgpack.ExtType(PICKLE_EXT, data))
 
@@ -457,33 +458,37 @@ class Cache:
     def _plain_entry(self, value: Any, now: int, expires_at: int) -> bytes | None:
         """What `_encode(value, ttl, None, None, ())` returns as its entry, created `now` and expiring at `expires_at`
         (0 = never; `Cache.set` computes both), for the common write: MessagePack of a value it holds as it is
-        (`_plain`) and no stale window. None where that would fail, which `_encode` then says."""
+        (plain.py) and no stale window. None where that would fail, which `_encode` then says."""
+        if self.serializer != "msgpack":
+            return None
         kind = type(value)
-        if self.serializer != "msgpack" or (
-            kind is not str and kind is not bytes and kind not in _NUMBERS and not _plain(value, 0)
-        ):
-            return None
         compressor = self.compressor
-        if compressor == "none":
-            return build_plain_msgpack(value, now, expires_at)
-        threshold = self.compress_threshold
-        if (
-            compressor == "lz4"
-            and (kind is str or kind is bytes)
-            and len(value) >= _LZ4_IN_PLACE
-            and type(threshold) is int
-            and threshold >= 0
-        ):
-            # a large str or bytes: its UTF-8 joined behind the header, then the LZ4 attempt on that payload in
-            # place (two copies of the value where packing it first makes three)
-            data = build_plain_msgpack(value, now, expires_at)
-            return None if data is None else lz4_plain(data, threshold)
-        try:
-            payload = pack_msgpack(value)
-        except (OverflowError, ValueError, TypeError):
-            return None
+        if kind is str or kind is bytes or kind in _NUMBERS:
+            if compressor == "none":
+                return build_plain_msgpack(value, now, expires_at)
+            threshold = self.compress_threshold
+            if (
+                compressor == "lz4"
+                and (kind is str or kind is bytes)
+                and len(value) >= _LZ4_IN_PLACE
+                and type(threshold) is int
+                and threshold >= 0
+            ):
+                # a large str or bytes: its UTF-8 joined behind the header, then the LZ4 attempt on that payload in
+                # place (two copies of the value where packing it first makes three)
+                data = build_plain_msgpack(value, now, expires_at)
+                return None if data is None else lz4_plain(data, threshold)
+            try:
+                payload = pack_msgpack(value)
+            except (OverflowError, ValueError, TypeError):
+                return None
+        else:
+            packed = pack_plain(value)  # a list or dict of plain values, in one native pass; else None
+            if packed is None:
+                return None
+            payload = packed
         return build_plain(
-            "msgpack", payload, self.compressor, self.compress_threshold, now, expires_at - now if expires_at else 0
+            "msgpack", payload, compressor, self.compress_threshold, now, expires_at - now if expires_at else 0
         )
 
     def _put_parts(self, memory: MemoryStore, store_key: str, value: str | bytes, now: int, expires_at: int) -> bool:
@@ -610,7 +615,7 @@ class Cache:
         _, value, expires_at, stale_ms, entry_version, payload, decoder = note
         if payload is not None or decoder is not None:
             try:
-                value = unpackb(payload, raw=False, strict_map_key=False) if payload is not None else decoder()
+                value = _unpack(payload) if payload is not None else decoder()
             except Exception:  # msgpack refusing a map key a dict cannot hold: _decode's way reads it
                 return self._decode(joined(data), version)
         return self._judge(value, expires_at, stale_ms, entry_version, version)
@@ -678,7 +683,7 @@ class Cache:
                     _, value, expires_at, stale_ms, entry_version, payload, decoder = note
                     try:
                         if payload is not None:
-                            value = unpackb(payload, raw=False, strict_map_key=False)
+                            value = _unpack(payload)
                         elif decoder is not None:
                             value = decoder()
                     except Exception:  # msgpack refusing a map key a dict cannot hold: _decode's way reads it
@@ -1110,20 +1115,6 @@ class Cache:
         return found[1] if found[0] == "fresh" else _MISSING
 
 
-def _plain(value: Any, depth: int) -> bool:
-    """Whether MessagePack round-trips `value` exactly: None, bool, int, float, str, bytes, and lists and dicts
-    (str keys) of those, at most `MAX_NESTING` deep. Tuples, sets and other objects are not."""
-    if value is None or type(value) in (bool, int, float, str, bytes):
-        return True
-    if depth >= 100:
-        return False
-    if type(value) is list:
-        return all(_plain(v, depth + 1) for v in value)
-    if type(value) is dict:
-        return all(type(k) is str and _plain(v, depth + 1) for k, v in value.items())
-    return False
-
-
 __all__ = ["PICKLE_EXT", "Cache", "CacheStats"]
 
 
@@ -1137,12 +1128,21 @@ def _payload_value(data: bytes, serializer: int, compressor: int, size: int, max
         payload = data[size:]
     if serializer == 1:
         try:
-            value = unpackb(payload, raw=False, strict_map_key=False)
+            value = _unpack(payload)
         except Exception:
             value = msgpack_value(payload)  # the same again, for its error or a map with array keys
     else:
         value = deserialize(SERIALIZERS[serializer], payload)
     return value, len(payload)
+
+
+def _unpack(payload: bytes | memoryview) -> Any:
+    """`msgpack.unpackb(payload, raw=False, strict_map_key=False)`: the same value, the same errors; an array or map
+    read by ormsgpack where it gives the same (plain_read.py)."""
+    value = unpack_container(payload)
+    if value is NOT_READ:
+        value = unpackb(payload, raw=False, strict_map_key=False)
+    return value
 
 
 def _payload_only(data: bytes, serializer: int, compressor: int, size: int, max_size: int) -> Any:

@@ -39,12 +39,13 @@ from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.core.cache.backends.base import DEFAULT_TIMEOUT, BaseCache, default_key_func
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
-from .cache import Cache, _plain
+from .cache import Cache
 from .entry import now_ms
 from .http_rules import Rules
 from .keys import DEFAULT_DROP
 from .page_site import target_authority
 from .pages import DEFAULT_MAX_BODY, PageCache, PageRequest, front_headers
+from .plain import is_plain
 from .stores import open_store
 from .stores.base import parse_counter
 from .stores.memory import MemoryStore
@@ -106,7 +107,7 @@ class LarderCache(BaseCache):
     def _storable(self, value: Any) -> Any:
         """`value`, if this backend can store it as it is: with pickling off (no secret), a value that would need a
         pickle is refused rather than stored as something else (a tuple read back as a list)."""
-        if not self.larder.pickle and self._options["pickle"] and not _plain(value, 0):
+        if not self.larder.pickle and self._options["pickle"] and not is_plain(value):
             raise TypeError(
                 f"cannot cache a {type(value).__name__} without pickling, which is off because there is no signing"
                 " secret: set Django's SECRET_KEY, or OPTIONS['signing_secret'] (spec/FORMAT.md §2)"
