@@ -22,7 +22,8 @@ struct Header {
     key_len: u16,
     /// S3-FIFO access frequency, 0..=3, bumped by readers without a lock.
     freq: AtomicU8,
-    /// Queue membership and liveness, changed only under the shard's write lock.
+    /// Queue membership, liveness and the sketch's count of earlier misses (bits 2-3, see `s3fifo.rs`), changed
+    /// only under the shard's write lock.
     flags: AtomicU8,
     /// Position in its queue (see `queue.rs`), changed only under the shard's write lock.
     queue_seq: AtomicU32,

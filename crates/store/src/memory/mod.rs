@@ -11,6 +11,7 @@ mod ghost;
 mod queue;
 mod s3fifo;
 mod shard;
+mod sketch;
 mod striped_lock;
 mod table;
 
