@@ -85,8 +85,14 @@ module Larder
 
       depth += 1
       array.each do |item|
-        next if plain_item?(item, depth, keys)
-
+        # plain_item?, inlined (a method call per element is a third of the walk)
+        case KINDS[item.class]
+        when :scalar then next
+        when :string then next if PLAIN_ENCODINGS.key?(item.encoding) && item.valid_encoding?
+        when :integer then next if INT_RANGE.cover?(item)
+        when :hash then next if plain_hash?(item, depth, keys)
+        when :array then next if plain_array?(item, depth, keys)
+        end
         return false
       end
       true
@@ -113,18 +119,6 @@ module Larder
         return false
       end
       true
-    end
-
-    # plain? of an element of a container at `depth`.
-    def plain_item?(item, depth, keys)
-      case KINDS[item.class]
-      when :string then PLAIN_ENCODINGS.key?(item.encoding) && item.valid_encoding?
-      when :scalar then true
-      when :integer then INT_RANGE.cover?(item)
-      when :hash then plain_hash?(item, depth, keys)
-      when :array then plain_array?(item, depth, keys)
-      else false
-      end
     end
 
     def plain_string?(text)
