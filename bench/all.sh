@@ -5,7 +5,7 @@
 # Why one command: the comparisons (the front against nginx and Varnish, the front on memcached against nginx
 # memcached_pass, the store clients against memaslap and redis-benchmark, per-hit instruction counts, the embedded
 # store against quick_cache and moka, the Python and Ruby clients against their frameworks' own backends, the
-# TypeScript and Go clients against their ecosystems' clients) were
+# TypeScript, Go and Elixir clients against their ecosystems' clients and designs) were
 # separate scripts with separate reports. Each script still runs alone; here they run in a row, each writes its raw
 # rounds (bench/report.py's input) beside its printed table, and bench/report.py draws every table and chart from
 # those, so that statistics live in one place.
@@ -30,22 +30,28 @@ STEPS=(
     "front-memcached|the front on memcached, no L1, against nginx memcached_pass|bench/front-memcached.sh --raw @RAW@|bench/front-memcached.sh --quick --raw @RAW@"
     "stores|store clients against memaslap and redis-benchmark|bench/stores.sh --raw @RAW@|bench/stores.sh --quick --raw @RAW@"
     "store-latency|one caller's latency on every store|bench/store-latency.sh|bench/store-latency.sh --seconds 1"
-    "hit-instructions|instructions per cached hit, from memory and from memcached|bench/hit-instructions.sh 3000 && bench/hit-instructions.sh --store memcached 3000|bench/hit-instructions.sh 1000 && bench/hit-instructions.sh --store memcached 1000"
+    "hit-instructions|instructions and system calls per cached hit, larder beside nginx, from memory (10 KB, 100 KB), memcached and Redis|bench/hit-instructions.sh --against nginx --syscalls 3000 && bench/hit-instructions.sh --page-kb 100 --against nginx --syscalls 3000 && bench/hit-instructions.sh --store memcached --against nginx --syscalls 3000 && bench/hit-instructions.sh --store redis --syscalls 3000|bench/hit-instructions.sh --against nginx 500 && bench/hit-instructions.sh --store memcached --against nginx 500"
     "memory|the embedded store against quick_cache and moka: bytes per entry, throughput|target/release/larder bench memory|target/release/larder bench memory --entries 100000 --time-ms 300"
     "hit-ratio|eviction hit ratio on the OLTP trace and a Zipf trace|target/release/larder bench hit-ratio --zipf 0.99 --capacity 1000,10000|target/release/larder bench hit-ratio --zipf 0.99 --capacity 1000"
     "shared-proxies|three proxies sharing memcached against three with private memory|bench/shared-proxies.sh --with-l1|bench/shared-proxies.sh --quick"
-    "python|larder's Django backend against Django's own backends|.venv/bin/python clients/python/bench/django_backends.py|.venv/bin/python clients/python/bench/django_backends.py --seconds 0.1"
-    "ruby|LarderStore against Dalli's MemCacheStore, RedisCacheStore and MemoryStore|ruby clients/ruby/bench/stores.rb|ROUNDS=1 SECONDS=0.2 ruby clients/ruby/bench/stores.rb"
-    "typescript|the TypeScript stores and KeyvLarder against memjs, ioredis, node-redis, @keyv/memcache, @keyv/redis and lru-cache|@TS@ && node clients/typescript/build/bench/clients.js --seconds 1 --rounds 3|@TS@ && node clients/typescript/build/bench/clients.js --seconds 0.2 --rounds 1"
+    "python|larder's Django backend against Django's own backends and django-redis (strings and structured values: query results, a document, a page)|@PY@ && .venv/bin/python clients/python/bench/django_backends.py --raw @RAW@|@PY@ && .venv/bin/python clients/python/bench/django_backends.py --rounds 1 --seconds 0.05 --raw @RAW@"
+    "ruby|LarderStore against Dalli's MemCacheStore, RedisCacheStore and MemoryStore: text, a rendered page, query results (1 KiB, 64 KiB) and a nested document|ruby clients/ruby/bench/stores.rb --raw @RAW@|ROUNDS=1 SECONDS=0.2 ruby clients/ruby/bench/stores.rb --raw @RAW@"
+    "typescript|the TypeScript stores and KeyvLarder (strings and structured values: query results, a document, a page) against memjs, ioredis, node-redis, @keyv/memcache, @keyv/redis and lru-cache|@TS@ && node clients/typescript/build/bench/clients.js --seconds 1 --rounds 5 --raw @RAW@|@TS@ && node clients/typescript/build/bench/clients.js --seconds 0.2 --rounds 1 --raw @RAW@"
     "drills|fault drills: the front and every client's fetch while the store is frozen, killed, slowed, restarted empty, or loses one of three servers|.venv/bin/python bench/drills.py --charts docs/bench|.venv/bin/python bench/drills.py --quick"
     "soak|the front with an L1 over memcached under mixed load for 30 minutes: memory, descriptors, latency|.venv/bin/python bench/soak.py --seconds 1800|.venv/bin/python bench/soak.py --seconds 60"
-    "go|the Go stores against gomemcache and go-redis|@GO@ ROUNDS=8 BENCHTIME=0.3s bash clients/go/bench/rounds.sh|@GO@ ROUNDS=2 BENCHTIME=0.05s bash clients/go/bench/rounds.sh"
+    "go|the Go stores (strings and structured values, as maps and as structs) against otter, gomemcache and go-redis with encoding/json|@GO@ ROUNDS=8 BENCHTIME=0.3s bash clients/go/bench/rounds.sh --raw @RAW@|@GO@ ROUNDS=2 BENCHTIME=0.05s bash clients/go/bench/rounds.sh --raw @RAW@"
+    "elixir|Larder.Cache against source document 004's design (1M inserts) and structured values against ETS of term_to_binary and term_to_binary/jiffy over larder's memcached and Redis clients|@EX@ mix run bench/structured.exs --raw @RAW@|@EX@ mix run bench/structured.exs --quick --raw @RAW@"
 )
 # What the TypeScript and Go steps need first: their dependencies from npm's lockfile and Go's module proxy, cached
 # where make test caches them, and the TypeScript build.
 CACHE_DIR=${LARDER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/larder}
 TS_SETUP="(cd clients/typescript && npm_config_cache='$CACHE_DIR/npm' npm_config_update_notifier=false npm_config_fund=false npm_config_audit=false npm ci --no-progress --loglevel=error >&2 && npx tsc -p tsconfig.json >&2)"
 GO_ENV="GOMODCACHE='$CACHE_DIR/go/mod' GOCACHE='$CACHE_DIR/go/build' GOFLAGS=-mod=readonly GOTOOLCHAIN=local"
+# The Python step's peers (pymemcache, redis, django-redis) beside the test environment, from PyPI into pip's cache.
+PY_SETUP=".venv/bin/pip install -q --disable-pip-version-check -r clients/python/bench/requirements.txt >&2"
+# The Elixir step runs in the client's folder with Mix's home where make test keeps it (no Hex), and schedulers that
+# do not spin while idle (their busy-waiting would count as the benchmark's CPU).
+EX_ENV="cd clients/elixir && MIX_HOME='$CACHE_DIR/mix' HEX_OFFLINE=1 ELIXIR_ERL_OPTIONS='+sbwt none +sbwtdcpu none +sbwtdio none'"
 
 usage() {
     sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '/^set -euo/d' -e 's/^# \{0,1\}//'
@@ -108,6 +114,8 @@ for step in "${selected[@]}"; do
     command=${command//@RAW@/"$RAW"}
     command=${command//@TS@/"$TS_SETUP"}
     command=${command//@GO@/"$GO_ENV"}
+    command=${command//@EX@/"$EX_ENV"}
+    command=${command//@PY@/"$PY_SETUP"}
     printf '[%d/%d %s] %s: %s\n' "$i" "${#selected[@]}" "$(date -u +%H:%M:%S)" "$name" "$what" >&2
     step_started=$SECONDS
     if bash -c "$command" >"$OUT/$name.txt" 2>"$OUT/$name.log"; then
